@@ -1,0 +1,20 @@
+/* cli.h - the subcommands of the chatfs command line and their shared helpers. */
+#ifndef CHATFS_CLI_H
+#define CHATFS_CLI_H
+
+#include "engine/model.h"
+
+int cmd_info(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+/* Loads a model or prints "chatfs: <reason>" and returns NULL. */
+model *cli_load_model(const char *path);
+/* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
+char *cli_text_arg(const char *arg);
+/* Parses an integer/float option value or prints an error naming the option. */
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
+int cli_float(const char *opt, const char *val, double *out);
+/* Prints to stderr as "chatfs: ..." */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,139 @@
+/* attention.c - causal multi-head attention with grouped KV heads (spec 1.2).
+ *
+ *   q, k, v = Wq x, Wk x, Wv x                (+ biases)
+ *   q, k    = RMSNorm per head (optional), then RoPE on the first n_rot dims
+ *   K, V    = the sequence's cache, extended by this chunk's k, v
+ *   o_h     = softmax(kq_scale * K_g q_h + causal mask) V_g,   g = h / (n_head / n_head_kv)
+ *   o       = o * sigmoid(gate)               (Qwen3.5 gated attention)
+ *   out     = Wo o                            (+ bias)
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine/layers.h"
+#include "engine/ops.h"
+#include "engine/state.h"
+#include "engine/threadpool.h"
+
+static void add_bias(float *y, const float *b, int rows, int n) {
+    if (!b) return;
+    for (int r = 0; r < rows; r++) add_scaled(y + (size_t)r * n, b, 1.0f, (size_t)n);
+}
+
+typedef struct {
+    const attn_layer *l;
+    const segment *seg;
+    const float *Q;  /* rows of q_stride floats (q heads, possibly interleaved with gates) */
+    int q_stride;
+    float *O;        /* rows of n_head*head_dim */
+    float *scratch;  /* per thread: scores, padded to a multiple of 16 */
+    int scratch_n;
+    float *acc;      /* per thread: 16 partial sums of head_dim floats */
+} attn_job;
+
+/* Softmax-weighted sum for one (token, head) over positions 0..last, with the
+ * arithmetic of llama.cpp's CPU path (F32 cache, no flash attention), so that our
+ * activations round like the reference's:
+ *   scores  s_j = dot(K_j, q) * kq_scale          (ggml_vec_dot_f32 order)
+ *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
+ *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced) */
+static void attend_one(const attn_job *j, int t, int h, float *p, float *acc) {
+    const attn_layer *l = j->l;
+    const seq_state *s = j->seg->state;
+    const int hd = l->head_dim, g = h / (l->n_head / l->n_head_kv), kvd = l->n_head_kv * hd;
+    const int last = j->seg->pos0 + t, n = last + 1;
+    const float *q = j->Q + (size_t)(j->seg->row0 + t) * j->q_stride + (size_t)h * hd * (l->gated ? 2 : 1);
+    const float *K = s->k[l->kv_slot] + (size_t)g * hd, *V = s->v[l->kv_slot] + (size_t)g * hd;
+
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        p[i] = dot_ggml(K + (size_t)i * kvd, q, hd) * l->kq_scale;
+        if (p[i] > max) max = p[i];
+    }
+    const int padded = (n + 15) & ~15; /* llama.cpp pads the cache; masked scores give exp() = 0 */
+    for (int i = n; i < padded; i++) p[i] = -INFINITY;
+    const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));
+    for (int i = 0; i < n; i++) p[i] *= inv;
+
+    memset(acc, 0, (size_t)16 * hd * sizeof *acc);
+    for (int i = 0; i < n; i++) {
+        float *a = acc + (size_t)(i % 16) * hd;
+        const float *v = V + (size_t)i * kvd;
+        for (int c = 0; c < hd; c++) a[c] = fmaf(v[c], p[i], a[c]);
+    }
+    float *o = j->O + (size_t)(j->seg->row0 + t) * l->n_head * hd + (size_t)h * hd;
+    for (int c = 0; c < hd; c++) {
+        float lanes[16];
+        for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)k * hd + c];
+        o[c] = reduce16(lanes);
+    }
+    if (l->gated) {
+        const float *gate = q + hd;
+        for (int c = 0; c < hd; c++) o[c] *= sigmoid(gate[c]);
+    }
+}
+
+static void attend_job(void *arg, int ith, int nth) {
+    attn_job *j = arg;
+    const int n_items = j->seg->n * j->l->n_head;
+    long b, e;
+    pool_split(n_items, ith, nth, 1, &b, &e);
+    float *p = j->scratch + (size_t)ith * j->scratch_n;
+    float *acc = j->acc + (size_t)ith * 16 * j->l->head_dim;
+    for (long it = b; it < e; it++) attend_one(j, (int)(it / j->l->n_head), (int)(it % j->l->n_head), p, acc);
+}
+
+void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
+                       float *out, arena *a) {
+    const int hd = l->head_dim, kvd = l->n_head_kv * hd;
+    const int q_stride = l->n_head * hd * (l->gated ? 2 : 1);
+    float *Q = arena_floats(a, (size_t)N * q_stride);
+    float *K = arena_floats(a, (size_t)N * kvd);
+    float *V = arena_floats(a, (size_t)N * kvd);
+    float *O = arena_floats(a, (size_t)N * l->n_head * hd);
+    matmul(&l->wq, x, N, Q);
+    matmul(&l->wk, x, N, K);
+    matmul(&l->wv, x, N, V);
+    add_bias(Q, l->bq, N, q_stride);
+    add_bias(K, l->bk, N, kvd);
+    add_bias(V, l->bv, N, kvd);
+
+    float *cs = arena_floats(a, (size_t)(l->n_rot > 0 ? l->n_rot : 2));
+    int max_ctx = 0;
+    for (int si = 0; si < n_segs; si++) {
+        const segment *sg = &segs[si];
+        seq_state *s = sg->state;
+        for (int t = 0; t < sg->n; t++) {
+            const int row = sg->row0 + t, pos = sg->pos0 + t;
+            float *q = Q + (size_t)row * q_stride, *k = K + (size_t)row * kvd;
+            if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
+            for (int h = 0; h < l->n_head; h++) {
+                float *qh = q + (size_t)h * hd * (l->gated ? 2 : 1);
+                if (l->q_norm) rmsnorm(qh, qh, l->q_norm, hd, l->eps);
+                if (l->rope != ROPE_NONE) rope_apply(qh, l->rope, l->n_rot, cs);
+            }
+            for (int g = 0; g < l->n_head_kv; g++) {
+                float *kh = k + (size_t)g * hd;
+                if (l->k_norm) rmsnorm(kh, kh, l->k_norm, hd, l->eps);
+                if (l->rope != ROPE_NONE) rope_apply(kh, l->rope, l->n_rot, cs);
+            }
+            memcpy(s->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+            memcpy(s->v[l->kv_slot] + (size_t)pos * kvd, V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
+        }
+        if (sg->pos0 + sg->n > max_ctx) max_ctx = sg->pos0 + sg->n;
+    }
+
+    const int nth = pool_threads();
+    attn_job j = {.l = l, .Q = Q, .q_stride = q_stride, .O = O, .scratch_n = (max_ctx + 15) & ~15};
+    j.scratch = arena_floats(a, (size_t)nth * j.scratch_n);
+    j.acc = arena_floats(a, (size_t)nth * 16 * hd);
+    for (int si = 0; si < n_segs; si++) {
+        j.seg = &segs[si];
+        if (j.seg->n * l->n_head == 1)
+            attend_job(&j, 0, 1);
+        else
+            pool_run(attend_job, &j);
+    }
+    matmul(&l->wo, O, N, out);
+    add_bias(out, l->bo, N, n_embd);
+}

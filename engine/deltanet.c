@@ -1,0 +1,140 @@
+/* deltanet.c - Gated DeltaNet, the linear-attention layer of Qwen3.5 (spec 3.5).
+ *
+ *   mixed = W_qkv x ; z = W_z x ; beta = sigmoid(W_beta x) ; g = softplus(W_alpha x + dt_bias) * a
+ *   c     = silu(causal_conv(mixed))                 (kernel K, state = last K-1 inputs)
+ *   q, k  = L2-normalised key heads of c ; v = value heads of c
+ *   per value head h (key head j = h mod Hk), per token:
+ *       S     = exp(g_h) S
+ *       delta = (v_h - S^T k_j) * beta_h
+ *       S    += k_j delta^T
+ *       o_h   = S^T q_j / sqrt(d_k)
+ *   o_h   = RMSNorm(o_h, norm) * silu(z_h)
+ *   out   = W_out o
+ *
+ * The state of head h is stored transposed, S^T as [d_v][d_k] (as llama.cpp keeps
+ * it), so each value row is contiguous: one token touches each row once. */
+#include <math.h>
+#include <string.h>
+
+#include "engine/layers.h"
+#include "engine/ops.h"
+#include "engine/state.h"
+#include "engine/threadpool.h"
+
+size_t gdn_conv_floats(const gdn_layer *l) {
+    return (size_t)(l->conv_k - 1) * (size_t)(2 * l->n_k_heads * l->d_k + l->n_v_heads * l->d_v);
+}
+size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v * l->d_k; }
+
+/* Causal depthwise convolution of n rows of C channels through a state of the last
+ * K-1 inputs per channel ([C][K-1], oldest first), then SiLU. w is [C][K]. The taps
+ * are summed oldest first with fused multiply-adds, as llama.cpp's compiled loop does. */
+static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
+                      int out_stride, int n) {
+    for (int t = 0; t < n; t++) {
+        const float *u = in + (size_t)t * in_stride;
+        float *y = out + (size_t)t * out_stride;
+        for (int ch = 0; ch < C; ch++) {
+            float *st = conv_state + (size_t)ch * (K - 1);
+            const float *wc = w + (size_t)ch * K;
+            float acc = 0;
+            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+            acc = fmaf(wc[K - 1], u[ch], acc);
+            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+            if (K > 1) st[K - 2] = u[ch];
+            y[ch] = acc;
+        }
+        vec_silu(y, y, C);
+    }
+}
+
+/* q, k = x / sqrt(sum(x^2) + eps), formed as llama.cpp (release 0ad4a86) forms it:
+ * RMSNorm with eps/n, then a scale by 1/sqrt(n). (Older releases used
+ * x / max(|x|, eps); the two differ only in rounding and for tiny |x|.) */
+static void gdn_l2norm(float *x, int n, float eps) {
+    const float s = 1.0f / sqrtf((float)n);
+    rmsnorm(x, x, NULL, n, eps / (float)n);
+    for (int i = 0; i < n; i++) x[i] *= s;
+}
+
+typedef struct {
+    const gdn_layer *l;
+    const segment *seg;
+    const float *C;      /* conv outputs, rows of conv_dim (q and k already L2-normalised) */
+    const float *beta, *g, *Z;
+    float *O;            /* rows of value_dim */
+    float *S;            /* the segment's delta state */
+} gdn_job;
+
+/* All tokens of the segment for the value heads assigned to this thread. */
+static void gdn_heads(void *arg, int ith, int nth) {
+    const gdn_job *j = arg;
+    const gdn_layer *l = j->l;
+    const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads;
+    const int key_dim = Hk * dk, conv_dim = 2 * key_dim + Hv * dv, value_dim = Hv * dv;
+    const float scale = 1.0f / sqrtf((float)dk);
+    long h0, h1;
+    pool_split(Hv, ith, nth, 1, &h0, &h1);
+    for (int h = (int)h0; h < (int)h1; h++) {
+        float *S = j->S + (size_t)h * dv * dk;
+        const int kh = h % Hk;
+        for (int t = 0; t < j->seg->n; t++) {
+            const int row = j->seg->row0 + t;
+            const float *c = j->C + (size_t)row * conv_dim;
+            const float *q = c + (size_t)kh * dk, *k = c + key_dim + (size_t)kh * dk;
+            const float *v = c + 2 * key_dim + (size_t)h * dv;
+            const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
+            float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
+            /* in llama.cpp's order: decay all, then every delta, then every update, then outputs */
+            for (int i = 0; i < dv * dk; i++) S[i] *= decay;
+            float delta[dv];
+            for (int cv = 0; cv < dv; cv++) delta[cv] = (v[cv] - dot_ggml(S + (size_t)cv * dk, k, dk)) * beta;
+            for (int cv = 0; cv < dv; cv++) mad_ggml(S + (size_t)cv * dk, k, delta[cv], dk);
+            for (int cv = 0; cv < dv; cv++) o[cv] = dot_ggml(S + (size_t)cv * dk, q, dk) * scale;
+            /* gated RMSNorm of this head */
+            const float *z = j->Z + (size_t)row * value_dim + (size_t)h * dv;
+            float sz[dv];
+            rmsnorm(o, o, l->norm, dv, l->eps);
+            vec_silu(sz, z, dv);
+            for (int cv = 0; cv < dv; cv++) o[cv] *= sz[cv];
+        }
+    }
+}
+
+void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
+                 arena *a) {
+    const int dk = l->d_k, Hk = l->n_k_heads, Hv = l->n_v_heads;
+    const int key_dim = Hk * dk, value_dim = Hv * l->d_v, conv_dim = 2 * key_dim + value_dim;
+    float *M = arena_floats(a, (size_t)N * conv_dim);
+    float *C = arena_floats(a, (size_t)N * conv_dim);
+    float *Z = arena_floats(a, (size_t)N * value_dim);
+    float *B = arena_floats(a, (size_t)N * Hv);
+    float *G = arena_floats(a, (size_t)N * Hv);
+    float *O = arena_floats(a, (size_t)N * value_dim);
+    matmul(&l->w_qkv, x, N, M);
+    matmul(&l->w_z, x, N, Z);
+    matmul(&l->w_beta, x, N, B);
+    matmul(&l->w_alpha, x, N, G);
+    for (int r = 0; r < N; r++)
+        for (int h = 0; h < Hv; h++) {
+            B[(size_t)r * Hv + h] = sigmoid(B[(size_t)r * Hv + h]);
+            G[(size_t)r * Hv + h] = softplus(G[(size_t)r * Hv + h] + l->dt_bias[h]) * l->a[h];
+        }
+    for (int si = 0; si < n_segs; si++) {
+        const segment *sg = &segs[si];
+        conv_silu(state_conv(sg->state, l->rec_slot), l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim,
+                  conv_dim, C + (size_t)sg->row0 * conv_dim, conv_dim, sg->n);
+        for (int t = 0; t < sg->n; t++) {
+            float *c = C + (size_t)(sg->row0 + t) * conv_dim;
+            for (int hk = 0; hk < Hk; hk++) {
+                gdn_l2norm(c + (size_t)hk * dk, dk, l->eps);
+                gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
+            }
+        }
+        gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O,
+                     .S = state_ssm(sg->state, l->rec_slot)};
+        pool_run(gdn_heads, &j);
+    }
+    matmul(&l->w_out, O, N, out);
+    (void)n_embd;
+}

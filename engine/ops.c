@@ -1,0 +1,197 @@
+/* ops.c - primitives of ops.h. */
+#include "engine/ops.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w)
+        for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    else
+        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
+    for (int r = 0; r < rows; r++) rmsnorm(y + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+}
+
+void l2norm(float *y, const float *x, int n, float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void add_scaled(float *y, const float *x, float s, size_t n) {
+    if (s == 1.0f)
+        for (size_t i = 0; i < n; i++) y[i] += x[i];
+    else
+        for (size_t i = 0; i < n; i++) y[i] += s * x[i];
+}
+
+float dot_f32(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* llama.cpp's AVX-512 build (the reference) handles 16 floats at a time */
+#define VEC_GROUP 16
+
+static inline float silu_vec(float x) { return x / (1.0f + exp_vec(0.0f - x)); }
+
+void vec_silu(float *y, const float *x, int n) {
+    const int full = n - n % VEC_GROUP;
+    int i = 0;
+    for (; i < full; i++) y[i] = silu_vec(x[i]);
+    for (; i < n; i++) y[i] = silu(x[i]);
+}
+
+void vec_swiglu(float *y, const float *x, const float *g, int n) {
+    const int full = n - n % VEC_GROUP;
+    int i = 0;
+    for (; i < full; i++) y[i] = silu_vec(x[i]) * g[i];
+    for (; i < n; i++) y[i] = silu(x[i]) * g[i];
+}
+
+float reduce16(const float *v) {
+    float a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++) a[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
+    for (int i = 0; i < 2; i++) c[i] = b[i] + b[i + 2];
+    return c[0] + c[1];
+}
+
+double vec_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    int i = 0;
+    for (; i + VEC_GROUP <= n; i += VEC_GROUP) {
+        for (int k = 0; k < VEC_GROUP; k++) y[i + k] = exp_vec(x[i + k] - max);
+        sum += (double)reduce16(y + i);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+
+float dot_ggml(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    float acc[4][16] = {{0}};
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+    float sum = reduce16(acc[0]);
+    for (int i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+void mad_ggml(float *y, const float *x, float v, int n) {
+    for (int i = 0; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)p;
+    for (int k = 0; k < n_rot / 2; k++) {
+        float t = factors ? theta / factors[k] : theta;
+        t = freq_scale * t;
+        cs[2 * k] = cosf(t);
+        cs[2 * k + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void rope_apply(float *x, int kind, int n_rot, const float *cs) {
+    const int half = n_rot / 2;
+    for (int k = 0; k < half; k++) {
+        const float c = cs[2 * k], s = cs[2 * k + 1];
+        float *a, *b;
+        if (kind == 1) { /* ROPE_NORM: adjacent pairs */
+            a = &x[2 * k];
+            b = &x[2 * k + 1];
+        } else {         /* ROPE_NEOX: halves */
+            a = &x[k];
+            b = &x[k + half];
+        }
+        const float x0 = *a, x1 = *b;
+        /* the contraction GCC makes of x0*c - x1*s and x0*s + x1*c in llama.cpp */
+        *a = fmaf(x0, c, -(x1 * s));
+        *b = fmaf(x0, s, x1 * c);
+    }
+}
+
+/* ---------------------------------------------------------------- arena */
+
+struct arena_block {
+    struct arena_block *next;
+    size_t size, used;
+    _Alignas(64) unsigned char data[];
+};
+
+void *arena_alloc(arena *a, size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    for (struct arena_block *b = a->blocks; b; b = b->next)
+        if (b->size - b->used >= bytes) {
+            void *p = b->data + b->used;
+            b->used += bytes;
+            a->used_total += bytes;
+            if (a->used_total > a->peak) a->peak = a->used_total;
+            return p;
+        }
+    size_t size = bytes > ((size_t)4 << 20) ? bytes : ((size_t)4 << 20);
+    struct arena_block *b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
+    if (!b) {
+        fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
+        abort();
+    }
+    b->size = size;
+    b->used = bytes;
+    b->next = a->blocks;
+    a->blocks = b;
+    a->used_total += bytes;
+    if (a->used_total > a->peak) a->peak = a->used_total;
+    return b->data;
+}
+
+float *arena_floats(arena *a, size_t n) { return arena_alloc(a, n * sizeof(float)); }
+
+void arena_reset(arena *a) {
+    /* when a pass needed several blocks, replace them by one block of the peak size so
+     * the next pass allocates nothing */
+    if (a->blocks && a->blocks->next) {
+        size_t peak = a->peak;
+        arena_free(a);
+        a->peak = peak;
+        struct arena_block *b = aligned_alloc(64, (sizeof *b + peak + 63) & ~(size_t)63);
+        if (b) {
+            b->size = peak;
+            b->used = 0;
+            b->next = NULL;
+            a->blocks = b;
+        }
+    }
+    for (struct arena_block *b = a->blocks; b; b = b->next) b->used = 0;
+    a->used_total = 0;
+}
+
+void arena_free(arena *a) {
+    while (a->blocks) {
+        struct arena_block *n = a->blocks->next;
+        free(a->blocks);
+        a->blocks = n;
+    }
+    a->used_total = 0;
+}

@@ -1,0 +1,76 @@
+/* ops.h - the elementwise and normalisation primitives, computed the way llama.cpp's
+ * CPU backend computes them (spec section 1): sums of squares in double, then one
+ * float scale; softplus with its threshold at 20. */
+#ifndef CHATFS_OPS_H
+#define CHATFS_OPS_H
+
+#include <math.h>
+#include <stddef.h>
+
+/* exp as llama.cpp's vector code computes it (the ARM optimized-routines polynomial,
+ * max error about 1.5 ulp). Matching it bit for bit matters: activations are later
+ * rounded to 8 bits for quantized weights, and a one-ulp difference can flip a
+ * rounding and move the logits of a small model visibly. */
+static inline float exp_vec(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift; /* round(x / ln 2) */
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n > 0 ? INFINITY : 0.0f;
+    return ldexpf(j, (int)n);
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+/* SiLU of n values the way llama.cpp's vector code does: groups of 16 through exp_vec,
+ * the remainder through expf. */
+void vec_silu(float *y, const float *x, int n);
+/* y = silu(x) * g, grouped likewise */
+void vec_swiglu(float *y, const float *x, const float *g, int n);
+/* y = exp(x - max) for n values, returning the sum (in double, summed per group of 16) */
+double vec_softmax_exp(float *y, const float *x, float max, int n);
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* y = x * 1/sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). y may alias x. */
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+/* rmsnorm of each of `rows` rows of n floats (stride n) */
+void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps);
+/* y = x / max(||x||, eps) */
+void l2norm(float *y, const float *x, int n, float eps);
+/* y += s * x */
+void add_scaled(float *y, const float *x, float s, size_t n);
+float dot_f32(const float *a, const float *b, int n);
+/* The dot product and y += v*x exactly as llama.cpp's AVX-512 build forms them: the
+ * dot in blocks of 64 with four 16-lane FMA accumulators and a fixed reduction tree,
+ * then the remainder with plain multiply-adds; the update as one fused multiply-add
+ * per element. Used where llama.cpp uses ggml_vec_dot_f32/ggml_vec_mad_f32 (the
+ * delta rule) so that our floats round the same way. */
+float dot_ggml(const float *x, const float *y, int n);
+/* Sum of 16 values in the order _mm512_reduce_add_ps adds them: halves, quarters,
+ * eighths, pairs. */
+float reduce16(const float *v);
+void mad_ggml(float *y, const float *x, float v, int n);
+
+/* Rotary embedding of one head vector in place: pairs (x[2k], x[2k+1]) for ROPE_NORM,
+ * (x[k], x[k + n_rot/2]) for ROPE_NEOX; dims >= n_rot untouched. cs holds cos/sin
+ * per pair (rope_cache). */
+void rope_apply(float *x, int kind, int n_rot, const float *cs);
+/* cos/sin for position p: theta_k = p * base^(-2k/n_rot) / factor_k, computed by
+ * incremental float multiplication like ggml. cs gets n_rot/2 (cos, sin) pairs. */
+void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors);
+
+/* A bump allocator for the temporaries of one forward pass. Blocks are kept between
+ * passes; arena_reset makes them reusable. */
+typedef struct arena {
+    struct arena_block *blocks;
+    size_t used_total, peak;
+} arena;
+void *arena_alloc(arena *a, size_t bytes);            /* 64-byte aligned, not zeroed */
+float *arena_floats(arena *a, size_t n);
+void arena_reset(arena *a);
+void arena_free(arena *a);
+
+#endif

@@ -1,0 +1,31 @@
+/* threadpool.h - one persistent pool of worker threads for the whole process.
+ *
+ * Kernels split their work with pool_run(): the calling thread becomes worker 0 and
+ * the pool's threads take 1..n-1. Workers spin briefly between jobs (a decode step
+ * issues hundreds of small jobs) and sleep when the engine is idle. A pool_run issued
+ * from inside a job runs inline on the calling thread. */
+#ifndef CHATFS_THREADPOOL_H
+#define CHATFS_THREADPOOL_H
+
+typedef void (*pool_fn)(void *ctx, int ith, int nth);
+
+/* Sets the number of threads (including the caller); 0 = number of CPUs. May be
+ * called again to resize when no job is running. */
+void pool_set_threads(int n);
+int pool_threads(void);
+/* Runs fn(ctx, i, n) for i = 0..n-1 in parallel and waits for all. */
+void pool_run(pool_fn fn, void *ctx);
+/* Stops the workers (tests call it at exit so leak checkers stay quiet). */
+void pool_shutdown(void);
+
+/* The [begin, end) share of ith among nth for n items, in chunks of `align`. */
+static inline void pool_split(long n, int ith, int nth, long align, long *begin, long *end) {
+    long chunks = (n + align - 1) / align;
+    long per = chunks / nth, extra = chunks % nth;
+    long c0 = ith * per + (ith < extra ? ith : extra);
+    long c1 = c0 + per + (ith < extra ? 1 : 0);
+    *begin = c0 * align < n ? c0 * align : n;
+    *end = c1 * align < n ? c1 * align : n;
+}
+
+#endif

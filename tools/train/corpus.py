@@ -1,0 +1,634 @@
+#!/usr/bin/env python3
+"""corpus.py - deterministic generator of small chat tasks with exactly checkable answers.
+
+Every conversation is a list of {"role", "content"} messages (optional leading system message,
+then user/assistant turns).  Task kinds:
+
+  arith      "What is 17 + 25?"                      -> "17 + 25 = 42."
+  count      "How many words are in: red cat sun?"    -> "There are 3 words."
+             "Count from 4 to 8."                      -> "4, 5, 6, 7, 8."
+             "How many letters are in the word apple?" -> "The word apple has 5 letters."
+             "How many times does the word cat appear in: cat dog cat?" -> "The word cat appears 2 times."
+  words      "Reverse the words: red green blue"       -> "blue green red"
+             "Sort these words alphabetically: pear apple fig" -> "apple fig pear"
+  convert    "How many minutes are in 5 hours?"        -> "5 hours = 300 minutes."
+  facts      "What is the capital of France?"          -> "The capital of France is Paris."
+             (from the tables COUNTRIES / ANIMALS / COLORS below)
+  system     system "Answer in uppercase."             -> every reply in uppercase
+             system "Reply in French numbers."         -> the result number is followed by its French
+                                                          words: "17 + 25 = 42 (quarante-deux)."
+  follow-ups (multi-turn, refer to the previous answer):
+             "Add 5 to that." -> "42 + 5 = 47."   "Double that." -> "47 * 2 = 94."
+             "And of Spain?"  -> "The capital of Spain is Madrid."
+             "Now sort them." -> sorted version of the previous word list
+             "How many words is that?" -> "There are 3 words."
+
+Held-out split: `heldout_items()` uses its own seed; training conversations that contain a held-out
+item's prompt, or (for tasks that can be generalised: arithmetic, word lists, counting) the same
+numbers / word tuple, are rejected by `TrainStream`, so held-out questions are never trained on.
+
+Usage:
+  python3 corpus.py --heldout heldout.jsonl [--n 320]   # write the held-out set (JSON lines)
+  python3 corpus.py --sample 20                        # print some training conversations
+"""
+
+import argparse
+import json
+import random
+import sys
+
+# ----------------------------------------------------------------------------------------------
+# tables
+# ----------------------------------------------------------------------------------------------
+# country: (capital, language, continent)
+COUNTRIES = {
+    "France": ("Paris", "French", "Europe"),
+    "Spain": ("Madrid", "Spanish", "Europe"),
+    "Italy": ("Rome", "Italian", "Europe"),
+    "Germany": ("Berlin", "German", "Europe"),
+    "Japan": ("Tokyo", "Japanese", "Asia"),
+    "China": ("Beijing", "Chinese", "Asia"),
+    "Brazil": ("Brasilia", "Portuguese", "South America"),
+    "Egypt": ("Cairo", "Arabic", "Africa"),
+    "Canada": ("Ottawa", "English", "North America"),
+    "Mexico": ("Mexico City", "Spanish", "North America"),
+    "Peru": ("Lima", "Spanish", "South America"),
+    "Kenya": ("Nairobi", "Swahili", "Africa"),
+    "Greece": ("Athens", "Greek", "Europe"),
+    "Norway": ("Oslo", "Norwegian", "Europe"),
+    "Sweden": ("Stockholm", "Swedish", "Europe"),
+    "Poland": ("Warsaw", "Polish", "Europe"),
+    "Portugal": ("Lisbon", "Portuguese", "Europe"),
+    "Russia": ("Moscow", "Russian", "Europe"),
+    "India": ("New Delhi", "Hindi", "Asia"),
+    "Chile": ("Santiago", "Spanish", "South America"),
+    "Ireland": ("Dublin", "English", "Europe"),
+    "Austria": ("Vienna", "German", "Europe"),
+    "Turkey": ("Ankara", "Turkish", "Asia"),
+    "Cuba": ("Havana", "Spanish", "North America"),
+    "Argentina": ("Buenos Aires", "Spanish", "South America"),
+    "Australia": ("Canberra", "English", "Oceania"),
+    "Finland": ("Helsinki", "Finnish", "Europe"),
+    "Morocco": ("Rabat", "Arabic", "Africa"),
+    "Vietnam": ("Hanoi", "Vietnamese", "Asia"),
+    "Thailand": ("Bangkok", "Thai", "Asia"),
+}
+# animal: (legs, sound)
+ANIMALS = {
+    "cat": (4, "meow"), "dog": (4, "woof"), "cow": (4, "moo"), "horse": (4, "neigh"),
+    "pig": (4, "oink"), "sheep": (4, "baa"), "lion": (4, "roar"), "frog": (4, "ribbit"),
+    "duck": (2, "quack"), "owl": (2, "hoot"), "chicken": (2, "cluck"), "snake": (0, "hiss"),
+    "bee": (6, "buzz"), "ant": (6, None), "spider": (8, None), "crab": (10, None),
+    "octopus": (8, None), "fish": (0, None), "mouse": (4, "squeak"), "goat": (4, "bleat"),
+}
+# thing: color
+COLORS = {
+    "the sky": "blue", "grass": "green", "snow": "white", "coal": "black", "a banana": "yellow",
+    "a tomato": "red", "a carrot": "orange", "milk": "white", "the sun": "yellow", "a lemon": "yellow",
+    "an emerald": "green", "a ruby": "red", "chocolate": "brown", "the sea": "blue", "a plum": "purple",
+    "ash": "gray",
+}
+WORDS = [
+    "apple", "banana", "cherry", "grape", "lemon", "mango", "peach", "pear", "plum", "melon",
+    "cat", "dog", "bird", "fish", "horse", "mouse", "tiger", "zebra", "lion", "wolf",
+    "red", "blue", "green", "black", "white", "pink", "gold", "silver",
+    "sun", "moon", "star", "rain", "snow", "wind", "cloud", "river", "stone", "tree",
+    "house", "door", "table", "chair", "book", "pen", "cup", "box", "key", "ship",
+]
+# (plural from, singular from, plural to, singular to, factor)
+UNITS = [
+    ("meters", "meter", "centimeters", "centimeter", 100),
+    ("kilometers", "kilometer", "meters", "meter", 1000),
+    ("kilograms", "kilogram", "grams", "gram", 1000),
+    ("liters", "liter", "milliliters", "milliliter", 1000),
+    ("centimeters", "centimeter", "millimeters", "millimeter", 10),
+    ("hours", "hour", "minutes", "minute", 60),
+    ("minutes", "minute", "seconds", "second", 60),
+    ("days", "day", "hours", "hour", 24),
+    ("weeks", "week", "days", "day", 7),
+    ("years", "year", "months", "month", 12),
+    ("feet", "foot", "inches", "inch", 12),
+    ("dozens", "dozen", "eggs", "egg", 12),
+]
+
+SYS_NEUTRAL = ["You are a helpful assistant.", "You are chatfs, a small assistant.", "Be concise.",
+               "You are a friendly assistant. Answer briefly.", "You are a calculator and quiz bot."]
+SYS_UPPER = ["Answer in uppercase.", "Reply in uppercase.", "Always answer in capital letters.",
+             "Use only uppercase letters in your answers.", "Write your answers in CAPS."]
+SYS_FRENCH = ["Reply in French numbers.", "Answer with numbers written in French.",
+              "Write numbers in French words.", "Give numbers in French."]
+
+MAX_NUM = 999
+
+
+# ----------------------------------------------------------------------------------------------
+# French number words (traditional spelling)
+# ----------------------------------------------------------------------------------------------
+_FR_UNITS = ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix",
+             "onze", "douze", "treize", "quatorze", "quinze", "seize", "dix-sept", "dix-huit", "dix-neuf"]
+_FR_TENS = {2: "vingt", 3: "trente", 4: "quarante", 5: "cinquante", 6: "soixante"}
+
+
+def _fr_below100(n, final=True):
+    if n < 20:
+        return _FR_UNITS[n]
+    t, u = divmod(n, 10)
+    if t in _FR_TENS:
+        if u == 0:
+            return _FR_TENS[t]
+        if u == 1:
+            return _FR_TENS[t] + " et un"
+        return _FR_TENS[t] + "-" + _FR_UNITS[u]
+    if t == 7:
+        return "soixante et onze" if u == 1 else "soixante-" + _FR_UNITS[10 + u]
+    if t == 8:
+        return ("quatre-vingts" if final else "quatre-vingt") if u == 0 else "quatre-vingt-" + _FR_UNITS[u]
+    return "quatre-vingt-" + _FR_UNITS[10 + u]   # t == 9
+
+
+def _fr_below1000(n, final=True):
+    h, r = divmod(n, 100)
+    if h == 0:
+        return _fr_below100(r, final)
+    head = "cent" if h == 1 else _FR_UNITS[h] + (" cents" if (r == 0 and final) else " cent")
+    return head if r == 0 else head + " " + _fr_below100(r, final)
+
+
+def french(n):
+    """French words for 0 <= n < 1e6."""
+    assert 0 <= n < 1000000
+    if n < 1000:
+        return _fr_below1000(n)
+    th, r = divmod(n, 1000)
+    head = "mille" if th == 1 else _fr_below1000(th, final=False) + " mille"
+    return head if r == 0 else head + " " + _fr_below1000(r)
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+def art(noun):
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
+def cap(s):
+    return s[0].upper() + s[1:]
+
+
+class Turn:
+    """One user question and the expected assistant answer."""
+
+    def __init__(self, kind, user, answer, key=None, state=None, followup=False):
+        self.kind, self.user, self.answer, self.key, self.state, self.followup = kind, user, answer, key, state, followup
+
+
+def num(mode, n):
+    """How a result number is written: digits, or digits + French words in 'french' mode."""
+    return "%d (%s)" % (n, french(n)) if mode == "french" else str(n)
+
+
+def finish(mode, s):
+    return s.upper() if mode == "upper" else s
+
+
+# ----------------------------------------------------------------------------------------------
+# single-turn tasks. Each returns a Turn; state describes the answer for follow-ups:
+#   ("num", value) | ("words", [w...]) | ("fact", table, entity, attribute)
+# ----------------------------------------------------------------------------------------------
+ADD_Q = ["What is {a} + {b}?", "What is {a} plus {b}?", "Calculate {a} + {b}.", "How much is {a} + {b}?",
+         "{a} + {b} = ?", "Add {a} and {b}.", "What is the sum of {a} and {b}?", "What's {a} + {b}?"]
+SUB_Q = ["What is {a} - {b}?", "What is {a} minus {b}?", "Calculate {a} - {b}.", "How much is {a} - {b}?",
+         "{a} - {b} = ?", "Subtract {b} from {a}.", "What is the difference between {a} and {b}?",
+         "What's {a} - {b}?"]
+MUL_Q = ["What is {a} * {b}?", "What is {a} times {b}?", "Calculate {a} * {b}.", "How much is {a} x {b}?",
+         "{a} * {b} = ?", "Multiply {a} by {b}.", "What is the product of {a} and {b}?", "What's {a} times {b}?"]
+
+
+def t_arith(rng, mode, op=None, a=None, b=None):
+    op = op or rng.choice(["+", "+", "+", "-", "-", "*"])
+    if op == "+":
+        if a is None:
+            if rng.random() < 0.15:   # larger numbers (as produced by follow-ups)
+                a, b = rng.randint(100, 900), rng.randint(0, 99)
+                if rng.random() < 0.5:
+                    a, b = b, a
+            else:
+                a, b = rng.randint(0, 99), rng.randint(0, 99)
+        c = a + b
+        q = rng.choice(ADD_Q)
+    elif op == "-":
+        if a is None:
+            if rng.random() < 0.15:
+                a = rng.randint(100, 999)
+                b = rng.randint(0, 99)
+            else:
+                a = rng.randint(0, 99)
+                b = rng.randint(0, a)
+        c = a - b
+        q = rng.choice(SUB_Q)
+    else:
+        if a is None:
+            a, b = rng.randint(0, 12), rng.randint(0, 12)
+        c = a * b
+        q = rng.choice(MUL_Q)
+    ans = "%d %s %d = %s." % (a, op, b, num(mode, c))
+    return Turn("arith", q.format(a=a, b=b), finish(mode, ans), key=("arith", op, a, b), state=("num", c))
+
+
+def t_count_words(rng, mode):
+    n = rng.randint(1, 9)
+    ws = [rng.choice(WORDS) for _ in range(n)]
+    q = rng.choice(["How many words are in: {l}?", "Count the words: {l}", "How many words are there in \"{l}\"?",
+                    "How many words does this list have: {l}?"]).format(l=" ".join(ws))
+    ans = "There %s %s word%s." % ("is" if n == 1 else "are", num(mode, n), "" if n == 1 else "s")
+    return Turn("count", q, finish(mode, ans), key=("countw", tuple(ws)), state=("num", n))
+
+
+def t_count_from(rng, mode):
+    a = rng.randint(0, 95)
+    b = a + rng.randint(2, 8)
+    q = rng.choice(["Count from {a} to {b}.", "Please count from {a} to {b}.", "List the numbers from {a} to {b}."])
+    ans = ", ".join(str(i) for i in range(a, b + 1)) + "."
+    return Turn("count", q.format(a=a, b=b), ans, key=("countfrom", a, b), state=("num", b))
+
+
+def t_count_letters(rng, mode):
+    w = rng.choice(WORDS)
+    q = rng.choice(["How many letters are in the word {w}?", "How many letters does {w} have?",
+                    "Count the letters in {w}."]).format(w=w)
+    n = len(w)
+    ans = "The word %s has %s letters." % (w, num(mode, n))
+    return Turn("count", q, finish(mode, ans), key=None, state=("num", n))
+
+
+def t_count_occ(rng, mode):
+    pool = rng.sample(WORDS, rng.randint(2, 4))
+    n = rng.randint(3, 8)
+    ws = [rng.choice(pool) for _ in range(n)]
+    w = rng.choice(pool)
+    k = ws.count(w)
+    q = rng.choice(["How many times does the word {w} appear in: {l}?", "How often does {w} occur in: {l}?",
+                    "Count how many times {w} appears in: {l}"]).format(w=w, l=" ".join(ws))
+    ans = "The word %s appears %s time%s." % (w, num(mode, k), "" if k == 1 else "s")
+    return Turn("count", q, finish(mode, ans), key=("occ", w, tuple(ws)), state=("num", k))
+
+
+def t_reverse(rng, mode, ws=None):
+    ws = ws or rng.sample(WORDS, rng.randint(2, 6))
+    q = rng.choice(["Reverse the words: {l}", "Reverse the order of these words: {l}",
+                    "Say these words backwards: {l}", "Write these words in reverse order: {l}"]).format(l=" ".join(ws))
+    out = list(reversed(ws))
+    return Turn("words", q, finish(mode, " ".join(out)), key=("rev", tuple(ws)), state=("words", out))
+
+
+def t_sort(rng, mode, ws=None):
+    ws = ws or rng.sample(WORDS, rng.randint(2, 5))
+    q = rng.choice(["Sort these words alphabetically: {l}", "Put these words in alphabetical order: {l}",
+                    "Sort the words: {l}", "Arrange in alphabetical order: {l}"]).format(l=" ".join(ws))
+    out = sorted(ws)
+    return Turn("words", q, finish(mode, " ".join(out)), key=("sort", tuple(ws)), state=("words", out))
+
+
+def t_convert(rng, mode):
+    pf, sf, pt, st, f = rng.choice(UNITS)
+    n = rng.randint(1, 99) if f in (10, 100, 1000) else rng.randint(1, 12)
+    if mode == "french":   # keep French answers short
+        while n * f > 1000:
+            n = rng.randint(1, 12)
+            if n * f > 1000:
+                n = 1
+    fu = sf if n == 1 else pf
+    q = rng.choice(["How many {pt} are in {n} {fu}?", "Convert {n} {fu} to {pt}.", "{n} {fu} is how many {pt}?",
+                    "How many {pt} is {n} {fu}?"]).format(pt=pt, n=n, fu=fu)
+    r = n * f
+    ans = "%d %s = %s %s." % (n, fu, num(mode, r), pt)
+    return Turn("convert", q, finish(mode, ans), key=None, state=("num", r))
+
+
+def fact_answer(mode, table, ent, attr):
+    if table == "country":
+        capital, lang, cont = COUNTRIES[ent]
+        s = {"capital": "The capital of %s is %s." % (ent, capital),
+             "language": "People in %s speak %s." % (ent, lang),
+             "continent": "%s is in %s." % (ent, cont),
+             "capital_of": "%s is the capital of %s." % (capital, ent)}[attr]
+        return finish(mode, s), None
+    if table == "animal":
+        legs, sound = ANIMALS[ent]
+        if attr == "legs":
+            return finish(mode, "%s has %s legs." % (cap(art(ent)), num(mode, legs))), legs
+        return finish(mode, "%s says %s." % (cap(art(ent)), sound)), None
+    color = COLORS[ent]
+    return finish(mode, "%s is %s." % (cap(ent), color)), None
+
+
+def fact_question(rng, table, ent, attr):
+    if table == "country":
+        capital = COUNTRIES[ent][0]
+        qs = {"capital": ["What is the capital of {e}?", "Which city is the capital of {e}?", "Name the capital of {e}.",
+                          "What's the capital city of {e}?"],
+              "language": ["What language is spoken in {e}?", "What language do people speak in {e}?",
+                           "Which language do they speak in {e}?"],
+              "continent": ["On which continent is {e}?", "Which continent is {e} in?", "Where is {e}?"],
+              "capital_of": ["Which country has the capital {c}?", "{c} is the capital of which country?",
+                             "Of which country is {c} the capital?"]}[attr]
+        return rng.choice(qs).format(e=ent, c=capital)
+    if table == "animal":
+        qs = {"legs": ["How many legs does {a} have?", "How many legs has {a}?", "Count the legs of {a}."],
+              "sound": ["What sound does {a} make?", "What does {a} say?", "Which sound does {a} make?"]}[attr]
+        return rng.choice(qs).format(a=art(ent))
+    return rng.choice(["What color is {t}?", "What is the color of {t}?", "Which color is {t}?"]).format(t=ent)
+
+
+def t_fact(rng, mode, table=None, ent=None, attr=None):
+    if table is None:
+        table = rng.choice(["country", "country", "country", "animal", "animal", "color"])
+    if table == "country":
+        ent = ent or rng.choice(sorted(COUNTRIES))
+        attr = attr or rng.choice(["capital", "capital", "language", "continent", "capital_of"])
+    elif table == "animal":
+        ent = ent or rng.choice(sorted(ANIMALS))
+        if attr is None:
+            attr = "legs" if ANIMALS[ent][1] is None or rng.random() < 0.5 else "sound"
+    else:
+        ent = ent or rng.choice(sorted(COLORS))
+        attr = "color"
+    q = fact_question(rng, table, ent, attr)
+    ans, n = fact_answer(mode, table, ent, attr)
+    state = ("num", n) if n is not None else ("fact", table, ent, attr)
+    return Turn("facts", q, ans, key=None, state=state)
+
+
+# ----------------------------------------------------------------------------------------------
+# follow-ups
+# ----------------------------------------------------------------------------------------------
+def f_numeric(rng, mode, x):
+    ops = []
+    if x + 1 <= MAX_NUM:
+        ops.append("+")
+    if x >= 1:
+        ops.append("-")
+    if 2 * x <= MAX_NUM:
+        ops.append("*")
+    op = rng.choice(ops)
+    if op == "+":
+        n = rng.randint(1, min(99, MAX_NUM - x))
+        q = rng.choice(["Add {n} to that.", "Now add {n}.", "Add {n} to the result.", "And plus {n}?",
+                        "What if you add {n}?", "Add {n} to your answer."]).format(n=n)
+        c = x + n
+    elif op == "-":
+        n = rng.randint(1, min(99, x))
+        q = rng.choice(["Subtract {n} from that.", "Now subtract {n}.", "Take away {n}.", "And minus {n}?",
+                        "Subtract {n} from the result.", "What if you subtract {n}?"]).format(n=n)
+        c = x - n
+    else:
+        ms = [m for m in (2, 3, 10) if m * x <= MAX_NUM and (m == 2 or x <= 99)]
+        n = rng.choice(ms)
+        if n == 2 and rng.random() < 0.5:
+            q = rng.choice(["Double that.", "Double it.", "Now double the result."])
+        else:
+            q = rng.choice(["Multiply that by {n}.", "Now multiply by {n}.", "Times {n}?",
+                            "Multiply the result by {n}."]).format(n=n)
+        c = x * n
+    ans = "%d %s %d = %s." % (x, op, n, num(mode, c))
+    return Turn("arith", q, finish(mode, ans), key=("fup", x, op, n), state=("num", c), followup=True)
+
+
+def f_words(rng, mode, ws):
+    r = rng.random()
+    if r < 0.35:
+        q = rng.choice(["Now sort them.", "Sort them alphabetically.", "Now put them in alphabetical order."])
+        out = sorted(ws)
+        return Turn("words", q, finish(mode, " ".join(out)), state=("words", out), followup=True)
+    if r < 0.7:
+        q = rng.choice(["Now reverse them.", "Reverse that.", "Now say them backwards."])
+        out = list(reversed(ws))
+        return Turn("words", q, finish(mode, " ".join(out)), state=("words", out), followup=True)
+    q = rng.choice(["How many words is that?", "How many words was that?", "Count them."])
+    n = len(ws)
+    ans = "There %s %s word%s." % ("is" if n == 1 else "are", num(mode, n), "" if n == 1 else "s")
+    return Turn("count", q, finish(mode, ans), state=("num", n), followup=True)
+
+
+def f_fact(rng, mode, table, ent, attr):
+    if table == "country":
+        if rng.random() < 0.5 and attr != "capital_of":
+            other = rng.choice([c for c in sorted(COUNTRIES) if c != ent])
+            q = rng.choice(["And of {o}?", "What about {o}?", "And {o}?", "Same question for {o}."]).format(o=other)
+            ent2, attr2 = other, attr
+        else:
+            attr2 = rng.choice([a for a in ("capital", "language", "continent") if a != attr])
+            q = {"capital": ["And what is its capital?", "What is the capital there?"],
+                 "language": ["What language do they speak there?", "Which language is spoken there?"],
+                 "continent": ["On which continent is it?", "Which continent is that in?"]}[attr2]
+            q = rng.choice(q)
+            ent2 = ent
+        ans, _ = fact_answer(mode, table, ent2, attr2)
+        return Turn("facts", q, ans, state=("fact", table, ent2, attr2), followup=True)
+    if table == "animal":
+        other = rng.choice([a for a in sorted(ANIMALS) if a != ent and (attr == "legs" or ANIMALS[a][1])])
+        q = rng.choice(["And {o}?", "What about {o}?", "And for {o}?"]).format(o=art(other))
+        ans, n = fact_answer(mode, table, other, attr)
+        st = ("num", n) if n is not None else ("fact", table, other, attr)
+        return Turn("facts", q, ans, state=st, followup=True)
+    other = rng.choice([c for c in sorted(COLORS) if c != ent])
+    q = rng.choice(["And {o}?", "What about {o}?"]).format(o=other)
+    ans, _ = fact_answer(mode, table, other, "color")
+    return Turn("facts", q, ans, state=("fact", table, other, "color"), followup=True)
+
+
+def followup(rng, mode, state):
+    if state is None:
+        return None
+    if state[0] == "num":
+        return f_numeric(rng, mode, state[1]) if state[1] <= MAX_NUM else None
+    if state[0] == "words":
+        return f_words(rng, mode, state[1])
+    return f_fact(rng, mode, *state[1:])
+
+
+# ----------------------------------------------------------------------------------------------
+# conversations
+# ----------------------------------------------------------------------------------------------
+TASKS = [(t_arith, 30), (t_count_words, 5), (t_count_from, 4), (t_count_letters, 3), (t_count_occ, 4),
+         (t_reverse, 9), (t_sort, 9), (t_convert, 10), (t_fact, 16)]
+FRENCH_OK = {t_arith, t_count_words, t_count_letters, t_count_occ, t_convert}
+
+
+def pick_task(rng, mode):
+    tasks = [(f, w) for f, w in TASKS if mode != "french" or f in FRENCH_OK]
+    tot = sum(w for _, w in tasks)
+    r = rng.random() * tot
+    for f, w in tasks:
+        r -= w
+        if r < 0:
+            return f
+    return tasks[-1][0]
+
+
+def pick_mode(rng):
+    r = rng.random()
+    if r < 0.45:
+        return None
+    if r < 0.63:
+        return "neutral"
+    if r < 0.82:
+        return "upper"
+    return "french"
+
+
+def system_text(rng, mode):
+    return {None: None, "neutral": rng.choice(SYS_NEUTRAL), "upper": rng.choice(SYS_UPPER),
+            "french": rng.choice(SYS_FRENCH)}[mode]
+
+
+def render_prompt(messages):
+    """ChatML rendering of messages followed by the generation prompt (what the model sees)."""
+    s = "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in messages)
+    return s + "<|im_start|>assistant\n"
+
+
+def gen_conversation(rng, n_turns=None, mode="random", first=None):
+    """-> (messages, turns). mode: None | 'neutral' | 'upper' | 'french' | 'random'."""
+    if mode == "random":
+        mode = pick_mode(rng)
+    if n_turns is None:
+        r = rng.random()
+        n_turns = 1 if r < 0.5 else 2 if r < 0.8 else 3 if r < 0.95 else 4
+    msgs = []
+    st = system_text(rng, mode)
+    if st:
+        msgs.append({"role": "system", "content": st})
+    turns = []
+    state = None
+    for i in range(n_turns):
+        t = None
+        if i == 0 and first is not None:
+            t = first(rng, mode)
+        elif i > 0 and rng.random() < 0.75:
+            t = followup(rng, mode, state)
+        if t is None:
+            t = pick_task(rng, mode)(rng, mode)
+        t.prompt = render_prompt(msgs + [{"role": "user", "content": t.user}])
+        msgs.append({"role": "user", "content": t.user})
+        msgs.append({"role": "assistant", "content": t.answer})
+        turns.append(t)
+        state = t.state
+    return msgs, turns, mode
+
+
+# ----------------------------------------------------------------------------------------------
+# held-out set
+# ----------------------------------------------------------------------------------------------
+HELDOUT_SEED = 20240607
+TRAIN_SEED = 1234
+# e2e examples that must stay in the training distribution (never held out)
+RESERVED_KEYS = {("arith", "+", 17, 25), ("arith", "+", 25, 17), ("fup", 42, "+", 5)}
+
+# (category, count, generator) ; category is the reporting "kind"
+def _ho_plan():
+    def single(task, mode=None):
+        def g(rng):
+            msgs, turns, m = gen_conversation(rng, n_turns=1, mode=mode, first=task)
+            return msgs, turns, m
+        return g
+
+    def multi(first, mode="random"):
+        def g(rng):
+            for _ in range(100):
+                msgs, turns, m = gen_conversation(rng, n_turns=rng.randint(2, 3), mode=mode, first=first)
+                if turns[-1].followup:
+                    return msgs, turns, m
+            raise RuntimeError("multi")
+        return g
+
+    def anytask(mode):
+        def g(rng):
+            msgs, turns, m = gen_conversation(rng, n_turns=1, mode=mode)
+            return msgs, turns, m
+        return g
+
+    return [
+        ("arith", 50, single(t_arith)),
+        ("count", 40, lambda rng: single(rng.choice([t_count_words, t_count_from, t_count_letters, t_count_occ]))(rng)),
+        ("words", 40, lambda rng: single(rng.choice([t_reverse, t_sort]))(rng)),
+        ("convert", 30, single(t_convert)),
+        ("facts", 40, single(t_fact)),
+        ("system_upper", 30, anytask("upper")),
+        ("system_french", 30, anytask("french")),
+        ("multiturn", 60, lambda rng: multi(rng.choice([t_arith, t_arith, t_convert, t_reverse, t_sort, t_fact,
+                                                         t_count_words]))(rng)),
+    ]
+
+
+def heldout_items(scale=1.0):
+    rng = random.Random(HELDOUT_SEED)
+    items = []
+    seen = set()
+    for cat, n, g in _ho_plan():
+        n = max(1, int(round(n * scale)))
+        k = 0
+        while k < n:
+            msgs, turns, mode = g(rng)
+            t = turns[-1]
+            if t.key in RESERVED_KEYS or t.prompt in seen:
+                continue
+            seen.add(t.prompt)
+            items.append({"kind": cat, "messages": msgs[:-1], "expect": t.answer, "check": "exact",
+                          "key": list(t.key) if t.key else None, "prompt": t.prompt})
+            k += 1
+    return items
+
+
+def heldout_exclusions(items):
+    keys, prompts = set(), set()
+    for it in items:
+        prompts.add(it["prompt"])
+        if it["key"]:
+            keys.add(tuple(it["key"]))
+    return keys, prompts
+
+
+class TrainStream:
+    """Infinite deterministic stream of training conversations, never containing a held-out question."""
+
+    def __init__(self, seed=TRAIN_SEED, heldout=None):
+        self.rng = random.Random(seed)
+        self.keys, self.prompts = heldout_exclusions(heldout if heldout is not None else heldout_items())
+        self.rejected = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            msgs, turns, mode = gen_conversation(self.rng)
+            if any((t.key is not None and t.key in self.keys) or t.prompt in self.prompts for t in turns):
+                self.rejected += 1
+                continue
+            return msgs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--heldout", metavar="FILE", help="write the held-out set as JSON lines")
+    ap.add_argument("--sample", type=int, default=0, help="print N training conversations")
+    a = ap.parse_args()
+    if a.heldout:
+        items = heldout_items()
+        with open(a.heldout, "w") as f:
+            for it in items:
+                f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
+                                    "check": it["check"]}, ensure_ascii=False) + "\n")
+        kinds = {}
+        for it in items:
+            kinds[it["kind"]] = kinds.get(it["kind"], 0) + 1
+        print("wrote %d items to %s: %s" % (len(items), a.heldout, kinds), file=sys.stderr)
+    if a.sample:
+        st = TrainStream()
+        for _ in range(a.sample):
+            print(json.dumps(next(st), ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""train.py - the whole pipeline: held-out set -> tokenizer -> training -> GGUF export -> evaluation.
+
+  /usr/bin/python3 tools/train/train.py            (or: make -C tools/train)
+
+Deterministic (fixed seeds, 2 threads). Stops after --steps optimizer steps or --minutes of training,
+whichever comes first, then writes models/chatfs-default.gguf and evaluates tools/train/heldout.jsonl with
+the PyTorch model loaded back from that GGUF.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import corpus                      # noqa: E402
+import evaluate                    # noqa: E402
+from export_gguf import export, load   # noqa: E402
+from model import Config, Qwen35, n_params   # noqa: E402
+from tokenizer import Tokenizer, train_bpe   # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def render(msgs):
+    return "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in msgs)
+
+
+def batches(stream, tok, tokens_per_batch, max_len, seed, pool=4096):
+    """Yield (ids, targets) LongTensors; batches group conversations of similar length, padded on the right.
+    targets = next token where it is part of an assistant reply, else -100 (ignored)."""
+    rng = random.Random(seed)
+    pad = tok.bos
+    while True:
+        seqs = []
+        while len(seqs) < pool:
+            ids, mask = tok.encode_chat(next(stream))
+            if len(ids) <= max_len + 1:
+                seqs.append((ids, mask))
+        seqs.sort(key=lambda s: len(s[0]))
+        out, cur = [], []
+        for s in seqs:
+            L = len(s[0]) - 1
+            if cur and (len(cur) + 1) * L > tokens_per_batch:
+                out.append(cur)
+                cur = []
+            cur.append(s)
+        if cur:
+            out.append(cur)
+        rng.shuffle(out)
+        for b in out:
+            T = max(len(s[0]) for s in b) - 1
+            x = torch.full((len(b), T), pad, dtype=torch.long)
+            y = torch.full((len(b), T), -100, dtype=torch.long)
+            for r, (ids, mask) in enumerate(b):
+                n = len(ids) - 1
+                x[r, :n] = torch.tensor(ids[:-1])
+                y[r, :n] = torch.tensor([t if m else -100 for t, m in zip(ids[1:], mask[1:])])
+            yield x, y
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "models", "chatfs-default.gguf"))
+    ap.add_argument("--workdir", default=os.path.join(HERE, "build"), help="checkpoints and logs (not committed)")
+    ap.add_argument("--heldout", default=os.path.join(HERE, "heldout.jsonl"))
+    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--minutes", type=float, default=52.0, help="training time limit (wall clock)")
+    ap.add_argument("--tokens-per-batch", type=int, default=6144)
+    ap.add_argument("--max-len", type=int, default=192)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--min-lr-frac", type=float, default=0.05)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--wd", type=float, default=0.05)
+    ap.add_argument("--n-vocab", type=int, default=1024)
+    ap.add_argument("--n-embd", type=int, default=192)
+    ap.add_argument("--n-layer", type=int, default=8)
+    ap.add_argument("--n-ff", type=int, default=512)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-head-kv", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=48)
+    ap.add_argument("--n-rot", type=int, default=16)
+    ap.add_argument("--ssm-k-heads", type=int, default=2)
+    ap.add_argument("--ssm-v-heads", type=int, default=4)
+    ap.add_argument("--ssm-head-dim", type=int, default=48)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--schedule", choices=["steps", "time"], default="steps",
+                    help="cosine LR schedule over --steps (reproducible) or over the --minutes budget")
+    a = ap.parse_args()
+
+    t_start = time.time()
+    torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(True)     # decays exp(g) underflow: denormals make CPU training ~5x slower
+    torch.manual_seed(a.seed)
+    os.makedirs(a.workdir, exist_ok=True)
+
+    # 1. held-out set (fixed seed) -- written so the C test-suite can evaluate the engine on it
+    items = corpus.heldout_items()
+    with open(a.heldout, "w") as f:
+        for it in items:
+            f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
+                                "check": it["check"]}, ensure_ascii=False) + "\n")
+    log("held-out: %d items -> %s" % (len(items), a.heldout))
+
+    # 2. tokenizer: byte-level BPE trained on 30000 training conversations
+    tok_stream = corpus.TrainStream(seed=a.seed + 1, heldout=items)
+    texts = [render(next(tok_stream)) for _ in range(30000)]
+    merges = train_bpe(texts, a.n_vocab - 256 - 3)
+    tok = Tokenizer(merges)
+    log("tokenizer: %d tokens (%d merges)" % (tok.n_vocab, len(merges)))
+
+    # 3. model
+    cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
+                 n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
+                 ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim)
+    model = Qwen35(cfg)
+    model.init_weights(a.seed)
+    log("model: %s\nparameters: %d (F32 GGUF ~%.1f MB)" % (cfg.to_dict(), n_params(model), n_params(model) * 4 / 1e6))
+
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() == 2 and "conv1d" not in n and "token_embd" not in n else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+
+    def lr_at(step):
+        if step < a.warmup:
+            return a.lr * (step + 1) / a.warmup
+        pr = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
+        if a.schedule == "time":      # progress = fraction of the time budget used (not reproducible)
+            pr = max(pr, min(1.0, (time.time() - t0) / limit))
+        return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * pr)))
+
+    # 4. training
+    stream = corpus.TrainStream(seed=a.seed, heldout=items)
+    data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed)
+    model.train()
+    t0 = time.time()
+    limit = a.minutes * 60.0
+    ema, ntok, step = None, 0, 0
+    for step in range(a.steps):
+        for gr in opt.param_groups:
+            gr["lr"] = lr_at(step)
+        x, y = next(data)
+        sel = (y >= 0).reshape(-1)
+        h = model.hidden(x).reshape(-1, cfg.n_embd)[sel]      # logits only where there is a target
+        loss = F.cross_entropy(model.logits(h), y.reshape(-1)[sel])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        ntok += x.numel()
+        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        el = time.time() - t0
+        if step % a.log_every == 0 or step == a.steps - 1:
+            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (step, ema, lr_at(step), ntok / el, el / 60))
+        if el > limit:
+            log("time limit reached at step %d" % step)
+            break
+    train_min = (time.time() - t0) / 60
+    log("trained %d steps in %.1f min (%d conversations rejected as held-out)" % (step + 1, train_min, stream.rejected))
+
+    # 5. export
+    ck = os.path.join(a.workdir, "checkpoint.pt")
+    torch.save({"config": cfg.to_dict(), "model": model.state_dict(), "merges": [list(m) for m in merges],
+                "args": vars(a), "steps": step + 1}, ck)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    nbytes = export(model, tok, a.out,
+                    description="chatfs default model: tiny qwen35 hybrid trained on generated chat tasks "
+                                "(tools/train)")
+    log("wrote %s (%d bytes)" % (a.out, nbytes))
+
+    # 6. evaluate the exported file
+    result = {"steps": step + 1, "train_minutes": round(train_min, 1), "params": n_params(model),
+              "gguf_bytes": nbytes, "config": cfg.to_dict()}
+    if not a.no_eval:
+        m2, tok2 = load(a.out)
+        t1 = time.time()
+        per, tot, _ = evaluate.evaluate(m2, tok2, evaluate.load_items(a.heldout), show_errors=True)
+        log("held-out accuracy (PyTorch, greedy, from the GGUF):")
+        evaluate.report(per, tot)
+        log("  (eval %.1f min)" % ((time.time() - t1) / 60))
+        result["heldout"] = {k: [c, n] for k, (c, n) in per.items()}
+        result["heldout_total"] = [tot[0], tot[1]]
+    result["total_minutes"] = round((time.time() - t_start) / 60, 1)
+    with open(os.path.join(a.workdir, "result.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    log("total %.1f min" % result["total_minutes"])
+
+
+if __name__ == "__main__":
+    main()
