@@ -78,7 +78,7 @@ def main():
     ap.add_argument("--workdir", default=os.path.join(HERE, "build"), help="checkpoints and logs (not committed)")
     ap.add_argument("--heldout", default=os.path.join(HERE, "heldout.jsonl"))
     ap.add_argument("--steps", type=int, default=100000)
-    ap.add_argument("--minutes", type=float, default=52.0, help="training time limit (wall clock)")
+    ap.add_argument("--minutes", type=float, default=50.0, help="training time limit (wall clock)")
     ap.add_argument("--tokens-per-batch", type=int, default=2048, help="per process")
     ap.add_argument("--max-len", type=int, default=192)
     ap.add_argument("--lr", type=float, default=3e-3)
