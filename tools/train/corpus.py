@@ -7,10 +7,7 @@ then user/assistant turns).  Task kinds:
   arith      "What is 17 + 25?"                      -> "17 + 25 = 42."
   count      "How many words are in: red cat sun?"    -> "There are 3 words."
              "Count from 4 to 8."                      -> "4, 5, 6, 7, 8."
-             "How many letters are in the word apple?" -> "The word apple has 5 letters."
-             "How many times does the word cat appear in: cat dog cat?" -> "The word cat appears 2 times."
   words      "Reverse the words: red green blue"       -> "blue green red"
-             "Sort these words alphabetically: pear apple fig" -> "apple fig pear"
   convert    "How many minutes are in 5 hours?"        -> "5 hours = 300 minutes."
   facts      "What is the capital of France?"          -> "The capital of France is Paris."
              (from the tables COUNTRIES / ANIMALS / COLORS below)
@@ -20,8 +17,11 @@ then user/assistant turns).  Task kinds:
   follow-ups (multi-turn, refer to the previous answer):
              "Add 5 to that." -> "42 + 5 = 47."   "Double that." -> "47 * 2 = 94."
              "And of Spain?"  -> "The capital of Spain is Madrid."
-             "Now sort them." -> sorted version of the previous word list
+             "Now reverse them." -> the previous word list reversed
              "How many words is that?" -> "There are 3 words."
+
+(t_count_letters, t_count_occ and t_sort are kept but not in the training mix: the default model could
+not learn everything in its time budget.)
 
 Held-out split: `heldout_items()` uses its own seed; training conversations that contain a held-out
 item's prompt, or (for tasks that can be generalised: arithmetic, word lists, counting) the same

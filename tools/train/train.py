@@ -3,8 +3,8 @@
 
   /usr/bin/python3 tools/train/train.py            (or: make -C tools/train)
 
-Deterministic (fixed seeds, 2 threads). Stops after --steps optimizer steps or --minutes of training,
-whichever comes first, then writes models/chatfs-default.gguf and evaluates tools/train/heldout.jsonl with
+Deterministic seeds; 2 data-parallel processes of 1 thread each. Stops after --minutes of training
+(or --steps), then writes models/chatfs-default.gguf and evaluates tools/train/heldout.jsonl with
 the PyTorch model loaded back from that GGUF.
 """
 
@@ -15,6 +15,11 @@ import os
 import random
 import sys
 import time
+
+# one BLAS/OpenMP thread per process: Debian's torch uses OpenBLAS (pthreads), whose own thread pool
+# otherwise busy-waits against the other training process and any other load (2-3x slower)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 import torch.nn.functional as F
@@ -100,10 +105,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--schedule", choices=["auto", "steps", "time"], default="auto",
+    ap.add_argument("--schedule", choices=["auto", "steps", "time"], default="time",
                     help="cosine LR schedule over: 'steps' = --steps steps (reproducible); 'auto' = the number of "
                          "steps that fits in --minutes at the speed measured over the first 30 steps (printed; "
-                         "rerun with --schedule steps --steps N to reproduce); 'time' = the time budget")
+                         "rerun with --schedule steps --steps N to reproduce); 'time' = the time budget (the "
+                         "learning rates used are saved to WORKDIR/lr_schedule.txt; --replay FILE repeats them)")
+    ap.add_argument("--replay", metavar="FILE", help="use exactly these per-step learning rates (one per line)")
     ap.add_argument("--procs", type=int, default=2,
                     help="data-parallel training processes (1 thread each, gradients averaged with gloo)")
     a = ap.parse_args()
@@ -163,6 +170,11 @@ def run(rank, world, a):
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
 
     total = [a.steps]
+    replay = None
+    if a.replay:
+        replay = [float(l) for l in open(a.replay) if l.strip()]
+        total[0] = len(replay)
+    used_lr = []
 
     def lr_at(step, elapsed):
         if step < a.warmup:
@@ -187,8 +199,10 @@ def run(rank, world, a):
         if a.schedule == "auto" and step == 30:
             total[0] = min(a.steps, 30 + int((limit - el) / (el / 30) * 0.93))
             log("schedule: %d steps (%.2f s/step)" % (total[0], el / 30))
+        lr = replay[step] if replay is not None else lr_at(step, el)
+        used_lr.append(lr)
         for gr in opt.param_groups:
-            gr["lr"] = lr_at(step, el)
+            gr["lr"] = lr
         x, y = next(data)
         sel = (y >= 0).reshape(-1)
         h = model.hidden(x).reshape(-1, cfg.n_embd)[sel]      # logits only where there is a target
@@ -215,7 +229,7 @@ def run(rank, world, a):
         if step % a.log_every == 0 or step == a.steps - 1:
             log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (
                 step, ema, lr_at(step, el), ntok / (time.time() - t0), el / 60))
-        if el > limit:
+        if el > limit and replay is None:
             log("time limit reached at step %d" % step)
             break
     train_min = (time.time() - t0) / 60
@@ -224,6 +238,8 @@ def run(rank, world, a):
         dist.destroy_process_group()
     if rank != 0:
         return
+    with open(os.path.join(a.workdir, "lr_schedule.txt"), "w") as f:
+        f.write("".join("%.9g\n" % x for x in used_lr))
 
     # 5. export
     ck = os.path.join(a.workdir, "checkpoint.pt")
