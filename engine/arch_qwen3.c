@@ -19,7 +19,8 @@ static int qwen3_load(loader *L) {
         attn_layer at = {.n_head = n_head, .n_head_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head),
                          .head_dim = hd, .eps = m->eps, .kq_scale = 1.0f / sqrtf((float)hd)};
         b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
-        ld_rope(L, &at, ROPE_NEOX);
+        if (ld_rope(L, &at, ROPE_NEOX) && at.n_rot != hd) /* as llama.cpp requires */
+            return ld_fail(L, "rope.dimension_count %d differs from the head size %d", at.n_rot, hd);
         ld_attention(L, b, i, &at, 1);
         b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
         ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
