@@ -9,6 +9,9 @@ int cmd_run(int argc, char **argv);
 
 /* Loads a model or prints "chatfs: <reason>" and returns NULL. */
 model *cli_load_model(const char *path);
+/* Forces the chat template family NAME (--template) on a loaded model, or prints an
+ * error listing the families and returns 0. */
+int cli_force_template(model *m, const char *name);
 /* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
 char *cli_text_arg(const char *arg);
 /* Parses an integer/float option value or prints an error naming the option. */

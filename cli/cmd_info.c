@@ -1,4 +1,6 @@
-/* cmd_info.c - `chatfs info MODEL.gguf [--json]`: what a model file is. */
+/* cmd_info.c - `chatfs info MODEL.gguf [--json] [--template NAME]`: what a model file is.
+ * The template line names the family chatfs renders chats with, and says when the
+ * model's template was not recognised (ChatML is used then) or was forced. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,10 +9,11 @@
 #include "engine/state.h"
 
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *force = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--template") && i + 1 < argc) force = argv[++i];
         else if (!path && argv[i][0] != '-') path = argv[i];
         else { cli_error("info: unexpected argument '%s'", argv[i]); return 1; }
     }
@@ -20,6 +23,10 @@ int cmd_info(int argc, char **argv) {
     }
     model *m = cli_load_model(path);
     if (!m) return 1;
+    if (force && !cli_force_template(m, force)) {
+        model_free(m);
+        return 1;
+    }
 
     char pattern[1100];
     model_pattern(m, pattern, sizeof pattern);
@@ -45,7 +52,8 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddStringToObject(o, "tokenizer", tokenizer_model(m->tok));
         cJSON_AddStringToObject(o, "pre_tokenizer", tokenizer_pre(m->tok));
         cJSON_AddStringToObject(o, "template", tmpl);
-        cJSON_AddBoolToObject(o, "template_detected", m->tmpl.known);
+        cJSON_AddBoolToObject(o, "template_detected", m->tmpl.known && !force);
+        cJSON_AddBoolToObject(o, "template_forced", force != NULL);
         cJSON_AddBoolToObject(o, "tied_embeddings", m->tied);
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
@@ -64,7 +72,8 @@ int cmd_info(int argc, char **argv) {
         for (int i = 0; i < nt; i++) printf(" %s x%llu", ggml_type_name(types[i]), (unsigned long long)counts[i]);
         printf("\ntokenizer:     %s (pre-tokenizer %s), %d tokens\n", tokenizer_model(m->tok), tokenizer_pre(m->tok),
                m->n_vocab);
-        printf("template:      %s%s\n", tmpl, m->tmpl.known ? "" : " (fallback: template not recognised)");
+        printf("template:      %s%s\n", tmpl,
+               force ? " (forced)" : m->tmpl.known ? "" : " (fallback: template not recognised)");
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
     }
     model_free(m);

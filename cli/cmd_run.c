@@ -3,7 +3,8 @@
  * Without --stop it does not stop at end-of-generation tokens (as llama.cpp's
  * reference runs do). --ids prints exactly two lines, "prompt: ..." and
  * "generated: ...". --dump-logits writes the last prompt position's logits as
- * n_vocab little-endian float32. */
+ * n_vocab little-endian float32. --chat wraps the prompt as one user message in the
+ * model's chat template; --template NAME forces the template family. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static void print_ids(const char *label, const int *ids, int n) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL;
+    const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
     long n_gen = 16, threads = 0, seed = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0;
@@ -42,6 +43,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, &temp)) return 1; i++; }
         else if (!strcmp(a, "--dump-logits")) dump = v, i++;
+        else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--stop")) stop = 1;
         else if (!strcmp(a, "--ids")) ids = 1;
@@ -55,8 +57,9 @@ int cmd_run(int argc, char **argv) {
     char *text = cli_text_arg(prompt_arg);
     if (!text) return 1;
     model *m = cli_load_model(model_path);
-    if (!m) {
+    if (!m || (force && !cli_force_template(m, force))) {
         free(text);
+        model_free(m);
         return 1;
     }
     if (chat) {

@@ -10,9 +10,13 @@
 static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
     "\n"
-    "  info MODEL.gguf [--json]          architecture, parameters, tensor types, layers, tokenizer, template\n"
-    "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--stop] [--ids]\n"
-    "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n";
+    "  info MODEL.gguf [--json] [--template NAME]\n"
+    "      architecture, parameters, tensor types, layers, tokenizer, template\n"
+    "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
+    "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n"
+    "\n"
+    "  --template NAME forces a chat template family instead of the one recognised in the\n"
+    "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n";
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -28,6 +32,17 @@ model *cli_load_model(const char *path) {
     model *m = model_load(path, err, sizeof err);
     if (!m) cli_error("%s", err);
     return m;
+}
+
+int cli_force_template(model *m, const char *name) {
+    if (template_force(&m->tmpl, name)) return 1;
+    char list[256] = "";
+    for (int f = 0; f < TMPL_COUNT; f++) {
+        size_t k = strlen(list);
+        snprintf(list + k, sizeof list - k, "%s%s", f ? ", " : "", template_family_name((tmpl_family)f));
+    }
+    cli_error("unknown template family '%s' (families: %s)", name, list);
+    return 0;
 }
 
 char *cli_text_arg(const char *arg) {

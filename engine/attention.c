@@ -1,6 +1,6 @@
 /* attention.c - causal multi-head attention with grouped KV heads (spec 1.2).
  *
- *   q, k, v = Wq x, Wk x, Wv x                (+ biases)
+ *   q, k, v = Wq x, Wk x, Wv x                (+ biases; or one fused Wqkv x split in three)
  *   q, k    = RMSNorm per head (optional), then RoPE on the first n_rot dims
  *   K, V    = the sequence's cache, extended by this chunk's k, v
  *   o_h     = softmax(kq_scale * K_g q_h + causal mask) V_g,   g = h / (n_head / n_head_kv)
@@ -91,9 +91,22 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     float *K = arena_floats(a, (size_t)N * kvd);
     float *V = arena_floats(a, (size_t)N * kvd);
     float *O = arena_floats(a, (size_t)N * l->n_head * hd);
-    matmul(&l->wq, x, N, Q);
-    matmul(&l->wk, x, N, K);
-    matmul(&l->wv, x, N, V);
+    if (l->wqkv.data) {
+        const int width = q_stride + 2 * kvd;
+        float *QKV = arena_floats(a, (size_t)N * width);
+        matmul(&l->wqkv, x, N, QKV);
+        add_bias(QKV, l->bqkv, N, width);
+        for (int r = 0; r < N; r++) {
+            const float *row = QKV + (size_t)r * width;
+            memcpy(Q + (size_t)r * q_stride, row, (size_t)q_stride * sizeof(float));
+            memcpy(K + (size_t)r * kvd, row + q_stride, (size_t)kvd * sizeof(float));
+            memcpy(V + (size_t)r * kvd, row + q_stride + kvd, (size_t)kvd * sizeof(float));
+        }
+    } else {
+        matmul(&l->wq, x, N, Q);
+        matmul(&l->wk, x, N, K);
+        matmul(&l->wv, x, N, V);
+    }
     add_bias(Q, l->bq, N, q_stride);
     add_bias(K, l->bk, N, kvd);
     add_bias(V, l->bv, N, kvd);

@@ -26,26 +26,11 @@ size_t gdn_conv_floats(const gdn_layer *l) {
 }
 size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v * l->d_k; }
 
-/* Causal depthwise convolution of n rows of C channels through a state of the last
- * K-1 inputs per channel ([C][K-1], oldest first), then SiLU. w is [C][K]. The taps
- * are summed oldest first with fused multiply-adds, as llama.cpp's compiled loop does. */
+/* causal convolution then SiLU, row by row */
 static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
                       int out_stride, int n) {
-    for (int t = 0; t < n; t++) {
-        const float *u = in + (size_t)t * in_stride;
-        float *y = out + (size_t)t * out_stride;
-        for (int ch = 0; ch < C; ch++) {
-            float *st = conv_state + (size_t)ch * (K - 1);
-            const float *wc = w + (size_t)ch * K;
-            float acc = 0;
-            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-            acc = fmaf(wc[K - 1], u[ch], acc);
-            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-            if (K > 1) st[K - 2] = u[ch];
-            y[ch] = acc;
-        }
-        vec_silu(y, y, C);
-    }
+    causal_conv(conv_state, w, C, K, in, in_stride, out, out_stride, n);
+    for (int t = 0; t < n; t++) vec_silu(out + (size_t)t * out_stride, out + (size_t)t * out_stride, C);
 }
 
 /* q, k = x / sqrt(sum(x^2) + eps), formed as llama.cpp (release 0ad4a86) forms it:

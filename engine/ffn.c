@@ -1,30 +1,33 @@
 /* ffn.c - the feed-forward kinds.
  *
- *   SwiGLU:  out = W_down( silu(W_gate x) * (W_up x) )
- *   ReLU^2:  out = W_down( relu(W_up x + b_up)^2 ) + b_down      (Nemotron-H MLP layers)
- */
+ *   SwiGLU:  out = W_down( silu(W_gate x + b_gate) * (W_up x + b_up) ) + b_down
+ *   ReLU^2:  out = W_down( relu(W_up x + b_up)^2 ) + b_down            (Nemotron-H MLP layers)
+ *
+ * The biases are optional (most models have none). */
 #include "engine/layers.h"
 #include "engine/ops.h"
+
+static void add_bias(float *y, const float *b, int rows, int n) {
+    if (!b) return;
+    for (int r = 0; r < rows; r++) add_scaled(y + (size_t)r * n, b, 1.0f, (size_t)n);
+}
 
 void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, arena *a) {
     const size_t n = (size_t)N * l->n_ff;
     float *U = arena_floats(a, n);
     matmul(&l->up, x, N, U);
+    add_bias(U, l->b_up, N, l->n_ff);
     if (l->kind == FFN_SWIGLU) {
         float *G = arena_floats(a, n);
         matmul(&l->gate, x, N, G);
+        add_bias(G, l->b_gate, N, l->n_ff);
         for (int r = 0; r < N; r++) vec_swiglu(U + (size_t)r * l->n_ff, G + (size_t)r * l->n_ff, U + (size_t)r * l->n_ff, l->n_ff);
     } else {
-        for (int r = 0; r < N; r++) {
-            float *u = U + (size_t)r * l->n_ff;
-            for (int i = 0; i < l->n_ff; i++) {
-                float v = u[i] + (l->b_up ? l->b_up[i] : 0.0f);
-                v = v > 0 ? v : 0;
-                u[i] = v * v;
-            }
+        for (size_t i = 0; i < n; i++) {
+            const float v = U[i] > 0 ? U[i] : 0.0f;
+            U[i] = v * v;
         }
     }
     matmul(&l->down, U, N, out);
-    if (l->b_down)
-        for (int r = 0; r < N; r++) add_scaled(out + (size_t)r * n_embd, l->b_down, 1.0f, (size_t)n_embd);
+    add_bias(out, l->b_down, N, n_embd);
 }

@@ -29,7 +29,9 @@ enum rope_kind { ROPE_NONE = 0, ROPE_NORM = 1, ROPE_NEOX = 2 };
 /* Multi-head attention with grouped KV heads, and the options the families differ in. */
 typedef struct {
     matrix wq, wk, wv, wo;
+    matrix wqkv;                    /* fused [q, k, v] projection, used instead of wq/wk/wv when set */
     const float *bq, *bk, *bv, *bo; /* optional biases */
+    const float *bqkv;              /* optional bias of the fused projection */
     const float *q_norm, *k_norm;   /* optional per-head RMSNorm weights [head_dim] */
     int n_head, n_head_kv, head_dim;
     int gated;                      /* Qwen3.5: wq rows hold [q, gate] per head; out *= sigmoid(gate) */
@@ -90,7 +92,7 @@ enum ffn_kind { FFN_NONE = 0, FFN_SWIGLU, FFN_RELU2 };
 typedef struct {
     int kind;                       /* enum ffn_kind */
     matrix gate, up, down;
-    const float *b_up, *b_down;     /* optional biases (ReLU² MLP) */
+    const float *b_gate, *b_up, *b_down; /* optional biases */
     int n_ff;
 } ffn_layer;
 

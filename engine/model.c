@@ -11,9 +11,11 @@
 
 /* ---------------------------------------------------------------- architectures */
 
-extern const arch_desc arch_qwen35;
+extern const arch_desc arch_qwen35, arch_nemotron_h, arch_mamba2, arch_mamba, arch_granitehybrid, arch_lfm2,
+    arch_qwen3, arch_llama;
 
-static const arch_desc *const archs[] = {&arch_qwen35};
+static const arch_desc *const archs[] = {&arch_qwen35, &arch_nemotron_h,   &arch_mamba2, &arch_mamba,
+                                         &arch_granitehybrid, &arch_lfm2, &arch_qwen3,  &arch_llama};
 
 const arch_desc *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
@@ -118,6 +120,21 @@ const float *ld_vector(loader *L, int required, int64_t n, const char *fmt, ...)
     m->owned[m->n_owned++] = copy;
     dequantize_row(t->type, t->data, copy, n);
     return copy;
+}
+
+int ld_shape(loader *L, int required, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if (L->failed) return 0;
+    const gguf_tensor *t = find_tensor(L, required, name);
+    if (!t) return 0;
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return ld_fail(L, "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name, (long long)t->ne[0],
+                       (long long)t->ne[1], (long long)t->ne[2], (long long)ne0, (long long)ne1);
+    return 1;
 }
 
 static void arch_key(loader *L, const char *key, char *buf, size_t n) { snprintf(buf, n, "%s.%s", L->m->arch, key); }
@@ -346,6 +363,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
                 for (int c = 0; c < E; c++) hr[c] *= m->embedding_scale;
         }
 
+    int rows = N;      /* rows still carried; fewer once only the logit rows are kept */
+    int gathered = 0;  /* h holds just the logit rows, in order */
     for (int li = 0; li < m->n_layer; li++) {
         const block *b = &m->blocks[li];
         if (b->mixer != MIX_NONE) {
@@ -353,14 +372,32 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             switch (b->mixer) {
             case MIX_ATTN: attention_forward(&b->attn, segs, n_seqs, N, E, x, y, a); break;
             case MIX_GDN: gdn_forward(&b->gdn, segs, n_seqs, N, E, x, y, a); break;
+            case MIX_MAMBA2: mamba2_forward(&b->m2, segs, n_seqs, N, E, x, y, a); break;
+            case MIX_MAMBA1: mamba1_forward(&b->m1, segs, n_seqs, N, E, x, y, a); break;
+            case MIX_SHORTCONV: shortconv_forward(&b->sc, segs, n_seqs, N, x, y, a); break;
             default: return -1;
             }
             add_scaled(h, y, m->residual_scale, (size_t)N * E);
         }
-        if (b->ffn_norm) {
-            rmsnorm_rows(x, h, b->ffn_norm, N, E, m->eps);
-            ffn_forward(&b->ffn, N, E, x, y, a);
-            add_scaled(h, y, m->residual_scale, (size_t)N * E);
+        /* The last FFN carries no state: it runs only on the rows that give logits when
+         * the family's llama.cpp graph drops the other rows before it, or when no row
+         * gives logits. */
+        if (li == m->n_layer - 1 && (m->gather_before_last_ffn || n_logit_rows == 0)) {
+            int r = 0;
+            for (int i = 0; i < n_seqs; i++) {
+                if (!seqs[i].logits) continue;
+                const int first = seqs[i].logits == 2 ? 0 : seqs[i].n_tokens - 1;
+                for (int t = first; t < seqs[i].n_tokens; t++, r++)
+                    if (segs[i].row0 + t != r)
+                        memmove(h + (size_t)r * E, h + (size_t)(segs[i].row0 + t) * E, (size_t)E * sizeof *h);
+            }
+            rows = r;
+            gathered = 1;
+        }
+        if (b->ffn_norm && rows > 0) {
+            rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
+            ffn_forward(&b->ffn, rows, E, x, y, a);
+            add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         }
     }
     for (int i = 0; i < n_seqs; i++) seqs[i].state->n_past += seqs[i].n_tokens;
@@ -374,11 +411,14 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             int first = seqs[i].logits == 2 ? 0 : seqs[i].n_tokens - 1;
             if (!seqs[i].logits) continue;
             for (int t = first; t < seqs[i].n_tokens; t++, r++)
-                rmsnorm(xo + (size_t)r * E, h + (size_t)(segs[i].row0 + t) * E, m->output_norm, E, m->eps);
+                rmsnorm(xo + (size_t)r * E, h + (size_t)(gathered ? r : segs[i].row0 + t) * E, m->output_norm, E,
+                        m->eps);
         }
         matmul(&m->output, xo, n_logit_rows, lo);
-        if (m->logit_scale != 1.0f)
-            for (size_t k = 0; k < (size_t)n_logit_rows * m->n_vocab; k++) lo[k] /= m->logit_scale;
+        if (m->logit_scale != 1.0f) { /* as llama.cpp: a multiplication by the reciprocal */
+            const float inv = 1.0f / m->logit_scale;
+            for (size_t k = 0; k < (size_t)n_logit_rows * m->n_vocab; k++) lo[k] *= inv;
+        }
         r = 0;
         for (int i = 0; i < n_seqs; i++) {
             if (!seqs[i].logits) continue;

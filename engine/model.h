@@ -6,7 +6,7 @@
  *     for each block:
  *         h += residual_scale * Mixer(RMSNorm(h, mixer_norm))       (if the block has a mixer)
  *         h += residual_scale * FFN(RMSNorm(h, ffn_norm))           (if the block has an FFN)
- *     logits = output · RMSNorm(h, output_norm) / logit_scale
+ *     logits = output · RMSNorm(h, output_norm) · (1 / logit_scale)
  *
  * An architecture file (arch_*.c) reads its metadata and tensors and says which
  * mixer and FFN each block has; model.c runs the stack. */
@@ -64,6 +64,8 @@ typedef struct model {
     rec_slot *rec;
     size_t rec_floats;           /* total recurrent floats per sequence */
     int trimmable;               /* 1 when every layer is attention (state can be cut back) */
+    int gather_before_last_ffn;  /* llama.cpp keeps only the logit rows before the last FFN
+                                  * (so it runs on fewer rows, which can change its rounding) */
 
     tokenizer *tok;
     chat_template tmpl;
@@ -120,6 +122,10 @@ int ld_matrix(loader *L, matrix *w, int required, int64_t n_in, int64_t n_out, c
 /* Binds a tensor of n elements as floats (any shape with that element count). */
 const float *ld_vector(loader *L, int required, int64_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Checks that the tensor printf(fmt, ...) has shape [ne0, ne1] (1-D: [ne0, 1]). Missing
+ * fails only when required. Returns 1 when present with that shape. */
+int ld_shape(loader *L, int required, int64_t ne0, int64_t ne1, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Metadata with the architecture prefix: ld_u32(L, "embedding_length", ...) reads
  * "<arch>.embedding_length". */
 uint32_t ld_u32(loader *L, const char *key, int required, uint32_t def);
@@ -135,6 +141,27 @@ int ld_embeddings(loader *L, const char *output_norm_name);
 /* Registers a recurrent layer's state: returns its slot index. */
 int ld_rec_slot(loader *L, size_t conv_floats, size_t ssm_floats);
 int ld_kv_slot(loader *L, int kv_dim);
+
+/* ---- binders shared by the architectures (arch_common.c) ----
+ * Each binds the tensors of one kind of layer of block i, checking every shape. */
+
+/* Rope settings common to all families: rope.freq_base (default 10000), the linear
+ * rope.scaling.* factor, rope.dimension_count (default head_dim) and the optional
+ * rope_freqs.weight factors; kind is the family's rope kind. Other scaling types fail. */
+int ld_rope(loader *L, attn_layer *at, int kind);
+/* Attention of block i with the shape, rope and scale already set in *proto: attn_q/k/v
+ * (or fused attn_qkv), attn_output, their optional biases, and attn_q_norm/attn_k_norm
+ * when qk_norm. Registers the KV slot. */
+int ld_attention(loader *L, block *b, int i, const attn_layer *proto, int qk_norm);
+/* The Mamba-2 shape from <arch>.ssm.* into proto (checked). */
+int ld_mamba2_shape(loader *L, mamba2_layer *proto);
+/* The Mamba-2 mixer of block i with proto's shape; registers its recurrent state. */
+int ld_mamba2(loader *L, block *b, int i, const mamba2_layer *proto);
+/* FFN of block i (its norm is bound by the caller): ffn_up/ffn_down (and ffn_gate for
+ * SwiGLU) of width n_ff, with optional biases. */
+int ld_ffn(loader *L, block *b, int i, int kind, int n_ff);
+/* Fails (naming the architecture) when <arch>.expert_count > 0: MoE is not supported. */
+int ld_no_experts(loader *L);
 
 typedef struct {
     const char *name;

@@ -40,12 +40,20 @@ void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps);
 /* y = x / max(||x||, eps) */
 void l2norm(float *y, const float *x, int n, float eps);
+/* Depthwise causal convolution over time of n rows of C channels (row t at in + t*in_stride),
+ * through a state holding the last K-1 inputs of every channel ([C][K-1], oldest first),
+ * which it advances:  y[t][c] = sum_k w[c][k] * u[t-(K-1)+k][c],  w is [C][K].
+ * The taps are summed oldest first with fused multiply-adds from 0, as llama.cpp's
+ * compiled ssm_conv loop does. */
+void causal_conv(float *state, const float *w, int C, int K, const float *in, int in_stride, float *out,
+                 int out_stride, int n);
 /* y += s * x */
 void add_scaled(float *y, const float *x, float s, size_t n);
 float dot_f32(const float *a, const float *b, int n);
 /* The dot product and y += v*x exactly as llama.cpp's AVX-512 build forms them: the
  * dot in blocks of 64 with four 16-lane FMA accumulators and a fixed reduction tree,
- * then the remainder with plain multiply-adds; the update as one fused multiply-add
+ * then the remainder as the compiler vectorised it: rounded products added one by one
+ * for whole blocks of 8, fused multiply-adds for the last n % 8; the update as one fused multiply-add
  * per element. Used where llama.cpp uses ggml_vec_dot_f32/ggml_vec_mad_f32 (the
  * delta rule) so that our floats round the same way. */
 float dot_ggml(const float *x, const float *y, int n);

@@ -1,0 +1,172 @@
+/* parity.h - the engine against llama.cpp's reference results (oracle.h), and the
+ * engine's own prefix property, shared by the parity tests of every architecture.
+ *
+ * parity_oracle: prompt tokens identical; last-position logits within tol for the short
+ * prompt (the full .last.f32) and the 604-token long prompt (the summary in .long.json:
+ * first 8, max, min); optionally the greedy continuations (and the long argmax) identical.
+ * parity_prefix: the long prompt fed in one chunk, split at K in {1, 63, 64, 65, 300},
+ * or continued from a copy of the state taken at K (after the original moved on) gives
+ * logits within 1e-4 of each other; optionally token by token too. */
+#ifndef CHATFS_TESTS_PARITY_H
+#define CHATFS_TESTS_PARITY_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/kernels.h"
+#include "engine/model.h"
+#include "engine/state.h"
+#include "tests/check.h"
+#include "tests/oracle.h"
+
+static inline int *parity_encode(const model *m, const char *text, int *n) {
+    int *ids = NULL;
+    *n = tokenizer_encode(m->tok, text, strlen(text), 1, 1, &ids);
+    return ids;
+}
+
+static inline model *parity_load(const char *name) {
+    char path[256], err[256];
+    snprintf(path, sizeof path, FIXTURES "%s.gguf", name);
+    model *m = model_load(path, err, sizeof err);
+    REQUIRE(m, "%s", err);
+    return m;
+}
+
+/* greedy continuation of n tokens after a prefill whose last logits are in lg */
+static inline void parity_greedy(const model *m, seq_state *s, float *lg, int n, int *out, arena *a) {
+    for (int i = 0; i < n; i++) {
+        int best = 0;
+        for (int k = 1; k < m->n_vocab; k++)
+            if (lg[k] > lg[best]) best = k;
+        out[i] = best;
+        batch_seq b = {s, &out[i], 1, 1, lg};
+        if (i + 1 < n) model_forward(m, &b, 1, a);
+    }
+}
+
+static inline void parity_oracle(const char *name, float tol, int check_greedy_short, int check_greedy_long) {
+    char path[256];
+    model *m = parity_load(name);
+    arena a = {0};
+    float *lg = malloc(sizeof(float) * (size_t)m->n_vocab);
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(path, sizeof path, FIXTURES "%s%s.json", name, pass ? ".long" : "");
+        cJSON *ref = read_json(path);
+        REQUIRE(ref, "cannot read %s", path);
+        int n_ref, n_gen_ref, n;
+        int *ref_tokens = json_ints(ref, "prompt_tokens", &n_ref);
+        int *ref_gen = json_ints(ref, "gen_tokens", &n_gen_ref);
+        char *text = pass ? read_file(FIXTURES "long.txt", NULL) : strdup("Hello world! The quick brown fox");
+        int *ids = parity_encode(m, text, &n);
+        CHECK(n == n_ref && !memcmp(ids, ref_tokens, sizeof(int) * (size_t)n), "%s%s: prompt tokens differ", name,
+              pass ? " (long)" : "");
+        seq_state *s = state_new(m, 0);
+        CHECK(model_prefill(m, s, ids, n, 0, lg, &a) == 0, "prefill failed");
+        if (!pass) {
+            snprintf(path, sizeof path, FIXTURES "%s.last.f32", name);
+            size_t len;
+            float *ref_lg = (float *)read_file(path, &len);
+            REQUIRE(ref_lg && len == sizeof(float) * (size_t)m->n_vocab, "bad %s", path);
+            float d = max_abs_diff(lg, ref_lg, m->n_vocab);
+            printf("  %-24s short prompt: max |logit diff| %.3g (tolerance %g)\n", name, d, tol);
+            CHECK(d <= tol, "%s: logits differ by %g", name, d);
+            free(ref_lg);
+        } else { /* the long results carry a summary of the logits: first 8, argmax, max, min */
+            const cJSON *ll = cJSON_GetObjectItem(ref, "logits_last");
+            float d = 0;
+            for (int i = 0; i < 8; i++) {
+                float r = (float)cJSON_GetArrayItem(cJSON_GetObjectItem(ll, "first8"), i)->valuedouble;
+                d = fmaxf(d, fabsf(lg[i] - r));
+            }
+            int am = 0;
+            float mx = lg[0], mn = lg[0];
+            for (int i = 1; i < m->n_vocab; i++) {
+                if (lg[i] > lg[am]) am = i;
+                mx = fmaxf(mx, lg[i]), mn = fminf(mn, lg[i]);
+            }
+            d = fmaxf(d, fabsf(mx - (float)cJSON_GetObjectItem(ll, "max")->valuedouble));
+            d = fmaxf(d, fabsf(mn - (float)cJSON_GetObjectItem(ll, "min")->valuedouble));
+            printf("  %-24s long prompt (%d tokens): max |logit diff| %.3g\n", name, n, d);
+            CHECK(d <= tol, "%s long: logits differ by %g", name, d);
+            if (check_greedy_long)
+                CHECK(am == cJSON_GetObjectItem(ll, "argmax")->valueint, "%s long: argmax %d differs", name, am);
+        }
+        if (pass ? check_greedy_long : check_greedy_short) {
+            int gen[64];
+            REQUIRE(n_gen_ref <= 64, "too many reference tokens");
+            parity_greedy(m, s, lg, n_gen_ref, gen, &a);
+            CHECK(!memcmp(gen, ref_gen, sizeof(int) * (size_t)n_gen_ref), "%s%s: greedy tokens differ", name,
+                  pass ? " (long)" : "");
+        }
+        state_free(s);
+        free(ids);
+        free(text);
+        free(ref_tokens);
+        free(ref_gen);
+        cJSON_Delete(ref);
+    }
+    free(lg);
+    arena_free(&a);
+    model_free(m);
+}
+
+/* logits after the whole long prompt, computed in different ways; returns the worst
+ * difference. One pass feeds the prompt in pieces split at every K, cloning the state
+ * at each K (as a checkpoint would); then each clone is continued from its K after the
+ * original has moved on (so a clone must not alias the original or another clone). */
+static inline float parity_prefix(const char *name, int token_by_token) {
+    model *m = parity_load(name);
+    char *text = read_file(FIXTURES "long.txt", NULL);
+    int n, *ids = parity_encode(m, text, &n);
+    arena a = {0};
+    const int V = m->n_vocab;
+    float *one = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+    float d, worst = 0;
+
+    seq_state *s = state_new(m, 0);
+    model_prefill(m, s, ids, n, n, one, &a); /* one chunk */
+    if (token_by_token) {
+        state_reset(s);
+        model_prefill(m, s, ids, n, 1, lg, &a);
+        d = max_abs_diff(one, lg, V);
+        CHECK(d <= 1e-4f, "%s: token by token differs by %g", name, d);
+        worst = d;
+    }
+
+    enum { N_SPLITS = 5 };
+    static const int splits[N_SPLITS] = {1, 63, 64, 65, 300};
+    seq_state *copy[N_SPLITS];
+    state_reset(s);
+    for (int i = 0, done = 0; i < N_SPLITS; i++) {
+        model_prefill(m, s, ids + done, splits[i] - done, 0, NULL, &a);
+        done = splits[i];
+        copy[i] = state_clone(s);
+        REQUIRE(copy[i], "state_clone failed");
+    }
+    model_prefill(m, s, ids + splits[N_SPLITS - 1], n - splits[N_SPLITS - 1], 0, lg, &a);
+    d = max_abs_diff(one, lg, V);
+    CHECK(d <= 1e-4f, "%s: split at 1, 63, 64, 65 and 300 differs by %g", name, d);
+    worst = fmaxf(worst, d);
+    for (int i = 0; i < N_SPLITS; i++) {
+        const int K = splits[i];
+        model_prefill(m, copy[i], ids + K, n - K, 0, lg, &a);
+        d = max_abs_diff(one, lg, V);
+        CHECK(d <= 1e-4f, "%s: copy at %d then continue differs by %g", name, K, d);
+        worst = fmaxf(worst, d);
+        state_free(copy[i]);
+    }
+    printf("  %-24s prefix property on %s: worst |logit diff| %.3g over %d tokens\n", name, kernels_name(), worst,
+           n);
+    state_free(s);
+    free(one);
+    free(lg);
+    free(ids);
+    free(text);
+    arena_free(&a);
+    model_free(m);
+    return worst;
+}
+
+#endif

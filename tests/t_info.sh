@@ -1,0 +1,137 @@
+#!/bin/sh
+# t_info.sh - `chatfs info` on every fixture (architecture, layer pattern, tokenizer,
+# template, state sizes; text and --json), the template fallback and --template, and
+# models chatfs cannot run: an unknown architecture and a mixture-of-experts variant,
+# each made here from a fixture, must fail with one line naming the architecture and
+# exit status 1.
+set -u
+cd "$(dirname "$0")/.."
+CHATFS=./chatfs
+FX=tests/fixtures
+TMP=tests/tmp/t_info.$$
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+failed=0
+
+fail() {
+    echo "FAIL t_info: $*"
+    failed=$((failed + 1))
+}
+
+# has TEXT NEEDLE: TEXT contains NEEDLE literally
+has() {
+    case "$1" in *"$2"*) return 0 ;; esac
+    return 1
+}
+
+# fixture arch pattern pre-tokenizer recurrent-bytes kv-bytes-per-token
+while read -r fx arch pattern pre rec kv; do
+    f=$FX/$fx.gguf
+    out=$($CHATFS info "$f" 2>&1) || { fail "$fx: chatfs info exited $?: $out"; continue; }
+    has "$out" "architecture:  $arch " || fail "$fx: architecture is not $arch: $out"
+    has "$out" "pattern: $pattern
+" || fail "$fx: pattern is not $pattern: $out"
+    has "$out" "tokenizer:     gpt2 (pre-tokenizer $pre), 512 tokens" || fail "$fx: tokenizer line: $out"
+    has "$out" "template:      chatml
+" || fail "$fx: template line: $out"
+    has "$out" "state:         $rec bytes recurrent per sequence, $kv bytes KV per token" || fail "$fx: state line: $out"
+
+    js=$($CHATFS info --json "$f" 2>&1) || { fail "$fx: chatfs info --json exited $?"; continue; }
+    for field in "\"architecture\":\"$arch\"" "\"pattern\":\"$pattern\"" "\"tokenizer\":\"gpt2\"" \
+        "\"pre_tokenizer\":\"$pre\"" "\"template\":\"chatml\"" "\"template_detected\":true" \
+        "\"recurrent_state_bytes\":$rec" "\"kv_bytes_per_token\":$kv" "\"vocab\":512"; do
+        has "$js" "$field" || fail "$fx: --json lacks $field: $js"
+    done
+    [ "$(printf '%s\n' "$js" | wc -l)" -eq 1 ] || fail "$fx: --json is not one line"
+done <<'EOF'
+nemotron_h-tiny-f32 nemotron_h M-M*-M*- qwen2 31488 512
+mamba2-tiny-f32 mamba2 MMMM qwen2 41984 0
+mamba-tiny-f32 mamba SSSS qwen2 22528 0
+granitehybrid-tiny-f32 granitehybrid MM*MM* qwen2 40448 512
+lfm2-tiny-f32 lfm2 CC*CC* qwen2 2048 512
+qwen3-tiny-f32 qwen3 **** qwen2 0 2048
+llama-tiny-f32 llama **** qwen2 0 1024
+qwen35-tiny-f32 qwen35 GGG*GGG* qwen35 33792 512
+EOF
+
+# ---- binary patching of GGUF copies (POSIX tools only)
+
+# offset KEY FILE: byte offset of the first occurrence of KEY in FILE
+offset() {
+    LC_ALL=C grep -boa -- "$1" "$2" | head -n 1 | cut -d: -f1
+}
+
+# u64 FILE OFFSET: the little-endian u64 at OFFSET
+u64() {
+    od -An -tu8 -j "$2" -N 8 "$1" | tr -d ' '
+}
+
+# le VALUE BYTES: VALUE as BYTES little-endian bytes
+le() {
+    v=$1 k=0
+    while [ "$k" -lt "$2" ]; do
+        printf "\\$(printf %03o $((v % 256)))"
+        v=$((v / 256))
+        k=$((k + 1))
+    done
+}
+
+# kv_u32 KEY VALUE: a GGUF key/value pair of type UINT32
+kv_u32() {
+    le ${#1} 8
+    printf %s "$1"
+    le 4 4
+    le "$2" 4
+}
+
+# ---- the template fallback, and --template
+
+cp $FX/qwen3-tiny-f32.gguf "$TMP/notmpl.gguf"
+o=$(offset tokenizer.chat_template "$TMP/notmpl.gguf")
+len=$(u64 "$TMP/notmpl.gguf" $((o + 23 + 4)))
+# overwrite the Jinja text with as many 'x' (an unknown template of the same length)
+head -c "$len" /dev/zero | tr '\0' x | dd of="$TMP/notmpl.gguf" bs=1 seek=$((o + 23 + 12)) conv=notrunc 2>/dev/null
+out=$($CHATFS info "$TMP/notmpl.gguf" 2>&1)
+has "$out" "template:      chatml (fallback: template not recognised)" || fail "unknown template: $out"
+has "$($CHATFS info --json "$TMP/notmpl.gguf")" '"template_detected":false' || fail "unknown template: --json"
+out=$($CHATFS info --template llama3 "$TMP/notmpl.gguf" 2>&1)
+has "$out" "template:      llama3 (forced)" || fail "--template llama3: $out"
+out=$($CHATFS info --template nosuch $FX/qwen3-tiny-f32.gguf 2>&1)
+[ $? -eq 1 ] && has "$out" "unknown template family 'nosuch'" || fail "--template nosuch: $out"
+out=$($CHATFS run -m $FX/qwen3-tiny-f32.gguf -p hi --chat --template granite -n 1 --ids 2>&1)
+has "$out" "prompt: 60 124 115 287 114 116 95 111 102 95 114 111 315 124 62" ||
+    fail "run --template granite does not render <|start_of_role|>: $out"
+
+# ---- models chatfs cannot run
+
+# expect_fail FILE ARCH WORDS: chatfs info fails with exit 1 and one line naming ARCH
+expect_fail() {
+    out=$($CHATFS info "$1" 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] || fail "$(basename "$1"): exit status $rc, not 1"
+    [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$(basename "$1"): not one line: $out"
+    has "$out" "'$2'" || fail "$(basename "$1"): the message does not name '$2': $out"
+    has "$out" "$3" || fail "$(basename "$1"): the message does not say '$3': $out"
+}
+
+# an architecture llama.cpp knows and chatfs does not: llama -> jamba (same length)
+cp $FX/llama-tiny-f32.gguf "$TMP/jamba.gguf"
+o=$(offset general.architecture "$TMP/jamba.gguf")
+printf jamba | dd of="$TMP/jamba.gguf" bs=1 seek=$((o + 20 + 12)) conv=notrunc 2>/dev/null
+expect_fail "$TMP/jamba.gguf" jamba "is not supported"
+
+# granitehybrid with experts: two key/value pairs inserted after the header, 64 bytes in
+# all so that the tensor data keeps its 32-byte alignment
+src=$FX/granitehybrid-tiny-f32.gguf
+n_kv=$(u64 $src 16)
+{
+    head -c 16 $src
+    le $((n_kv + 2)) 8
+    kv_u32 granitehybrid.expert_count 4 # 8 + 26 + 4 + 4 = 42 bytes
+    kv_u32 chatfs 0                     # 8 + 6 + 4 + 4 = 22 bytes
+    tail -c +25 $src
+} >"$TMP/granite-moe.gguf"
+expect_fail "$TMP/granite-moe.gguf" granitehybrid "mixture-of-experts"
+
+[ "$failed" -eq 0 ] && echo "t_info.sh                    ok" || echo "t_info.sh                    FAIL ($failed)"
+[ "$failed" -eq 0 ]
