@@ -1,11 +1,33 @@
-/* kernels_avx512.c - AVX-512 (F, BW, VL, DQ, VNNI) kernels; compiled with the matching
- * -m flags and only called when the CPU reports all of them. They sum in exactly the
- * order of vec_dot_ref (quant.h), so their results equal the scalar reference bit for
- * bit. */
+/* kernels_avx512.c - AVX-512 (F, BW, VL, DQ) + VNNI kernels; compiled with the matching
+ * -m flags and only called when the CPU reports all of them.
+ *
+ * Every kernel returns exactly what vec_dot_ref (quant.c) returns for each output: the
+ * integer parts are exact whatever the grouping, and the float operations happen in the
+ * reference's order on the same values. What the kernels change is how much work one
+ * pass over the weights does:
+ *
+ *   - Two weight rows share a 512-bit register: the low 256 bits hold row r's 8 lanes,
+ *     the high 256 bits row r+1's, which is exactly the reference's 8-lane layout per row
+ *     (one block of 32 int8 products = 8 int32 lanes of 4, VPDPBUSD's natural output).
+ *   - One row pair is multiplied with up to TT tokens while its weights are in registers
+ *     (per-block setup - unpacking nibbles, scale conversion - is paid once per pair and
+ *     block, not per token). Rows are taken in chunks that stay in L2 while all token
+ *     tiles pass over them, so for prompt processing each weight is read from memory once.
+ *   - VPDPBUSD needs one unsigned operand: the activations are prepared as x+128 (kact aux)
+ *     and 128*sum(w) is subtracted per lane (computed once per pair and block), which keeps
+ *     the per-token work to dpbusd, sub, convert, scale, fma. The K-quants (unsigned 4/5/6-bit
+ *     weights) use VPMADDUBSW + VPDPWSSD so the sub-block scale multiplies inside the
+ *     integer sum, as in llama.cpp's AVX2 code.
+ *
+ * Sections: helpers, float types (F32/F16/BF16), Q8_0-style (Q8_0, Q4_0, Q5_0), Q8_1-style
+ * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "engine/kernels.h"
 #include "engine/quant.h"
+
+#define INLINE static inline __attribute__((always_inline))
 
 static int avx512_supported(void) {
     __builtin_cpu_init();
@@ -14,80 +36,506 @@ static int avx512_supported(void) {
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-/* the reduction tree of quant.c spelled out (compilers differ in how they expand
- * _mm512_reduce_add_ps) */
-static inline float reduce16(__m512 v) {
+/* ---------------------------------------------------------------- helpers */
+
+/* the reference's 16-lane tree (quant.c reduce16_ref) spelled out: halves, quarters, pairs */
+INLINE float reduce16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 
-static inline float hsum8(__m256 x) {
+/* ggml's hsum_float_8: x[i] + x[i+4], then (0+2) + (1+3) */
+INLINE float hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
+INLINE float hsum8_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
+INLINE float hsum8_hi(__m512 v) { return hsum8(_mm512_extractf32x8_ps(v, 1)); }
 
-static float dot_f32(int64_t n, const float *w, const float *x) {
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), acc);
-    if (i < n) { /* masked lanes add fma(0, 0, acc) = acc */
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), acc);
+/* 32 bytes at a (low half) and at b (high half) */
+INLINE __m512i load_pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* the same 32 bytes in both halves */
+INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* [a x 8 | b x 8] as floats from two halves */
+INLINE __m512 half_pair(fp16_t a, fp16_t b) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* 16 bytes at a and at b as 4-bit fields: [a & 15 | a >> 4 | b & 15 | b >> 4] (each 16 bytes) */
+INLINE __m512i nibbles_pair(const void *a, const void *b) {
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0);
+    __m512i v = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)a))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
+}
+
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Rows [r0, r1) in chunks whose weights stay in L2 while every token tile passes over
+ * them; for few tokens the chunk is the whole range (the weights stream once anyway). */
+static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
+    if (T <= tile) return INT64_MAX / 4;
+    int64_t rows = (int64_t)((192 * 1024) / (row_bytes ? row_bytes : 1));
+    return rows < 2 ? 2 : rows & ~(int64_t)1;
+}
+
+/* the driver every type uses: chunks of rows, tiles of up to TT tokens, pairs of rows */
+#define TILE_CASE(k, KERNEL, TT) \
+    case k: if (k <= TT) KERNEL(W, r, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
+#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
+    static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
+        const int T = x->T;                                                                         \
+        const int64_t rc = chunk_rows(W->row_bytes, T, TT);                                         \
+        for (int64_t c0 = r0; c0 < r1; c0 += rc) {                                                  \
+            const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;                                        \
+            for (int t0 = 0; t0 < T; t0 += TT) {                                                    \
+                const int c = T - t0 < TT ? T - t0 : TT;                                            \
+                for (int64_t r = c0; r < c1; r += 2) {                                              \
+                    const int two = r + 1 < c1;                                                     \
+                    switch (c) {                                                                    \
+                        TILE_CASE(1, KERNEL, TT) TILE_CASE(2, KERNEL, TT) TILE_CASE(3, KERNEL, TT)  \
+                        TILE_CASE(4, KERNEL, TT) TILE_CASE(5, KERNEL, TT) TILE_CASE(6, KERNEL, TT)  \
+                        TILE_CASE(7, KERNEL, TT) TILE_CASE(8, KERNEL, TT) TILE_CASE(9, KERNEL, TT)  \
+                        TILE_CASE(10, KERNEL, TT) TILE_CASE(11, KERNEL, TT) TILE_CASE(12, KERNEL, TT) \
+                        TILE_CASE(13, KERNEL, TT) TILE_CASE(14, KERNEL, TT) TILE_CASE(15, KERNEL, TT) \
+                        TILE_CASE(16, KERNEL, TT)                                                   \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
     }
-    return reduce16(acc);
-}
 
-static float dot_f16(int64_t n, const fp16_t *w, const fp16_t *x) { /* n % 16 == 0 */
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i))),
-                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))), acc);
-    return reduce16(acc);
-}
+/* ---------------------------------------------------------------- F32, F16, BF16
+ * The reference: 16 lanes (lane = element index mod 16), one fused multiply-add per
+ * element, then reduce16. One register per output holds exactly those 16 lanes; the tail
+ * uses a masked FMA so untouched lanes keep their value (an FMA with zeros could turn a
+ * -0 lane into +0). The activations come as floats (F16/BF16: widened in kact aux). */
 
-/* 32 int8 products into 8 int32 lanes of 4 with VNNI: dpbusd(|w|, sign(x, w)) */
-static inline __m256i dot32_i8(__m256i w, __m256i x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-}
-
-static inline __m256i load_q4_0(const block_q4_0 *b) {
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
-}
-
-static float dot_q8(uint32_t wt, int64_t n, const void *w, const block_q8_0 *x) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i qw = wt == GGML_Q8_0 ? _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w)[i].qs)
-                                     : load_q4_0((const block_q4_0 *)w + i);
-        float dw = fp16_to_f32(wt == GGML_Q8_0 ? ((const block_q8_0 *)w)[i].d : ((const block_q4_0 *)w)[i].d);
-        __m256 p = _mm256_cvtepi32_ps(dot32_i8(qw, _mm256_loadu_si256((const __m256i *)x[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16_to_f32(x[i].d)), p, acc);
+INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
+    switch (wt) {
+    case GGML_F32: return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    case GGML_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const fp16_t *)w + i));
+    default: /* BF16: the upper half of a float */
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const bf16_t *)w + i)), 16));
     }
-    return hsum8(acc);
 }
 
-static int avx512_gemm(uint32_t wt, const void *W, size_t wrb, int64_t n, int64_t r0, int64_t r1, const void *Xq,
-                       size_t xrb, int T, float *Y, int64_t ldy) {
-    if (wt != GGML_F32 && wt != GGML_Q8_0 && wt != GGML_Q4_0 && !(wt == GGML_F16 && n % 16 == 0)) return 0;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *w = (const uint8_t *)W + (size_t)r * wrb;
-        for (int t = 0; t < T; t++) {
-            const void *x = (const uint8_t *)Xq + (size_t)t * xrb;
-            float s;
-            switch (wt) {
-            case GGML_F32: s = dot_f32(n, (const float *)w, x); break;
-            case GGML_F16: s = dot_f16(n, (const fp16_t *)w, x); break;
-            default: s = dot_q8(wt, n, w, x); break;
-            }
-            Y[t * ldy + r] = s;
+/* R rows (1..4) x C tokens (1..6) */
+INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const kact *x, int t0, const int C,
+                    float *Y, int64_t ldy) {
+    const int64_t n = W->n_in;
+    const uint8_t *w[4];
+    const float *xs[6];
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)(r + i) * W->row_bytes;
+    for (int t = 0; t < C; t++)
+        xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
+    __m512 acc[4][6];
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < C; t++) acc[i][t] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 wv[4];
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_loadu_ps(xs[t] + k);
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
         }
     }
-    return 1;
+    if (k < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
+        __m512 wv[4];
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, m);
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + k);
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][t], m);
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r + i] = reduce16(acc[i][t]);
 }
 
-const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, NULL};
+static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const uint32_t wt = W->type;
+    const int T = x->T;
+#define FLOAT_TILE(R, C)                                                                    \
+    do {                                                                                    \
+        if (wt == GGML_F32) k_float(GGML_F32, W, r, R, x, t0, C, Y, ldy);                   \
+        else if (wt == GGML_F16) k_float(GGML_F16, W, r, R, x, t0, C, Y, ldy);              \
+        else k_float(GGML_BF16, W, r, R, x, t0, C, Y, ldy);                                 \
+    } while (0)
+    const int64_t rc = chunk_rows(W->row_bytes, T, 6);
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += 6) {
+            const int c = T - t0 < 6 ? T - t0 : 6;
+            int64_t r = c0;
+            for (; r + 4 <= c1; r += 4) {
+                switch (c) {
+                case 1: FLOAT_TILE(4, 1); break;
+                case 2: FLOAT_TILE(4, 2); break;
+                case 3: FLOAT_TILE(4, 3); break;
+                case 4: FLOAT_TILE(4, 4); break;
+                case 5: FLOAT_TILE(4, 5); break;
+                default: FLOAT_TILE(4, 6); break;
+                }
+            }
+            for (; r < c1; r++) {
+                switch (c) {
+                case 1: FLOAT_TILE(1, 1); break;
+                case 2: FLOAT_TILE(1, 2); break;
+                case 3: FLOAT_TILE(1, 3); break;
+                case 4: FLOAT_TILE(1, 4); break;
+                case 5: FLOAT_TILE(1, 5); break;
+                default: FLOAT_TILE(1, 6); break;
+                }
+            }
+        }
+    }
+#undef FLOAT_TILE
+}
+
+/* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
+ * Reference (dot_blocks_i8): per 32-block, 8 int32 lanes of 4 products;
+ * acc[l] = fma(d_w * d_x, (float)lane, acc[l]); then hsum8. Weights as signed bytes,
+ * activations as x+128 (unsigned): dpbusd(xu, w) - dpbusd(128, w) = sum x*w per lane. */
+
+/* block b of rows w0/w1 as signed bytes [row0 | row1], and their scales */
+INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    if (wt == GGML_Q8_0) {
+        const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return load_pair256(a->qs, c->qs);
+    }
+    if (wt == GGML_Q4_0) {
+        const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(8));
+    }
+    const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
+    *d0 = a->d;
+    *d1 = c->d;
+    /* 5th bit of element j = bit j of qh: where it is clear, value - 16 */
+    const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+    const __m512i v = nibbles_pair(a->qs, c->qs);
+    return _mm512_mask_sub_epi8(v, ~hb, v, _mm512_set1_epi8(16));
+}
+
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const uint8_t *xu[16];
+    const float *dx[16];
+    __m512 acc[16];
+    for (int t = 0; t < C; t++) {
+        xu[t] = kact_aux(x, t0 + t);
+        dx[t] = (const float *)(xu[t] + W->n_in);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        fp16_t d0, d1;
+        const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
+        const __m512 dw = half_pair(d0, d1);
+        const __m512i corr = _mm512_dpbusd_epi32(zero, c128, wq);
+        for (int t = 0; t < C; t++) {
+            const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, bcast256(xu[t] + 32 * b), wq), corr);
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]);
+        if (two) y[1] = hsum8_hi(acc[t]);
+    }
+}
+
+#define K_Q8_0(...) k_q80(GGML_Q8_0, __VA_ARGS__)
+#define K_Q4_0(...) k_q80(GGML_Q4_0, __VA_ARGS__)
+#define K_Q5_0(...) k_q80(GGML_Q5_0, __VA_ARGS__)
+GEMM_DRIVER(gemm_q8_0, K_Q8_0, 12)
+GEMM_DRIVER(gemm_q4_0, K_Q4_0, 12)
+GEMM_DRIVER(gemm_q5_0, K_Q5_0, 12)
+
+/* ---------------------------------------------------------------- Q4_1, Q5_1
+ * Reference (dot_q8_1_act): unsigned weights; per block acc[l] = fma(d_w*d_x, lane, acc[l])
+ * and summs = fma(m_w, s_x, summs); result hsum8(acc) + summs. The weights are the unsigned
+ * operand of dpbusd, the activations (signed) are used as they are. */
+
+INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const block_q8_1 *xq[16];
+    const float *dx[16], *sx[16];
+    __m512 acc[16], sacc[16];
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_1 *)kact_row(x, t0 + t);
+        dx[t] = (const float *)kact_aux(x, t0 + t);
+        sx[t] = dx[t] + nb;
+        acc[t] = sacc[t] = _mm512_setzero_ps();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i wq;
+        __m512 dw, mw;
+        if (wt == GGML_Q4_1) {
+            const block_q4_1 *a = (const block_q4_1 *)w0 + b, *c = (const block_q4_1 *)w1 + b;
+            wq = nibbles_pair(a->qs, c->qs);
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        } else {
+            const block_q5_1 *a = (const block_q5_1 *)w0 + b, *c = (const block_q5_1 *)w1 + b;
+            const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+            wq = nibbles_pair(a->qs, c->qs);
+            wq = _mm512_mask_add_epi8(wq, hb, wq, _mm512_set1_epi8(16));
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        }
+        for (int t = 0; t < C; t++) {
+            const __m512i p = _mm512_dpbusd_epi32(zero, wq, bcast256(xq[t][b].qs));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b])), _mm512_cvtepi32_ps(p), acc[t]);
+            sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[t][b]), sacc[t]);
+        }
+    }
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        float s[16];
+        _mm512_storeu_ps(s, sacc[t]);
+        y[0] = hsum8_lo(acc[t]) + s[0];
+        if (two) y[1] = hsum8_hi(acc[t]) + s[8];
+    }
+}
+
+#define K_Q4_1(...) k_q81(GGML_Q4_1, __VA_ARGS__)
+#define K_Q5_1(...) k_q81(GGML_Q5_1, __VA_ARGS__)
+GEMM_DRIVER(gemm_q4_1, K_Q4_1, 8)
+GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
+
+/* ---------------------------------------------------------------- Q4_K, Q5_K
+ * Reference (dot_q45_K): lane L of a super-block = sum_j sc_j * (products of elements
+ * 32j+4L..+3) - maddubs(nibbles, x) gives pairs, dpwssd with the scale vector adds the
+ * two pairs of a lane times sc_j; acc[L] = fma(d_x*d_w, lane, acc[L]) per super-block.
+ * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
+ * to one integer first and fused into a scalar (Q5_K). */
+
+/* the scales and mins of two super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7] */
+INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
+    uint32_t u[8];
+    const uint8_t *s[2] = {s0, s1};
+    for (int i = 0; i < 2; i++) { /* llama.cpp's 12-byte unpacking: sc in u[0..1], m in u[2..3] */
+        uint32_t a = ld32(s[i]), b = ld32(s[i] + 4), c = ld32(s[i] + 8);
+        u[4 * i + 0] = a & 0x3f3f3f3f;
+        u[4 * i + 1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+        u[4 * i + 2] = b & 0x3f3f3f3f;
+        u[4 * i + 3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+    }
+    return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)u));
+}
+
+/* int16 vector [v[j] x 16 | v[16 + j] x 16] */
+INLINE __m512i pick_pair16(__m512i v, int j) {
+    return _mm512_permutexvar_epi16(
+        _mm512_inserti64x4(_mm512_set1_epi16((short)j), _mm256_set1_epi16((short)(16 + j)), 1), v);
+}
+
+INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                   int64_t ldy) {
+    const int five = wt == GGML_Q5_K;
+    const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const block_q8_K *xq[8];
+    const int16_t *bs[8];
+    __m512 acc[8];
+    __m256 accm[8];
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        bs[t] = (const int16_t *)kact_aux(x, t0 + t);
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* [m0..7 | m0..7 of row 1] out of kscales_pair's layout */
+    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
+                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *qs0, *qs1, *sc0, *sc1;
+        fp16_t d0, d1, m0, m1;
+        __m512i qh = _mm512_setzero_si512();
+        if (five) {
+            const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
+            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
+            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qh = load_pair256(a->qh, c->qh);
+        } else {
+            const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
+            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
+            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+        }
+        const __m512i scm = kscales_pair(sc0, sc1);
+        __m512i isum[8];
+        for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (five) {
+                const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
+                const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
+                lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
+                hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
+            }
+            const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
+            for (int t = 0; t < C; t++) {
+                const int8_t *a = xq[t][i].qs + 64 * c;
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
+            }
+        }
+        const __m512 dw = half_pair(d0, d1);
+        const __m256 dm = _mm512_castps512_ps256(
+            _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0), half_pair(m0, m1)));
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
+        for (int t = 0; t < C; t++) {
+            const float yd = xq[t][i].d;
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            const __m256i b32 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(bs[t] + 8 * i)));
+            __m256i prod = _mm256_madd_epi16(mins, b32); /* [4 lanes row 0 | 4 lanes row 1] */
+            const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-yd), dm);
+            if (five) { /* ((p0 + p1) + (p2 + p3)) per row, fused into a scalar per row */
+                prod = _mm256_hadd_epi32(prod, prod);
+                prod = _mm256_hadd_epi32(prod, prod);
+            }
+            accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
+        }
+    }
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
+        _mm256_storeu_ps(m, accm[t]);
+        const float s0 = five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]);
+        const float s1 = five ? m[4] : (m[4] + m[6]) + (m[5] + m[7]);
+        y[0] = hsum8_lo(acc[t]) + s0;
+        if (two) y[1] = hsum8_hi(acc[t]) + s1;
+    }
+}
+
+#define K_Q4_K(...) k_q45k(GGML_Q4_K, __VA_ARGS__)
+#define K_Q5_K(...) k_q45k(GGML_Q5_K, __VA_ARGS__)
+GEMM_DRIVER(gemm_q4_k, K_Q4_K, 8)
+GEMM_DRIVER(gemm_q5_k, K_Q5_K, 8)
+
+/* ---------------------------------------------------------------- Q6_K
+ * Reference (dot_q6_K): unsigned 6-bit weights q; group g of 32 in half h uses scale
+ * sc[8h + 2g] for its first 16 elements and sc[8h + 2g + 1] for the rest; lanes minus
+ * 32 * madd(bsums, sc) (lane L: sub-blocks 2L and 2L+1); acc[L] = fma(d, lane, acc[L]). */
+
+/* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
+INLINE __m512i pick_q6(__m512i v, int k) {
+    const __m512i idx = _mm512_set_epi16(17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 16 + k,
+                                         16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 1 + k, 1 + k, 1 + k,
+                                         1 + k, 1 + k, 1 + k, 1 + k, 1 + k, k, k, k, k, k, k, k, k);
+    return _mm512_permutexvar_epi16(idx, v);
+}
+
+INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+    const int64_t nsb = W->n_in / QK_K;
+    const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
+    const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)w0 + W->row_bytes) : w0;
+    const block_q8_K *xq[8];
+    __m512 acc[8];
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int64_t i = 0; i < nsb; i++) {
+        const block_q6_K *a = w0 + i, *c = w1 + i;
+        const __m512i sc = _mm512_cvtepi8_epi16(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
+                                    _mm_loadu_si128((const __m128i *)c->scales), 1));
+        __m512i isum[8];
+        for (int t = 0; t < C; t++) /* the -32 offset: 32 * madd(bsums, scales) per lane */
+            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                       _mm512_slli_epi32(_mm512_madd_epi16(bcast256(xq[t][i].bsums), sc), 5));
+        for (int h = 0; h < 2; h++) {
+            const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
+            const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
+            const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
+            __m512i q[4];
+            q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+            q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+            for (int g = 0; g < 4; g++) {
+                const __m512i s = pick_q6(sc, 8 * h + 2 * g);
+                for (int t = 0; t < C; t++)
+                    isum[t] = _mm512_dpwssd_epi32(
+                        isum[t], _mm512_maddubs_epi16(q[g], bcast256(xq[t][i].qs + 128 * h + 32 * g)), s);
+            }
+        }
+        const __m512 dw = half_pair(a->d, c->d);
+        for (int t = 0; t < C; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    }
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]);
+        if (two) y[1] = hsum8_hi(acc[t]);
+    }
+}
+
+GEMM_DRIVER(gemm_q6_k, k_q6k, 8)
+
+/* ---------------------------------------------------------------- dispatch */
+
+static int avx512_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    switch (W->type) {
+    case GGML_F32: case GGML_F16: case GGML_BF16: gemm_float(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q8_0: gemm_q8_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_0: gemm_q4_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_0: gemm_q5_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_1: gemm_q4_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_1: gemm_q5_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_K: gemm_q4_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_K: gemm_q5_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q6_K: gemm_q6_k(W, r0, r1, x, Y, ldy); return 1;
+    default: return 0;
+    }
+}
+
+static float avx512_sum(const float *x, size_t n) {
+    __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a = _mm512_add_ps(a, _mm512_loadu_ps(x + i));
+        b = _mm512_add_ps(b, _mm512_loadu_ps(x + i + 16));
+        c = _mm512_add_ps(c, _mm512_loadu_ps(x + i + 32));
+        d = _mm512_add_ps(d, _mm512_loadu_ps(x + i + 48));
+    }
+    float s = reduce16(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum};
