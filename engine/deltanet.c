@@ -32,18 +32,8 @@ size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v
 static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
                       int out_stride, int n) {
     for (int t = 0; t < n; t++) {
-        const float *u = in + (size_t)t * in_stride;
         float *y = out + (size_t)t * out_stride;
-        for (int ch = 0; ch < C; ch++) {
-            float *st = conv_state + (size_t)ch * (K - 1);
-            const float *wc = w + (size_t)ch * K;
-            float acc = 0;
-            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-            acc = fmaf(wc[K - 1], u[ch], acc);
-            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-            if (K > 1) st[K - 2] = u[ch];
-            y[ch] = acc;
-        }
+        conv_step(conv_state, w, C, K, in + (size_t)t * in_stride, y);
         vec_silu(y, y, C);
     }
 }
@@ -85,12 +75,7 @@ static void gdn_heads(void *arg, int ith, int nth) {
             const float *v = c + 2 * key_dim + (size_t)h * dv;
             const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
             float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
-            /* in llama.cpp's order: decay all, then every delta, then every update, then outputs */
-            for (int i = 0; i < dv * dk; i++) S[i] *= decay;
-            float delta[dv];
-            for (int cv = 0; cv < dv; cv++) delta[cv] = (v[cv] - dot_ggml(S + (size_t)cv * dk, k, dk)) * beta;
-            for (int cv = 0; cv < dv; cv++) mad_ggml(S + (size_t)cv * dk, k, delta[cv], dk);
-            for (int cv = 0; cv < dv; cv++) o[cv] = dot_ggml(S + (size_t)cv * dk, q, dk) * scale;
+            gdn_head_step(S, dk, dv, q, k, v, decay, beta, scale, o);
             /* gated RMSNorm of this head */
             const float *z = j->Z + (size_t)row * value_dim + (size_t)h * dv;
             float sz[dv];
@@ -133,7 +118,7 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
         }
         gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O,
                      .S = state_ssm(sg->state, l->rec_slot)};
-        pool_run(gdn_heads, &j);
+        pool_run_n(gdn_heads, &j, Hv); /* one head per chunk */
     }
     matmul(&l->w_out, O, N, out);
     (void)n_embd;

@@ -34,7 +34,8 @@ static float scalar_sum(const float *x, size_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-const kernel_isa kernels_scalar = {"scalar", scalar_supported, scalar_gemm, scalar_sum};
+static const kernel_ops scalar_ops; /* all NULL: ops.c's reference code */
+const kernel_isa kernels_scalar = {"scalar", scalar_supported, scalar_gemm, scalar_sum, &scalar_ops};
 
 /* ---------------------------------------------------------------- selection */
 
@@ -81,6 +82,8 @@ const char *const *kernels_available(void) {
 
 float kernels_sum_floats(const float *x, size_t n) { return isa()->sum(x, n); }
 
+const kernel_ops *kernels_ops(void) { return isa()->ops; }
+
 /* ---------------------------------------------------------------- activations */
 
 void matrix_from_tensor(matrix *m, const gguf_tensor *t) {
@@ -99,7 +102,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static size_t aux_bytes(uint32_t dt, int64_t n) {
     switch (dt) {
-    case GGML_Q8_0: return (size_t)n + (size_t)(n / QK8_0) * sizeof(float);
+    case GGML_Q8_0: return 2 * (size_t)n + (size_t)(n / QK8_0) * sizeof(float);
     case GGML_Q8_1: return (size_t)(n / QK8_0) * 2 * sizeof(float);
     case GGML_Q8_K: return (size_t)(n / QK_K) * 8 * sizeof(int16_t);
     case GGML_F16: case GGML_BF16: return (size_t)n * sizeof(float);
@@ -130,9 +133,13 @@ static void prepare_row(const kact *x, const float *src, int t) {
     switch (x->dot_type) {
     case GGML_Q8_0: {
         const block_q8_0 *b = (const block_q8_0 *)row;
-        float *d = (float *)(aux + n);
+        int8_t *qs = (int8_t *)aux;
+        int32_t *corr = (int32_t *)(aux + n);
+        float *d = (float *)(aux + 2 * n);
         for (int64_t i = 0; i < n / QK8_0; i++) {
-            for (int j = 0; j < QK8_0; j++) aux[i * QK8_0 + j] = (uint8_t)(b[i].qs[j] + 128);
+            memcpy(qs + i * QK8_0, b[i].qs, QK8_0);
+            for (int l = 0; l < 8; l++)
+                corr[i * 8 + l] = -128 * (b[i].qs[4 * l] + b[i].qs[4 * l + 1] + b[i].qs[4 * l + 2] + b[i].qs[4 * l + 3]);
             d[i] = fp16_to_f32(b[i].d);
         }
         break;
@@ -292,7 +299,11 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
         j.x[i] = &acts[which[i]];
         j.total += r1[i] - r0[i];
     }
-    if (j.total > 0) pool_run(gemm_job, &j);
+    /* a few chunks per thread: shares are claimed dynamically, so uneven progress of the
+     * threads evens out */
+    int chunks = (int)((j.total + 31) / 32), most = 4 * pool_threads();
+    if (chunks > most) chunks = most;
+    if (j.total > 0) pool_run_n(gemm_job, &j, chunks);
 }
 
 void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X, int T) {

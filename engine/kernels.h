@@ -53,7 +53,9 @@ float kernels_sum_floats(const float *x, size_t n);
 /* Activations prepared for one dot type: row t (t < T) starts at base + t*stride with the
  * row in the dot type exactly as llama.cpp lays it out (what vec_dot_ref reads), followed
  * at aux_off by data the SIMD kernels use to avoid per-weight work:
- *   Q8_0: uint8 xu[n] = qs + 128 (unsigned operand for VPDPBUSD), then float d[n/32]
+ *   Q8_0: int8 qs[n] (the block values, 32-byte aligned), int32 corr[n/4] = -128 * (sum of
+ *         each group of 4 values: VPDPBUSD takes the weights as w + 128, unsigned, and
+ *         starts from corr), float d[n/32]
  *   Q8_1: float d[n/32], float s[n/32]
  *   Q8_K: int16 bs32[n/256][8] = bsums summed in pairs (activations of each 32-sub-block)
  *   F16, BF16: float x[n] (the rounded values, widened)
@@ -69,6 +71,25 @@ typedef struct {
 static inline const void *kact_row(const kact *x, int t) { return x->base + (size_t)t * x->stride; }
 static inline const void *kact_aux(const kact *x, int t) { return x->base + (size_t)t * x->stride + x->aux_off; }
 
+/* Vectorized versions of the float primitives of ops.h, with exactly their arithmetic
+ * (a set may leave any of them NULL: ops.c's scalar code is the reference and runs then).
+ * silu/swiglu/softmax_exp take n % 16 == 0 (the groups llama.cpp runs through its vector
+ * exp; ops.c does the tail). */
+typedef struct {
+    float (*dot)(const float *x, const float *y, int n);           /* dot_ggml */
+    void (*mad)(float *y, const float *x, float v, int n);         /* mad_ggml */
+    void (*silu)(float *y, const float *x, int n);                 /* x / (1 + exp_vec(-x)) */
+    void (*swiglu)(float *y, const float *x, const float *g, int n);
+    double (*softmax_exp)(float *y, const float *x, float max, int n);
+    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                     float beta, float scale, float *o);
+    void (*wsum)(float *o, const float *V, size_t stride, const float *p, int n, int hd);
+    void (*conv)(float *state, const float *w, int C, int K, const float *u, float *y);
+} kernel_ops;
+
+/* the active set's vector ops (never NULL; members may be) */
+const kernel_ops *kernels_ops(void);
+
 /* An instruction-set kernel set. gemm computes Y[t*ldy + r] for r in [r0, r1) and t < T
  * and returns 1, or returns 0 without writing when it does not handle the weight type
  * or row length (the scalar reference runs then). */
@@ -77,6 +98,7 @@ typedef struct {
     int (*supported)(void);
     int (*gemm)(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
     float (*sum)(const float *x, size_t n);
+    const kernel_ops *ops;
 } kernel_isa;
 
 /* Picks the kernel set: "auto" (best the CPU supports), "scalar", "avx2", "avx512".

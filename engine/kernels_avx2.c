@@ -117,6 +117,7 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const kact *x, int 
     const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
     const float *xs[4];
     __m256 lo[4], hi[4];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
         lo[t] = hi[t] = _mm256_setzero_ps();
@@ -124,11 +125,13 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const kact *x, int 
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         const __m256 w0 = load_w8(wt, w, k), w1 = load_w8(wt, w, k + 8);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             lo[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), lo[t]);
             hi[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + k + 8), hi[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         if (k < n) {
             float l[16];
@@ -173,12 +176,13 @@ INLINE __m256i q80_weights(uint32_t wt, const uint8_t *w, int64_t b, float *d) {
 INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
     const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-    const block_q8_0 *xq[8];
+    const int8_t *xq[8];
     const float *dx[8];
     __m256 acc[8];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        xq[t] = (const block_q8_0 *)kact_row(x, t0 + t);
-        dx[t] = (const float *)((const uint8_t *)kact_aux(x, t0 + t) + W->n_in);
+        xq[t] = (const int8_t *)kact_aux(x, t0 + t);
+        dx[t] = (const float *)(xq[t] + 2 * W->n_in);
         acc[t] = _mm256_setzero_ps();
     }
     const __m256i ones = _mm256_set1_epi16(1);
@@ -186,12 +190,14 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         float dw;
         const __m256i wq = q80_weights(wt, w, b, &dw);
         const __m256i aw = _mm256_sign_epi8(wq, wq);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
-            const __m256i sx = _mm256_sign_epi8(load256(xq[t][b].qs), wq);
+            const __m256i sx = _mm256_sign_epi8(load256(xq[t] + 32 * b), wq);
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r] = hsum8(acc[t]);
 }
 
@@ -213,6 +219,7 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
     const float *dx[8], *sx[8];
     __m256 acc[8];
     float summs[8];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_1 *)kact_row(x, t0 + t);
         dx[t] = (const float *)kact_aux(x, t0 + t);
@@ -235,12 +242,14 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
             dw = h2f(a->d);
             mw = h2f(a->m);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, load256(xq[t][b].qs)), ones);
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[t]);
             summs[t] = fmaf(mw, sx[t][b], summs[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r] = hsum8(acc[t]) + summs[t];
 }
 
@@ -276,6 +285,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
     const int16_t *bs[6];
     __m256 acc[6];
     __m128 accm[6];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         bs[t] = (const int16_t *)kact_aux(x, t0 + t);
@@ -299,7 +309,9 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
         int16_t sm[16];
         _mm256_storeu_si256((__m256i *)sm, scm);
         __m256i isum[6];
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 16
         for (int c = 0; c < 4; c++) {
             const __m256i q = load256(qs + 32 * c);
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -311,6 +323,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
                 hi = _mm256_or_si256(hi, _mm256_andnot_si256(_mm256_cmpeq_epi8(bhi, z), c16));
             }
             const __m256i slo = _mm256_set1_epi16(sm[2 * c]), shi = _mm256_set1_epi16(sm[2 * c + 1]);
+            #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
                 const int8_t *a = xq[t][i].qs + 64 * c;
                 const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), slo);
@@ -319,6 +332,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
             }
         }
         const __m128i mins = _mm256_extracti128_si256(scm, 1);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const float yd = xq[t][i].d;
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
@@ -330,6 +344,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
             accm[t] = _mm_fmadd_ps(_mm_set1_ps(-yd * dmin), _mm_cvtepi32_ps(prod), accm[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float m[4];
         _mm_storeu_ps(m, accm[t]);
@@ -351,6 +366,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
     const block_q6_K *w = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
     const block_q8_K *xq[6];
     __m256 acc[6];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         acc[t] = _mm256_setzero_ps();
@@ -360,9 +376,11 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
         const block_q6_K *a = w + i;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
         __m256i isum[6];
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++)
             isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                        _mm256_slli_epi32(_mm256_madd_epi16(load256(xq[t][i].bsums), sc16), 5));
+        #pragma GCC unroll 16
         for (int h = 0; h < 2; h++) {
             const __m256i qla = load256(a->ql + 64 * h), qlb = load256(a->ql + 64 * h + 32);
             const __m256i qh = load256(a->qh + 32 * h);
@@ -374,9 +392,11 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qlb, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            #pragma GCC unroll 16
             for (int g = 0; g < 4; g++) {
                 const int k = 8 * h + 2 * g;
                 const __m256i s = _mm256_set_m128i(_mm_set1_epi16(a->scales[k + 1]), _mm_set1_epi16(a->scales[k]));
+                #pragma GCC unroll 16
                 for (int t = 0; t < C; t++)
                     isum[t] = _mm256_add_epi32(
                         isum[t],
@@ -384,13 +404,163 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
             }
         }
         const float d = h2f(a->d);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++)
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xq[t][i].d * d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r] = hsum8(acc[t]);
 }
 
 GEMM_DRIVER(gemm_q6_k, k_q6k, 6)
+
+/* ---------------------------------------------------------------- vector ops
+ * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
+
+INLINE __m256 pow2i(__m256i e) { /* 2^e for e in [-126, 127] */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+
+/* exp_vec (ops.h) on 8 lanes. ldexpf(j, n) = j * 2^n rounded once: as (j * 2^n1) * 2^n2
+ * with the first product exact (n1 in the normal range) and the second rounding once */
+INLINE __m256 exp8(__m256 x) {
+    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+    const __m256 n = _mm256_sub_ps(z, shift);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.0f)), _mm256_set1_ps(192.0f));
+    const __m256i ni = _mm256_cvtps_epi32(nc);
+    const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), ni), hi = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
+    const __m256i n2 = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(-100)), _mm256_and_si256(hi, _mm256_set1_epi32(100)));
+    __m256 r = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(_mm256_sub_epi32(ni, n2))), pow2i(n2));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 pos = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ);
+    r = _mm256_blendv_ps(r, _mm256_and_ps(pos, _mm256_set1_ps(INFINITY)), big);
+    return r;
+}
+
+INLINE __m256 silu8(__m256 x) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+static void op_silu(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+}
+
+static void op_swiglu(float *y, const float *x, const float *g, int n) {
+    for (int i = 0; i < n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(x + i)), _mm256_loadu_ps(g + i)));
+}
+
+static double op_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    const __m256 m = _mm256_set1_ps(max);
+    for (int i = 0; i < n; i += 16) {
+        const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m));
+        _mm256_storeu_ps(y + i, e0);
+        _mm256_storeu_ps(y + i + 8, e1);
+        sum += (double)reduce16(e0, e1);
+    }
+    return sum;
+}
+
+/* dot_ggml: blocks of 64 into four 16-lane accumulators (two registers each) */
+INLINE float dot_ggml8(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    __m256 a[8];
+    #pragma GCC unroll 16
+    for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+    for (int i = 0; i < np; i += 64)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), a[j]);
+    /* accumulator j = a[2j] (lanes 0-7), a[2j+1] (lanes 8-15) */
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    float sum = reduce16(lo, hi);
+    for (int i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+static float op_dot(const float *x, const float *y, int n) { return dot_ggml8(x, y, n); }
+
+static void op_mad(float *y, const float *x, float v, int n) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), vv, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                        float beta, float scale, float *o) {
+    const __m256 dec = _mm256_set1_ps(decay);
+    for (int c = 0; c < dv; c++) {
+        float *s = S + (size_t)c * dk;
+        int i = 0;
+        for (; i + 8 <= dk; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), dec));
+        for (; i < dk; i++) s[i] *= decay;
+        const float delta = (v[c] - dot_ggml8(s, k, dk)) * beta;
+        op_mad(s, k, delta, dk);
+        o[c] = dot_ggml8(s, q, dk) * scale;
+    }
+}
+
+static void op_wsum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    int c0 = 0;
+    for (; c0 + 8 <= hd; c0 += 8) {
+        __m256 acc[16];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) acc[k] = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            #pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(V + (size_t)(i + k) * stride + c0), _mm256_set1_ps(p[i + k]),
+                                         acc[k]);
+        for (; i < n; i++)
+            acc[i % 16] = _mm256_fmadd_ps(_mm256_loadu_ps(V + (size_t)i * stride + c0), _mm256_set1_ps(p[i]), acc[i % 16]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 8; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 8]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
+        _mm256_storeu_ps(o + c0, _mm256_add_ps(acc[0], acc[1]));
+    }
+    for (; c0 < hd; c0++) {
+        float l[16] = {0};
+        for (int i = 0; i < n; i++) l[i % 16] = fmaf(V[(size_t)i * stride + c0], p[i], l[i % 16]);
+        float a[8], b[4];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 8; k++) a[k] = l[k] + l[k + 8];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; k++) b[k] = a[k] + a[k + 4];
+        o[c0] = (b[0] + b[2]) + (b[1] + b[3]);
+    }
+}
+
+static void op_conv(float *state, const float *w, int C, int K, const float *u, float *y) {
+    for (int ch = 0; ch < C; ch++) {
+        float *st = state + (size_t)ch * (K - 1);
+        const float *wc = w + (size_t)ch * K;
+        float acc = 0;
+        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+        acc = fmaf(wc[K - 1], u[ch], acc);
+        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+        if (K > 1) st[K - 2] = u[ch];
+        y[ch] = acc;
+    }
+}
+
+static const kernel_ops avx2_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
 
 /* ---------------------------------------------------------------- dispatch */
 
@@ -425,4 +595,4 @@ static float avx2_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx2 = {"avx2", avx2_supported, avx2_gemm, avx2_sum};
+const kernel_isa kernels_avx2 = {"avx2", avx2_supported, avx2_gemm, avx2_sum, &avx2_ops};

@@ -142,31 +142,43 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const 
     const int64_t n = W->n_in;
     const uint8_t *w[4];
     const float *xs[6];
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)(r + i) * W->row_bytes;
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++)
         xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
     __m512 acc[4][6];
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) acc[i][t] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 wv[4];
+        #pragma GCC unroll 16
         for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const __m512 xv = _mm512_loadu_ps(xs[t] + k);
+            #pragma GCC unroll 16
             for (int i = 0; i < R; i++) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
         }
     }
     if (k < n) {
         const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
         __m512 wv[4];
+        #pragma GCC unroll 16
         for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, m);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + k);
+            #pragma GCC unroll 16
             for (int i = 0; i < R; i++) acc[i][t] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][t], m);
         }
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r + i] = reduce16(acc[i][t]);
 }
 
@@ -212,56 +224,61 @@ static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, f
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
  * Reference (dot_blocks_i8): per 32-block, 8 int32 lanes of 4 products;
- * acc[l] = fma(d_w * d_x, (float)lane, acc[l]); then hsum8. Weights as signed bytes,
- * activations as x+128 (unsigned): dpbusd(xu, w) - dpbusd(128, w) = sum x*w per lane. */
+ * acc[l] = fma(d_w * d_x, (float)lane, acc[l]); then hsum8. VPDPBUSD multiplies unsigned by
+ * signed bytes: the weights go in as w + 128 and each lane starts from -128 * (sum of its 4
+ * activations), prepared once per token (kact aux), so per token and block the work is
+ * one dpbusd, a convert, the scale product and the fma. */
 
-/* block b of rows w0/w1 as signed bytes [row0 | row1], and their scales */
+/* block b of rows w0/w1 as w + 128 (unsigned bytes) [row0 | row1], and their scales */
 INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
     if (wt == GGML_Q8_0) {
         const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
         *d0 = a->d;
         *d1 = c->d;
-        return load_pair256(a->qs, c->qs);
+        return _mm512_xor_si512(load_pair256(a->qs, c->qs), _mm512_set1_epi8((char)0x80));
     }
-    if (wt == GGML_Q4_0) {
+    if (wt == GGML_Q4_0) { /* nibble - 8 + 128 */
         const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
         *d0 = a->d;
         *d1 = c->d;
-        return _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(8));
+        return _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(120));
     }
     const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
     *d0 = a->d;
     *d1 = c->d;
-    /* 5th bit of element j = bit j of qh: where it is clear, value - 16 */
+    /* (nibble | bit << 4) - 16 + 128; the 5th bit of element j is bit j of qh */
     const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
-    const __m512i v = nibbles_pair(a->qs, c->qs);
-    return _mm512_mask_sub_epi8(v, ~hb, v, _mm512_set1_epi8(16));
+    const __m512i v = _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(112));
+    return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
 }
 
 INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
                   int64_t ldy) {
-    const int64_t nb = W->n_in / QK8_0;
+    const int64_t n = W->n_in, nb = n / QK8_0;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const uint8_t *xu[16];
+    const int8_t *xs[16];
+    const int32_t *corr[16];
     const float *dx[16];
     __m512 acc[16];
+#pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        xu[t] = kact_aux(x, t0 + t);
-        dx[t] = (const float *)(xu[t] + W->n_in);
+        xs[t] = (const int8_t *)kact_aux(x, t0 + t);
+        corr[t] = (const int32_t *)(xs[t] + n);
+        dx[t] = (const float *)(xs[t] + 2 * n);
         acc[t] = _mm512_setzero_ps();
     }
-    const __m512i c128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
     for (int64_t b = 0; b < nb; b++) {
         fp16_t d0, d1;
         const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
         const __m512 dw = half_pair(d0, d1);
-        const __m512i corr = _mm512_dpbusd_epi32(zero, c128, wq);
+#pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
-            const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, bcast256(xu[t] + 32 * b), wq), corr);
+            const __m512i p = _mm512_dpbusd_epi32(bcast256(corr[t] + 8 * b), wq, bcast256(xs[t] + 32 * b));
             const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
+#pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r;
         y[0] = hsum8_lo(acc[t]);
@@ -288,6 +305,7 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
     const block_q8_1 *xq[16];
     const float *dx[16], *sx[16];
     __m512 acc[16], sacc[16];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_1 *)kact_row(x, t0 + t);
         dx[t] = (const float *)kact_aux(x, t0 + t);
@@ -311,12 +329,14 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
             dw = half_pair(a->d, c->d);
             mw = half_pair(a->m, c->m);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const __m512i p = _mm512_dpbusd_epi32(zero, wq, bcast256(xq[t][b].qs));
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b])), _mm512_cvtepi32_ps(p), acc[t]);
             sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[t][b]), sacc[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r;
         float s[16];
@@ -342,6 +362,7 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
 INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
     uint32_t u[8];
     const uint8_t *s[2] = {s0, s1};
+    #pragma GCC unroll 16
     for (int i = 0; i < 2; i++) { /* llama.cpp's 12-byte unpacking: sc in u[0..1], m in u[2..3] */
         uint32_t a = ld32(s[i]), b = ld32(s[i] + 4), c = ld32(s[i] + 8);
         u[4 * i + 0] = a & 0x3f3f3f3f;
@@ -367,6 +388,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
     const int16_t *bs[8];
     __m512 acc[8];
     __m256 accm[8];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         bs[t] = (const int16_t *)kact_aux(x, t0 + t);
@@ -393,7 +415,9 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
         }
         const __m512i scm = kscales_pair(sc0, sc1);
         __m512i isum[8];
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
+        #pragma GCC unroll 16
         for (int c = 0; c < 4; c++) {
             const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
             __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
@@ -404,6 +428,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
                 hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
             }
             const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
+            #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
                 const int8_t *a = xq[t][i].qs + 64 * c;
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
@@ -414,6 +439,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
         const __m256 dm = _mm512_castps512_ps256(
             _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0), half_pair(m0, m1)));
         const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const float yd = xq[t][i].d;
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
@@ -427,6 +453,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
             accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
         _mm256_storeu_ps(m, accm[t]);
@@ -461,6 +488,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
     const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)w0 + W->row_bytes) : w0;
     const block_q8_K *xq[8];
     __m512 acc[8];
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         acc[t] = _mm512_setzero_ps();
@@ -472,9 +500,11 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
             _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
                                     _mm_loadu_si128((const __m128i *)c->scales), 1));
         __m512i isum[8];
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++) /* the -32 offset: 32 * madd(bsums, scales) per lane */
             isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                        _mm512_slli_epi32(_mm512_madd_epi16(bcast256(xq[t][i].bsums), sc), 5));
+        #pragma GCC unroll 16
         for (int h = 0; h < 2; h++) {
             const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
             const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
@@ -487,17 +517,21 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
             q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+            #pragma GCC unroll 16
             for (int g = 0; g < 4; g++) {
                 const __m512i s = pick_q6(sc, 8 * h + 2 * g);
+                #pragma GCC unroll 16
                 for (int t = 0; t < C; t++)
                     isum[t] = _mm512_dpwssd_epi32(
                         isum[t], _mm512_maddubs_epi16(q[g], bcast256(xq[t][i].qs + 128 * h + 32 * g)), s);
             }
         }
         const __m512 dw = half_pair(a->d, c->d);
+        #pragma GCC unroll 16
         for (int t = 0; t < C; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r;
         y[0] = hsum8_lo(acc[t]);
@@ -506,6 +540,164 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
 }
 
 GEMM_DRIVER(gemm_q6_k, k_q6k, 8)
+
+/* ---------------------------------------------------------------- vector ops
+ * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
+
+/* exp_vec (ops.h) on 16 lanes: the same fused multiply-adds; 2^n by VSCALEFPS, which
+ * rounds a subnormal result once, as ldexpf does */
+INLINE __m512 exp16(__m512 x) {
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 r = _mm512_scalef_ps(j, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    const __mmask16 pos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
+    r = _mm512_mask_mov_ps(r, big, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(r, big & pos, _mm512_set1_ps(INFINITY));
+}
+
+INLINE __m512 silu16(__m512 x) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+static void op_silu(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += 16) _mm512_storeu_ps(y + i, silu16(_mm512_loadu_ps(x + i)));
+}
+
+static void op_swiglu(float *y, const float *x, const float *g, int n) {
+    for (int i = 0; i < n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu16(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(g + i)));
+}
+
+static double op_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int i = 0; i < n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(y + i, e);
+        sum += (double)reduce16(e);
+    }
+    return sum;
+}
+
+/* dot_ggml: blocks of 64 into four 16-lane accumulators, (0+2) + (1+3), reduce16, then the
+ * remainder with separate multiplies and adds (this file is built with -ffp-contract=off) */
+INLINE float dot_ggml16(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    float sum = reduce16(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    for (int i = np; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
+
+static void op_mad(float *y, const float *x, float v, int n) {
+    const __m512 vv = _mm512_set1_ps(v);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, _mm512_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+/* the delta rule, one row of S at a time; for d_k = 128 the row, k and q live in registers */
+static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                        float beta, float scale, float *o) {
+    const __m512 dec = _mm512_set1_ps(decay), zero = _mm512_setzero_ps();
+    if (dk != 128) {
+        for (int c = 0; c < dv; c++) {
+            float *s = S + (size_t)c * dk;
+            int i = 0;
+            for (; i + 16 <= dk; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), dec));
+            for (; i < dk; i++) s[i] *= decay;
+            const float delta = (v[c] - dot_ggml16(s, k, dk)) * beta;
+            op_mad(s, k, delta, dk);
+            o[c] = dot_ggml16(s, q, dk) * scale;
+        }
+        return;
+    }
+    __m512 kk[8], qq[8];
+    #pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        kk[i] = _mm512_loadu_ps(k + 16 * i);
+        qq[i] = _mm512_loadu_ps(q + 16 * i);
+    }
+    for (int c = 0; c < dv; c++) {
+        float *row = S + (size_t)c * 128;
+        __m512 s[8];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) s[i] = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), dec);
+        __m512 a[4];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], kk[4 + j], _mm512_fmadd_ps(s[j], kk[j], zero));
+        const float kv = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+        const __m512 delta = _mm512_set1_ps((v[c] - kv) * beta);
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) {
+            s[i] = _mm512_fmadd_ps(kk[i], delta, s[i]);
+            _mm512_storeu_ps(row + 16 * i, s[i]);
+        }
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], qq[4 + j], _mm512_fmadd_ps(s[j], qq[j], zero));
+        o[c] = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]))) * scale;
+    }
+}
+
+/* sum_i p[i] V_i over 16 columns at a time, 16 accumulators by i mod 16 */
+static void op_wsum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    for (int c0 = 0; c0 < hd; c0 += 16) {
+        const __mmask16 m = hd - c0 >= 16 ? 0xffff : (__mmask16)((1u << (hd - c0)) - 1);
+        __m512 acc[16];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            #pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)(i + k) * stride + c0),
+                                         _mm512_set1_ps(p[i + k]), acc[k]);
+        for (; i < n; i++)
+            acc[i % 16] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)i * stride + c0), _mm512_set1_ps(p[i]),
+                                          acc[i % 16]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 8; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 8]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 4]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 2; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 2]);
+        _mm512_mask_storeu_ps(o + c0, m, _mm512_add_ps(acc[0], acc[1]));
+    }
+}
+
+/* the per-channel fused multiply-add chain, compiled to FMA instructions */
+static void op_conv(float *state, const float *w, int C, int K, const float *u, float *y) {
+    for (int ch = 0; ch < C; ch++) {
+        float *st = state + (size_t)ch * (K - 1);
+        const float *wc = w + (size_t)ch * K;
+        float acc = 0;
+        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+        acc = fmaf(wc[K - 1], u[ch], acc);
+        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+        if (K > 1) st[K - 2] = u[ch];
+        y[ch] = acc;
+    }
+}
+
+static const kernel_ops avx512_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
 
 /* ---------------------------------------------------------------- dispatch */
 
@@ -538,4 +730,4 @@ static float avx512_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum};
+const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum, &avx512_ops};

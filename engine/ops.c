@@ -1,6 +1,8 @@
 /* ops.c - primitives of ops.h. */
 #include "engine/ops.h"
 
+#include "engine/kernels.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,8 @@ static inline float silu_vec(float x) { return x / (1.0f + exp_vec(0.0f - x)); }
 void vec_silu(float *y, const float *x, int n) {
     const int full = n - n % VEC_GROUP;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->silu && full) k->silu(y, x, full), i = full;
     for (; i < full; i++) y[i] = silu_vec(x[i]);
     for (; i < n; i++) y[i] = silu(x[i]);
 }
@@ -56,6 +60,8 @@ void vec_silu(float *y, const float *x, int n) {
 void vec_swiglu(float *y, const float *x, const float *g, int n) {
     const int full = n - n % VEC_GROUP;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->swiglu && full) k->swiglu(y, x, g, full), i = full;
     for (; i < full; i++) y[i] = silu_vec(x[i]) * g[i];
     for (; i < n; i++) y[i] = silu(x[i]) * g[i];
 }
@@ -71,8 +77,13 @@ float reduce16(const float *v) {
 double vec_softmax_exp(float *y, const float *x, float max, int n) {
     double sum = 0;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->softmax_exp && n >= VEC_GROUP) {
+        i = n - n % VEC_GROUP;
+        sum = k->softmax_exp(y, x, max, i);
+    }
     for (; i + VEC_GROUP <= n; i += VEC_GROUP) {
-        for (int k = 0; k < VEC_GROUP; k++) y[i + k] = exp_vec(x[i + k] - max);
+        for (int j = 0; j < VEC_GROUP; j++) y[i + j] = exp_vec(x[i + j] - max);
         sum += (double)reduce16(y + i);
     }
     for (; i < n; i++) {
@@ -82,7 +93,7 @@ double vec_softmax_exp(float *y, const float *x, float max, int n) {
     return sum;
 }
 
-float dot_ggml(const float *x, const float *y, int n) {
+static float dot_ggml_ref(const float *x, const float *y, int n) {
     const int np = n & ~63;
     float acc[4][16] = {{0}};
     for (int i = 0; i < np; i += 64)
@@ -98,8 +109,65 @@ float dot_ggml(const float *x, const float *y, int n) {
     return sum;
 }
 
+float dot_ggml(const float *x, const float *y, int n) {
+    const kernel_ops *k = kernels_ops();
+    return k->dot ? k->dot(x, y, n) : dot_ggml_ref(x, y, n);
+}
+
 void mad_ggml(float *y, const float *x, float v, int n) {
+    const kernel_ops *k = kernels_ops();
+    if (k->mad) {
+        k->mad(y, x, v, n);
+        return;
+    }
     for (int i = 0; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
+                   float scale, float *o) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->gdn_step) {
+        ko->gdn_step(S, dk, dv, q, k, v, decay, beta, scale, o);
+        return;
+    }
+    for (int c = 0; c < dv; c++) {
+        float *s = S + (size_t)c * dk;
+        for (int i = 0; i < dk; i++) s[i] *= decay;
+        const float delta = (v[c] - dot_ggml_ref(s, k, dk)) * beta;
+        for (int i = 0; i < dk; i++) s[i] = fmaf(k[i], delta, s[i]);
+        o[c] = dot_ggml_ref(s, q, dk) * scale;
+    }
+}
+
+void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum) {
+        ko->wsum(o, V, stride, p, n, hd);
+        return;
+    }
+    for (int c = 0; c < hd; c++) {
+        float lanes[16] = {0};
+        for (int i = 0; i < n; i++) lanes[i % 16] = fmaf(V[(size_t)i * stride + c], p[i], lanes[i % 16]);
+        o[c] = reduce16(lanes);
+    }
+}
+
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->conv) {
+        ko->conv(state, w, C, K, u, y);
+        return;
+    }
+    for (int ch = 0; ch < C; ch++) {
+        float *st = state + (size_t)ch * (K - 1);
+        const float *wc = w + (size_t)ch * K;
+        float acc = 0;
+        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+        acc = fmaf(wc[K - 1], u[ch], acc);
+        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+        if (K > 1) st[K - 2] = u[ch];
+        y[ch] = acc;
+    }
 }
 
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors) {

@@ -54,6 +54,22 @@ float dot_ggml(const float *x, const float *y, int n);
 float reduce16(const float *v);
 void mad_ggml(float *y, const float *x, float v, int n);
 
+/* The delta rule for one head and one token (Gated DeltaNet), row by row of the state
+ * stored transposed, S^T as [dv][dk]: for each value row c
+ *     S_c *= decay;  delta = (v[c] - dot_ggml(S_c, k)) * beta;
+ *     S_c += k * delta (mad_ggml);  o[c] = dot_ggml(S_c, q) * scale
+ * (llama.cpp decays all rows, then forms all deltas, then updates, then outputs; each row
+ * only involves itself, so doing them row by row gives the same floats). */
+void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
+                   float scale, float *o);
+/* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
+ * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16. */
+void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd);
+/* One token of a causal depthwise convolution without bias: y[c] = sum_k w[c][k] * window,
+ * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with
+ * fused multiply-adds; the state then shifts by one and takes u[c]. */
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y);
+
 /* Rotary embedding of one head vector in place: pairs (x[2k], x[2k+1]) for ROPE_NORM,
  * (x[k], x[k + n_rot/2]) for ROPE_NEOX; dims >= n_rot untouched. cs holds cos/sin
  * per pair (rope_cache). */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/kernels.h"
+#include "engine/ops.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
 #include "tests/check.h"
@@ -294,6 +295,145 @@ static void test_sum(void) {
     free(x);
 }
 
+/* ---- vector ops: every ISA's version equals ops.c's scalar reference bit for bit ---- */
+
+#define N_ISA_MAX 4
+typedef void (*op_case)(float *out, size_t *n_out); /* runs an op, writes its results */
+
+static void compare_isas(const char *what, op_case f, size_t cap) {
+    float *ref = malloc(sizeof(float) * cap), *got = malloc(sizeof(float) * cap);
+    size_t nr = 0, ng = 0, at = 0;
+    kernels_select("scalar");
+    f(ref, &nr);
+    for (const char *const *isa = kernels_available(); *isa; isa++) {
+        if (!strcmp(*isa, "scalar")) continue;
+        kernels_select(*isa);
+        f(got, &ng);
+        int ok = ng == nr && same_bits(ref, got, nr, &at);
+        CHECK(ok, "%s on %s differs from the reference at %zu: %.9g vs %.9g", what, *isa, at, got[at], ref[at]);
+    }
+    kernels_select("auto");
+    free(ref);
+    free(got);
+}
+
+/* exp_vec over a sweep of bit patterns (through vec_softmax_exp with max 0) */
+#define EXP_N (1 << 20)
+static float *exp_in;
+static void case_exp(float *out, size_t *n) {
+    double s = vec_softmax_exp(out, exp_in, 0.0f, EXP_N);
+    out[EXP_N] = (float)s;
+    *n = EXP_N + 1;
+}
+
+static float *vx, *vg; /* inputs of the elementwise cases */
+static void case_silu(float *out, size_t *n) {
+    size_t k = 0;
+    for (int len = 1; len <= 70; len += 3) {
+        vec_silu(out + k, vx, len);
+        k += (size_t)len;
+        vec_swiglu(out + k, vx + 100, vg, len);
+        k += (size_t)len;
+        const double sum = vec_softmax_exp(out + k, vx + 7, 0.5f, len);
+        k += (size_t)len;
+        out[k++] = (float)sum;
+    }
+    *n = k;
+}
+
+static void case_dot(float *out, size_t *n) {
+    size_t k = 0;
+    const int lens[] = {1, 15, 16, 63, 64, 65, 80, 127, 128, 129, 200, 256, 333};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        out[k++] = dot_ggml(vx, vg, lens[i]);
+        float y[400];
+        memcpy(y, vg, sizeof y);
+        mad_ggml(y, vx, 0.37f, lens[i]);
+        memcpy(out + k, y, sizeof(float) * (size_t)lens[i]);
+        k += (size_t)lens[i];
+    }
+    *n = k;
+}
+
+static void case_gdn(float *out, size_t *n) {
+    size_t k = 0;
+    const int dks[] = {128, 64, 16, 80};
+    for (size_t i = 0; i < sizeof dks / sizeof dks[0]; i++) {
+        const int dk = dks[i], dv = dk;
+        float *S = malloc(sizeof(float) * (size_t)dk * dv), o[128];
+        for (int j = 0; j < dk * dv; j++) S[j] = vx[j % 1000] * 0.3f;
+        for (int tok = 0; tok < 3; tok++) {
+            gdn_head_step(S, dk, dv, vx + 10 * tok, vg + 5 * tok, vx + 500 + tok, 0.97f - 0.1f * tok, 0.6f,
+                          1.0f / sqrtf((float)dk), o);
+            memcpy(out + k, o, sizeof(float) * (size_t)dv);
+            k += (size_t)dv;
+        }
+        memcpy(out + k, S, sizeof(float) * (size_t)dk * dv);
+        k += (size_t)dk * dv;
+        free(S);
+    }
+    *n = k;
+}
+
+static void case_wsum(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 64, 20};
+    for (size_t h = 0; h < 3; h++)
+        for (int len = 1; len <= 40; len += 3) {
+            attn_weighted_sum(out + k, vx, 300, vg, len, hds[h]);
+            k += (size_t)hds[h];
+        }
+    *n = k;
+}
+
+static void case_conv(float *out, size_t *n) {
+    float st[300 * 3], w[300 * 4];
+    for (int i = 0; i < 900; i++) st[i] = vx[i];
+    for (int i = 0; i < 1200; i++) w[i] = vg[i];
+    size_t k = 0;
+    for (int t = 0; t < 5; t++) {
+        conv_step(st, w, 300, 4, vx + 1000 + 300 * t, out + k);
+        k += 300;
+    }
+    memcpy(out + k, st, sizeof st);
+    *n = k + 900;
+}
+
+static void test_ops(void) {
+    exp_in = malloc(sizeof(float) * EXP_N);
+    for (uint32_t i = 0; i < EXP_N; i++) {
+        uint32_t bits = i * 4099u + 17u; /* all exponents and signs */
+        float f;
+        memcpy(&f, &bits, 4);
+        if (f != f) f = 1.0f; /* no NaNs */
+        if (i % 4 == 0) f = -110.f + 220.f * (float)i / EXP_N; /* dense over the interesting range */
+        exp_in[i] = f;
+    }
+    exp_in[0] = INFINITY, exp_in[1] = -INFINITY, exp_in[2] = 0.0f, exp_in[3] = -0.0f;
+    compare_isas("exp_vec", case_exp, EXP_N + 1);
+    vx = malloc(sizeof(float) * 20000);
+    vg = malloc(sizeof(float) * 20000);
+    for (int i = 0; i < 20000; i++) {
+        vx[i] = gauss() * (i % 9 == 0 ? 30.f : 2.f);
+        vg[i] = gauss();
+    }
+    compare_isas("silu/swiglu/softmax", case_silu, 10000);
+    compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
+    compare_isas("gdn_head_step", case_gdn, 40000);
+    compare_isas("attn_weighted_sum", case_wsum, 10000);
+    compare_isas("conv_step", case_conv, 3000);
+    /* the ops agree with plain math */
+    kernels_select("auto");
+    float y[64];
+    vec_silu(y, vx, 64);
+    double e = 0;
+    for (int i = 0; i < 64; i++) e = fmax(e, fabs(y[i] - vx[i] / (1 + exp(-(double)vx[i]))));
+    CHECK(e < 1e-4, "silu is off by %g", e);
+    free(exp_in);
+    free(vx);
+    free(vg);
+}
+
 int main(void) {
     printf("  kernel sets on this CPU:");
     for (const char *const *isa = kernels_available(); *isa; isa++) printf(" %s", *isa);
@@ -304,6 +444,7 @@ int main(void) {
     test_gemm_bits();
     test_matmul_threads();
     test_sum();
+    test_ops();
     pool_shutdown();
     return check_report("test_kernels");
 }
