@@ -56,6 +56,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libchatfs.a
 test: chatfs $(TEST_BIN)
 	BUILD=$(BUILD) tests/run.sh
 
+bench: chatfs
+	BUILD=$(BUILD) bench/run.sh
+
 clean:
 	rm -rf build build-* chatfs
 

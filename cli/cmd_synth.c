@@ -48,6 +48,10 @@ static const shape shapes[] = {
     {.name = "qwen3.5-4b", .arch = "qwen35", .n_embd = 2560, .n_layer = 32, .n_head = 16, .n_head_kv = 4,
      .head_dim = 256, .n_ff = 9216, .n_vocab = 248320, .tied = 1, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f,
      .rope_dim = 64, .lin_k = 16, .lin_v = 32, .lin_dk = 128, .conv_k = 4},
+    /* small enough for tests, with rows that fill 256-element blocks (K-quants) */
+    {.name = "qwen3.5-small", .arch = "qwen35", .n_embd = 256, .n_layer = 4, .n_head = 2, .n_head_kv = 1,
+     .head_dim = 64, .n_ff = 512, .n_vocab = 512, .tied = 1, .ctx = 4096, .rope_base = 1e7f, .eps = 1e-6f,
+     .rope_dim = 16, .lin_k = 2, .lin_v = 4, .lin_dk = 64, .conv_k = 4},
     {.name = "nemotron-h-4b", .arch = "nemotron_h", .n_embd = 3136, .n_head = 40, .n_head_kv = 8, .head_dim = 128,
      .n_ff = 12544, .n_vocab = 131072, .tied = 0, .ctx = 8192, .eps = 1e-5f,
      .pattern = "M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-", .ssm_heads = 96, .ssm_head_dim = 80, .ssm_groups = 8,
