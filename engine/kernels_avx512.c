@@ -80,6 +80,22 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
 }
 
+#ifndef PF_BYTES
+#define PF_BYTES 4096 /* how far ahead in a weight row the decode kernels prefetch */
+#endif
+
+/* Decode reads every weight once from memory; hardware prefetching alone leaves the
+ * two-row stream at about 60% of the machine's read bandwidth, prefetching a few KB ahead
+ * brings it to the bandwidth of a plain sequential read. Called once per block of bsz
+ * bytes at offset off of rows w0 and w1. */
+INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz) {
+#pragma GCC unroll 4
+    for (size_t o = 0; o < bsz; o += 64) {
+        _mm_prefetch((const char *)w0 + off + o + PF_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)w1 + off + o + PF_BYTES, _MM_HINT_T0);
+    }
+}
+
 static inline uint32_t ld32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -152,9 +168,13 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const 
     for (int i = 0; i < R; i++)
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) acc[i][t] = _mm512_setzero_ps();
+    const size_t esz = wt == GGML_F32 ? 4 : 2;
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 wv[4];
+        if (C <= 4 && (k * esz) % 64 == 0)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_BYTES, _MM_HINT_T0);
         #pragma GCC unroll 16
         for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
         #pragma GCC unroll 16
@@ -267,8 +287,10 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
         dx[t] = (const float *)(xs[t] + 2 * n);
         acc[t] = _mm512_setzero_ps();
     }
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
         fp16_t d0, d1;
+        if (C <= 4) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
         const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
         const __m512 dw = half_pair(d0, d1);
 #pragma GCC unroll 16
@@ -316,6 +338,10 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
     for (int64_t b = 0; b < nb; b++) {
         __m512i wq;
         __m512 dw, mw;
+        if (C <= 4) {
+            const size_t bs = wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+            prefetch_pair(w0, w1, (size_t)b * bs, bs);
+        }
         if (wt == GGML_Q4_1) {
             const block_q4_1 *a = (const block_q4_1 *)w0 + b, *c = (const block_q4_1 *)w1 + b;
             wq = nibbles_pair(a->qs, c->qs);
@@ -358,25 +384,47 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
  * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
  * to one integer first and fused into a scalar (Q5_K). */
 
-/* the scales and mins of two super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7] */
+/* the scales and mins of two Q4_K/Q5_K super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7],
+ * from their 12 packed bytes (s0, s1; 16 bytes are read, the 4 after belong to the block):
+ *   sc_j = q[j] & 63, m_j = q[j+4] & 63                                  (j < 4)
+ *   sc_j = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m_j = (q[j+4] >> 4) | (q[j] >> 6) << 4   (j >= 4) */
 INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
-    uint32_t u[8];
-    const uint8_t *s[2] = {s0, s1};
-    #pragma GCC unroll 16
-    for (int i = 0; i < 2; i++) { /* llama.cpp's 12-byte unpacking: sc in u[0..1], m in u[2..3] */
-        uint32_t a = ld32(s[i]), b = ld32(s[i] + 4), c = ld32(s[i] + 8);
-        u[4 * i + 0] = a & 0x3f3f3f3f;
-        u[4 * i + 1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
-        u[4 * i + 2] = b & 0x3f3f3f3f;
-        u[4 * i + 3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
-    }
-    return _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)u));
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+                                              _mm_loadu_si128((const __m128i *)s1), 1);
+    const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10,
+                                            11, 4, 5, 6, 7, 8, 9, 10, 11);
+    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
+                                            1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+    const __m256i lo_mask = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63,
+                                             63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    __m256i a = _mm256_shuffle_epi8(q, lo_idx);
+    /* m4..7 take the high nibble of q[8..11] */
+    a = _mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88);
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(q, hi_idx), 2), _mm256_set1_epi8(0x30));
+    return _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(a, lo_mask), h));
 }
+
+/* permutation indices, as tables so the compiler loads them instead of building them
+ * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8] */
+static const struct {
+    _Alignas(64) int16_t pair16[8][32];
+    _Alignas(64) int16_t q6[16][32];
+} perm = {
+#define P16(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, \
+                16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
+    {P16(0), P16(1), P16(2), P16(3), P16(4), P16(5), P16(6), P16(7)},
+#undef P16
+#define Q6(k) {k, k, k, k, k, k, k, k, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, 16 + k, 16 + k, \
+               16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, \
+               17 + k, 17 + k}
+    {Q6(0), Q6(1), Q6(2), Q6(3), Q6(4), Q6(5), Q6(6), Q6(7), Q6(8), Q6(9), Q6(10), Q6(11), Q6(12), Q6(13), Q6(14),
+     Q6(15)},
+#undef Q6
+};
 
 /* int16 vector [v[j] x 16 | v[16 + j] x 16] */
 INLINE __m512i pick_pair16(__m512i v, int j) {
-    return _mm512_permutexvar_epi16(
-        _mm512_inserti64x4(_mm512_set1_epi16((short)j), _mm256_set1_epi16((short)(16 + j)), 1), v);
+    return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
 }
 
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
@@ -401,6 +449,10 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
                                             28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *qs0, *qs1, *sc0, *sc1;
+        if (C <= 4) {
+            const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+            prefetch_pair(w0, w1, (size_t)i * bs, bs);
+        }
         fp16_t d0, d1, m0, m1;
         __m512i qh = _mm512_setzero_si512();
         if (five) {
@@ -435,9 +487,11 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
             }
         }
-        const __m512 dw = half_pair(d0, d1);
-        const __m256 dm = _mm512_castps512_ps256(
-            _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0), half_pair(m0, m1)));
+        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4 | dmin1 x 4] */
+        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
+        const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                                                _mm512_castps128_ps512(dd));
+        const __m256 dm = _mm256_permutexvar_ps(_mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3), _mm256_castps128_ps256(dd));
         const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
@@ -475,12 +529,7 @@ GEMM_DRIVER(gemm_q5_k, K_Q5_K, 8)
  * 32 * madd(bsums, sc) (lane L: sub-blocks 2L and 2L+1); acc[L] = fma(d, lane, acc[L]). */
 
 /* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
-INLINE __m512i pick_q6(__m512i v, int k) {
-    const __m512i idx = _mm512_set_epi16(17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 16 + k,
-                                         16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 1 + k, 1 + k, 1 + k,
-                                         1 + k, 1 + k, 1 + k, 1 + k, 1 + k, k, k, k, k, k, k, k, k);
-    return _mm512_permutexvar_epi16(idx, v);
-}
+INLINE __m512i pick_q6(__m512i v, int k) { return _mm512_permutexvar_epi16(_mm512_load_si512(perm.q6[k]), v); }
 
 INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
@@ -496,6 +545,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < nsb; i++) {
         const block_q6_K *a = w0 + i, *c = w1 + i;
+        if (C <= 4) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a);
         const __m512i sc = _mm512_cvtepi8_epi16(
             _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
                                     _mm_loadu_si128((const __m128i *)c->scales), 1));
@@ -720,6 +770,10 @@ static float avx512_sum(const float *x, size_t n) {
     __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        _mm_prefetch((const char *)(x + i) + PF_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 192, _MM_HINT_T0);
         a = _mm512_add_ps(a, _mm512_loadu_ps(x + i));
         b = _mm512_add_ps(b, _mm512_loadu_ps(x + i + 16));
         c = _mm512_add_ps(c, _mm512_loadu_ps(x + i + 32));
