@@ -73,15 +73,18 @@ static void attend_job(void *arg, int ith, int nth) {
 
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
                        float *out, arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const int hd = l->head_dim, kvd = l->n_head_kv * hd;
     const int q_stride = l->n_head * hd * (l->gated ? 2 : 1);
     float *Q = arena_floats(a, (size_t)N * q_stride);
     float *K = arena_floats(a, (size_t)N * kvd);
     float *V = arena_floats(a, (size_t)N * kvd);
     float *O = arena_floats(a, (size_t)N * l->n_head * hd);
-    matmul(&l->wq, x, N, Q);
-    matmul(&l->wk, x, N, K);
-    matmul(&l->wv, x, N, V);
+    {
+        const matrix *W[3] = {&l->wq, &l->wk, &l->wv};
+        float *Y[3] = {Q, K, V};
+        matmul_multi(3, W, Y, x, N); /* x quantized once, one pass of the pool */
+    }
     add_bias(Q, l->bq, N, q_stride);
     add_bias(K, l->bk, N, kvd);
     add_bias(V, l->bv, N, kvd);
@@ -121,4 +124,5 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     }
     matmul(&l->wo, O, N, out);
     add_bias(out, l->bo, N, n_embd);
+    arena_restore(a, mark);
 }

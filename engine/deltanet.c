@@ -31,11 +31,8 @@ size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v
  * are summed oldest first with fused multiply-adds, as llama.cpp's compiled loop does. */
 static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
                       int out_stride, int n) {
-    for (int t = 0; t < n; t++) {
-        float *y = out + (size_t)t * out_stride;
-        conv_step(conv_state, w, C, K, in + (size_t)t * in_stride, y);
-        vec_silu(y, y, C);
-    }
+    conv_causal(conv_state, w, C, K, in, (size_t)in_stride, out, (size_t)out_stride, n);
+    for (int t = 0; t < n; t++) vec_silu(out + (size_t)t * out_stride, out + (size_t)t * out_stride, C);
 }
 
 /* q, k = x / sqrt(sum(x^2) + eps), formed as llama.cpp (release 0ad4a86) forms it:
@@ -88,6 +85,7 @@ static void gdn_heads(void *arg, int ith, int nth) {
 
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const int dk = l->d_k, Hk = l->n_k_heads, Hv = l->n_v_heads;
     const int key_dim = Hk * dk, value_dim = Hv * l->d_v, conv_dim = 2 * key_dim + value_dim;
     float *M = arena_floats(a, (size_t)N * conv_dim);
@@ -96,10 +94,11 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
     float *B = arena_floats(a, (size_t)N * Hv);
     float *G = arena_floats(a, (size_t)N * Hv);
     float *O = arena_floats(a, (size_t)N * value_dim);
-    matmul(&l->w_qkv, x, N, M);
-    matmul(&l->w_z, x, N, Z);
-    matmul(&l->w_beta, x, N, B);
-    matmul(&l->w_alpha, x, N, G);
+    {
+        const matrix *W[4] = {&l->w_qkv, &l->w_z, &l->w_beta, &l->w_alpha};
+        float *Y[4] = {M, Z, B, G};
+        matmul_multi(4, W, Y, x, N); /* x quantized once, one pass of the pool */
+    }
     for (int r = 0; r < N; r++)
         for (int h = 0; h < Hv; h++) {
             B[(size_t)r * Hv + h] = sigmoid(B[(size_t)r * Hv + h]);
@@ -122,4 +121,5 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
     }
     matmul(&l->w_out, O, N, out);
     (void)n_embd;
+    arena_restore(a, mark);
 }

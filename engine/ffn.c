@@ -7,14 +7,17 @@
 #include "engine/ops.h"
 
 void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const size_t n = (size_t)N * l->n_ff;
     float *U = arena_floats(a, n);
-    matmul(&l->up, x, N, U);
     if (l->kind == FFN_SWIGLU) {
         float *G = arena_floats(a, n);
-        matmul(&l->gate, x, N, G);
+        const matrix *W[2] = {&l->up, &l->gate};
+        float *Y[2] = {U, G};
+        matmul_multi(2, W, Y, x, N); /* x quantized once, one pass of the pool */
         for (int r = 0; r < N; r++) vec_swiglu(U + (size_t)r * l->n_ff, G + (size_t)r * l->n_ff, U + (size_t)r * l->n_ff, l->n_ff);
     } else {
+        matmul(&l->up, x, N, U);
         for (int r = 0; r < N; r++) {
             float *u = U + (size_t)r * l->n_ff;
             for (int i = 0; i < l->n_ff; i++) {
@@ -27,4 +30,5 @@ void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *o
     matmul(&l->down, U, N, out);
     if (l->b_down)
         for (int r = 0; r < N; r++) add_scaled(out + (size_t)r * n_embd, l->b_down, 1.0f, (size_t)n_embd);
+    arena_restore(a, mark);
 }

@@ -35,7 +35,7 @@ static float scalar_sum(const float *x, size_t n) {
 }
 
 static const kernel_ops scalar_ops; /* all NULL: ops.c's reference code */
-const kernel_isa kernels_scalar = {"scalar", scalar_supported, scalar_gemm, scalar_sum, &scalar_ops};
+const kernel_isa kernels_scalar = {"scalar", scalar_supported, scalar_gemm, scalar_sum, &scalar_ops, NULL};
 
 /* ---------------------------------------------------------------- selection */
 
@@ -129,6 +129,8 @@ size_t kact_bytes(uint32_t wt, int64_t n, int T) {
 static void prepare_row(const kact *x, const float *src, int t) {
     uint8_t *row = (uint8_t *)kact_row(x, t), *aux = row + x->aux_off;
     const int64_t n = x->n;
+    const kernel_isa *k = isa();
+    if (k->prep_row && k->prep_row(x->dot_type, src, row, aux, n)) return;
     quantize_activation(x->dot_type, src, row, n);
     switch (x->dot_type) {
     case GGML_Q8_0: {

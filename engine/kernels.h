@@ -84,7 +84,8 @@ typedef struct {
     void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
                      float beta, float scale, float *o);
     void (*wsum)(float *o, const float *V, size_t stride, const float *p, int n, int hd);
-    void (*conv)(float *state, const float *w, int C, int K, const float *u, float *y);
+    void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n);
 } kernel_ops;
 
 /* the active set's vector ops (never NULL; members may be) */
@@ -99,6 +100,9 @@ typedef struct {
     int (*gemm)(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
     float (*sum)(const float *x, size_t n);
     const kernel_ops *ops;
+    /* optional: one activation row into the dot type (exactly quantize_activation) and the
+     * kact aux data; returns 0 for dot types it does not handle */
+    int (*prep_row)(uint32_t dot_type, const float *x, void *row, void *aux, int64_t n);
 } kernel_isa;
 
 /* Picks the kernel set: "auto" (best the CPU supports), "scalar", "avx2", "avx512".

@@ -12,6 +12,7 @@
  * Sections: helpers, float types, Q8_0-style, Q8_1-style, Q4_K/Q5_K, Q6_K, dispatch. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "engine/kernels.h"
 #include "engine/quant.h"
@@ -547,17 +548,66 @@ static void op_wsum(float *o, const float *V, size_t stride, const float *p, int
     }
 }
 
-static void op_conv(float *state, const float *w, int C, int K, const float *u, float *y) {
-    for (int ch = 0; ch < C; ch++) {
-        float *st = state + (size_t)ch * (K - 1);
-        const float *wc = w + (size_t)ch * K;
+
+#define CONV_ROW(y, wt, rows, C, K) conv_row8(y, wt, rows, C, K)
+INLINE void conv_row8(float *y, const float *wt, const float *const *rows, int C, int K) {
+    int ch = 0;
+    for (; ch + 8 <= C; ch += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int k = 0; k < K; k++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (size_t)k * C + ch), _mm256_loadu_ps(rows[k] + ch), acc);
+        _mm256_storeu_ps(y + ch, acc);
+    }
+    for (; ch < C; ch++) {
         float acc = 0;
-        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-        acc = fmaf(wc[K - 1], u[ch], acc);
-        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-        if (K > 1) st[K - 2] = u[ch];
+        for (int k = 0; k < K; k++) acc = fmaf(wt[(size_t)k * C + ch], rows[k][ch], acc);
         y[ch] = acc;
     }
+}
+/* Causal conv over n tokens. One token: the per-channel fused multiply-add chain. Several:
+ * the weights transposed to [K][C] and the K-1 state columns to rows, so each token is K
+ * vector fused multiply-adds over channels (same chain per channel: oldest tap first). */
+static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                    size_t out_stride, int n) {
+    if (n < 4 || K < 2 || K > 16) {
+        for (int t = 0; t < n; t++) {
+            const float *u = in + (size_t)t * in_stride;
+            float *y = out + (size_t)t * out_stride;
+            for (int ch = 0; ch < C; ch++) {
+                float *st = state + (size_t)ch * (K - 1);
+                const float *wc = w + (size_t)ch * K;
+                float acc = 0;
+                for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+                acc = fmaf(wc[K - 1], u[ch], acc);
+                for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+                if (K > 1) st[K - 2] = u[ch];
+                y[ch] = acc;
+            }
+        }
+        return;
+    }
+    float *wt = malloc(sizeof(float) * (size_t)C * (size_t)(2 * K - 1));
+    if (!wt) abort();
+    float *hist = wt + (size_t)K * C; /* the K-1 state values per channel as rows, oldest first */
+    for (int ch = 0; ch < C; ch++) {
+        for (int k = 0; k < K; k++) wt[(size_t)k * C + ch] = w[(size_t)ch * K + k];
+        for (int k = 0; k < K - 1; k++) hist[(size_t)k * C + ch] = state[(size_t)ch * (K - 1) + k];
+    }
+    const float *rows[32];
+    for (int t = 0; t < n; t++) {
+        for (int k = 0; k < K; k++) { /* window position t+k of [state rows | inputs] */
+            const int p = t + k;
+            rows[k] = p < K - 1 ? hist + (size_t)p * C : in + (size_t)(p - (K - 1)) * in_stride;
+        }
+        CONV_ROW(out + (size_t)t * out_stride, wt, rows, C, K);
+    }
+    for (int ch = 0; ch < C; ch++) /* new state: the last K-1 inputs */
+        for (int k = 0; k < K - 1; k++) {
+            const int p = n + k;
+            state[(size_t)ch * (K - 1) + k] =
+                p < K - 1 ? hist[(size_t)p * C + ch] : in[(size_t)(p - (K - 1)) * in_stride + ch];
+        }
+    free(wt);
 }
 
 static const kernel_ops avx2_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
@@ -595,4 +645,4 @@ static float avx2_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx2 = {"avx2", avx2_supported, avx2_gemm, avx2_sum, &avx2_ops};
+const kernel_isa kernels_avx2 = {"avx2", avx2_supported, avx2_gemm, avx2_sum, &avx2_ops, NULL};

@@ -23,6 +23,7 @@
  * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "engine/kernels.h"
 #include "engine/quant.h"
@@ -733,21 +734,151 @@ static void op_wsum(float *o, const float *V, size_t stride, const float *p, int
     }
 }
 
-/* the per-channel fused multiply-add chain, compiled to FMA instructions */
-static void op_conv(float *state, const float *w, int C, int K, const float *u, float *y) {
-    for (int ch = 0; ch < C; ch++) {
-        float *st = state + (size_t)ch * (K - 1);
-        const float *wc = w + (size_t)ch * K;
+
+#define CONV_ROW(y, wt, rows, C, K) conv_row16(y, wt, rows, C, K)
+INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int C, int K) {
+    int ch = 0;
+    for (; ch + 16 <= C; ch += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < K; k++)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(wt + (size_t)k * C + ch), _mm512_loadu_ps(rows[k] + ch), acc);
+        _mm512_storeu_ps(y + ch, acc);
+    }
+    for (; ch < C; ch++) {
         float acc = 0;
-        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-        acc = fmaf(wc[K - 1], u[ch], acc);
-        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-        if (K > 1) st[K - 2] = u[ch];
+        for (int k = 0; k < K; k++) acc = fmaf(wt[(size_t)k * C + ch], rows[k][ch], acc);
         y[ch] = acc;
     }
 }
+/* Causal conv over n tokens. One token: the per-channel fused multiply-add chain. Several:
+ * the weights transposed to [K][C] and the K-1 state columns to rows, so each token is K
+ * vector fused multiply-adds over channels (same chain per channel: oldest tap first). */
+static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                    size_t out_stride, int n) {
+    if (n < 4 || K < 2 || K > 16) {
+        for (int t = 0; t < n; t++) {
+            const float *u = in + (size_t)t * in_stride;
+            float *y = out + (size_t)t * out_stride;
+            for (int ch = 0; ch < C; ch++) {
+                float *st = state + (size_t)ch * (K - 1);
+                const float *wc = w + (size_t)ch * K;
+                float acc = 0;
+                for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+                acc = fmaf(wc[K - 1], u[ch], acc);
+                for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+                if (K > 1) st[K - 2] = u[ch];
+                y[ch] = acc;
+            }
+        }
+        return;
+    }
+    float *wt = malloc(sizeof(float) * (size_t)C * (size_t)(2 * K - 1));
+    if (!wt) abort();
+    float *hist = wt + (size_t)K * C; /* the K-1 state values per channel as rows, oldest first */
+    for (int ch = 0; ch < C; ch++) {
+        for (int k = 0; k < K; k++) wt[(size_t)k * C + ch] = w[(size_t)ch * K + k];
+        for (int k = 0; k < K - 1; k++) hist[(size_t)k * C + ch] = state[(size_t)ch * (K - 1) + k];
+    }
+    const float *rows[32];
+    for (int t = 0; t < n; t++) {
+        for (int k = 0; k < K; k++) { /* window position t+k of [state rows | inputs] */
+            const int p = t + k;
+            rows[k] = p < K - 1 ? hist + (size_t)p * C : in + (size_t)(p - (K - 1)) * in_stride;
+        }
+        CONV_ROW(out + (size_t)t * out_stride, wt, rows, C, K);
+    }
+    for (int ch = 0; ch < C; ch++) /* new state: the last K-1 inputs */
+        for (int k = 0; k < K - 1; k++) {
+            const int p = n + k;
+            state[(size_t)ch * (K - 1) + k] =
+                p < K - 1 ? hist[(size_t)p * C + ch] : in[(size_t)(p - (K - 1)) * in_stride + ch];
+        }
+    free(wt);
+}
 
 static const kernel_ops avx512_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
+
+/* ---------------------------------------------------------------- activation rows
+ * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
+ * one float division for the scale, products rounded to nearest even (VCVTPS2DQ in the
+ * default rounding mode, as lrintf), half-precision rounding by VCVTPS2PH; plus the kact
+ * aux data in the same pass. */
+
+INLINE float hmax16(__m512 v) {
+    __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
+}
+
+static void prep_q8_0(const float *x, block_q8_0 *y, uint8_t *aux, int64_t n) {
+    int8_t *qs = (int8_t *)aux;
+    int32_t *corr = (int32_t *)(aux + n);
+    float *dd = (float *)(aux + 2 * n);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = hmax16(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
+        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+        const fp16_t dh = (fp16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m512 vid = _mm512_set1_ps(id);
+        const __m128i qa = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)));
+        const __m128i qb = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)));
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+        y[i].d = dh;
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+        _mm256_storeu_si256((__m256i *)(qs + 32 * i), q);
+        /* -128 * (sum of each group of 4) */
+        const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        _mm256_storeu_si256((__m256i *)(corr + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
+        dd[i] = fp16_to_f32(dh);
+    }
+}
+
+static void prep_q8_K(const float *x, block_q8_K *y, int16_t *bs32, int64_t n) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 v[16], m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++) {
+            v[k] = _mm512_loadu_ps(x + 16 * k);
+            m = _mm512_max_ps(m, _mm512_andnot_ps(sign, v[k]));
+        }
+        const float amax = hmax16(m);
+        if (amax == 0.f) {
+            memset(&y[i], 0, sizeof y[i]);
+            memset(bs32 + 8 * i, 0, 8 * sizeof *bs32);
+            continue;
+        }
+        /* the signed value of the first element of largest magnitude */
+        float max = 0;
+        for (int k = 0; k < 16; k++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v[k]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * k + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        int sums[16];
+        for (int k = 0; k < 16; k++) {
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, v[k])), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtepi32_epi8(q));
+            sums[k] = _mm512_reduce_add_epi32(q);
+            y[i].bsums[k] = (int16_t)sums[k];
+        }
+        for (int j = 0; j < 8; j++) bs32[8 * i + j] = (int16_t)(sums[2 * j] + sums[2 * j + 1]);
+        y[i].d = 1 / iscale;
+    }
+}
+
+static int avx512_prep_row(uint32_t dt, const float *x, void *row, void *aux, int64_t n) {
+    switch (dt) {
+    case GGML_Q8_0: prep_q8_0(x, row, aux, n); return 1;
+    case GGML_Q8_K: prep_q8_K(x, row, aux, n); return 1;
+    default: return 0;
+    }
+}
 
 /* ---------------------------------------------------------------- dispatch */
 
@@ -784,4 +915,5 @@ static float avx512_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum, &avx512_ops};
+const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum, &avx512_ops,
+                                   avx512_prep_row};

@@ -152,22 +152,31 @@ void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, 
     }
 }
 
-void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n) {
     const kernel_ops *ko = kernels_ops();
     if (ko->conv) {
-        ko->conv(state, w, C, K, u, y);
+        ko->conv(state, w, C, K, in, in_stride, out, out_stride, n);
         return;
     }
-    for (int ch = 0; ch < C; ch++) {
-        float *st = state + (size_t)ch * (K - 1);
-        const float *wc = w + (size_t)ch * K;
-        float acc = 0;
-        for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-        acc = fmaf(wc[K - 1], u[ch], acc);
-        for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-        if (K > 1) st[K - 2] = u[ch];
-        y[ch] = acc;
+    for (int t = 0; t < n; t++) {
+        const float *u = in + (size_t)t * in_stride;
+        float *y = out + (size_t)t * out_stride;
+        for (int ch = 0; ch < C; ch++) {
+            float *st = state + (size_t)ch * (K - 1);
+            const float *wc = w + (size_t)ch * K;
+            float acc = 0;
+            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+            acc = fmaf(wc[K - 1], u[ch], acc);
+            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+            if (K > 1) st[K - 2] = u[ch];
+            y[ch] = acc;
+        }
     }
+}
+
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
+    conv_causal(state, w, C, K, u, 0, y, 0, 1);
 }
 
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors) {
@@ -209,37 +218,60 @@ struct arena_block {
     _Alignas(64) unsigned char data[];
 };
 
+#define ARENA_MIN_BLOCK ((size_t)4 << 20)
+
 void *arena_alloc(arena *a, size_t bytes) {
     bytes = (bytes + 63) & ~(size_t)63;
-    for (struct arena_block *b = a->blocks; b; b = b->next)
-        if (b->size - b->used >= bytes) {
-            void *p = b->data + b->used;
-            b->used += bytes;
-            a->used_total += bytes;
-            if (a->used_total > a->peak) a->peak = a->used_total;
-            return p;
+    struct arena_block *b = a->blocks;
+    if (!b || b->size - b->used < bytes) {
+        /* a spare block that fits, else a new one */
+        struct arena_block **pp = &a->spare;
+        while (*pp && (*pp)->size < bytes) pp = &(*pp)->next;
+        if (*pp) {
+            b = *pp;
+            *pp = b->next;
+        } else {
+            size_t size = bytes > ARENA_MIN_BLOCK ? bytes : ARENA_MIN_BLOCK;
+            b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
+            if (!b) {
+                fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
+                abort();
+            }
+            b->size = size;
         }
-    size_t size = bytes > ((size_t)4 << 20) ? bytes : ((size_t)4 << 20);
-    struct arena_block *b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
-    if (!b) {
-        fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
-        abort();
+        b->used = 0;
+        b->next = a->blocks;
+        a->blocks = b;
     }
-    b->size = size;
-    b->used = bytes;
-    b->next = a->blocks;
-    a->blocks = b;
+    void *p = b->data + b->used;
+    b->used += bytes;
     a->used_total += bytes;
     if (a->used_total > a->peak) a->peak = a->used_total;
-    return b->data;
+    return p;
 }
 
 float *arena_floats(arena *a, size_t n) { return arena_alloc(a, n * sizeof(float)); }
 
+arena_mark arena_save(const arena *a) {
+    return (arena_mark){a->blocks, a->blocks ? a->blocks->used : 0, a->used_total};
+}
+
+void arena_restore(arena *a, arena_mark m) {
+    while (a->blocks && a->blocks != m.block) { /* blocks chained after the mark become spares */
+        struct arena_block *b = a->blocks;
+        a->blocks = b->next;
+        b->next = a->spare;
+        a->spare = b;
+    }
+    if (a->blocks) a->blocks->used = m.used;
+    a->used_total = m.total;
+}
+
 void arena_reset(arena *a) {
     /* when a pass needed several blocks, replace them by one block of the peak size so
      * the next pass allocates nothing */
-    if (a->blocks && a->blocks->next) {
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    if (a->spare && a->spare->next) {
         size_t peak = a->peak;
         arena_free(a);
         a->peak = peak;
@@ -248,18 +280,17 @@ void arena_reset(arena *a) {
             b->size = peak;
             b->used = 0;
             b->next = NULL;
-            a->blocks = b;
+            a->spare = b;
         }
     }
-    for (struct arena_block *b = a->blocks; b; b = b->next) b->used = 0;
-    a->used_total = 0;
 }
 
 void arena_free(arena *a) {
-    while (a->blocks) {
-        struct arena_block *n = a->blocks->next;
-        free(a->blocks);
-        a->blocks = n;
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    while (a->spare) {
+        struct arena_block *n = a->spare->next;
+        free(a->spare);
+        a->spare = n;
     }
     a->used_total = 0;
 }

@@ -69,6 +69,9 @@ void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, 
  * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with
  * fused multiply-adds; the state then shifts by one and takes u[c]. */
 void conv_step(float *state, const float *w, int C, int K, const float *u, float *y);
+/* The same for n tokens: rows in[t*in_stride .. +C) give out[t*out_stride .. +C). */
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n);
 
 /* Rotary embedding of one head vector in place: pairs (x[2k], x[2k+1]) for ROPE_NORM,
  * (x[k], x[k + n_rot/2]) for ROPE_NEOX; dims >= n_rot untouched. cs holds cos/sin
@@ -78,14 +81,24 @@ void rope_apply(float *x, int kind, int n_rot, const float *cs);
  * incremental float multiplication like ggml. cs gets n_rot/2 (cos, sin) pairs. */
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors);
 
-/* A bump allocator for the temporaries of one forward pass. Blocks are kept between
- * passes; arena_reset makes them reusable. */
+/* A bump allocator for the temporaries of one forward pass. Allocation bumps a pointer in
+ * the newest block (a new block is chained when it does not fit); arena_save/arena_restore
+ * give back everything allocated since the mark (a layer frees its temporaries so the next
+ * layer reuses the same, cache-warm memory: a 512-token prefill then needs one layer's
+ * temporaries, not all of them). Blocks are kept between passes; arena_reset makes them
+ * reusable. */
 typedef struct arena {
-    struct arena_block *blocks;
+    struct arena_block *blocks, *spare; /* in use (newest first); emptied, kept for reuse */
     size_t used_total, peak;
 } arena;
+typedef struct {
+    struct arena_block *block;
+    size_t used, total;
+} arena_mark;
 void *arena_alloc(arena *a, size_t bytes);            /* 64-byte aligned, not zeroed */
 float *arena_floats(arena *a, size_t n);
+arena_mark arena_save(const arena *a);
+void arena_restore(arena *a, arena_mark m);
 void arena_reset(arena *a);
 void arena_free(arena *a);
 

@@ -130,6 +130,42 @@ static void test_gemm_bits(void) {
     }
 }
 
+/* activation preparation (quantize_activation + aux) is identical on every path */
+static void test_prep(void) {
+    const uint32_t wts[] = {GGML_Q8_0, GGML_Q4_K, GGML_Q4_1, GGML_F16, GGML_BF16, GGML_F32};
+    const int64_t n = 1024;
+    const int T = 9;
+    float *X = make_acts(n, T);
+    /* edge cases: halves that round to even, equal magnitudes of both signs (Q8_K takes the
+     * first), a lone tiny value, huge values */
+    for (int64_t i = 0; i < 64; i++) X[n * 6 + i] = (float)(i % 7) - 3.5f;
+    X[n * 7 + 3] = -2.0f, X[n * 7 + 9] = 2.0f;
+    X[n * 7 + 300] = 2.0f, X[n * 7 + 301] = -2.0f;
+    X[n * 8 + 5] = 1e-30f;
+    X[n * 8 + 700] = 3e38f;
+    for (size_t k = 0; k < sizeof wts / sizeof wts[0]; k++) {
+        const size_t bytes = kact_bytes(wts[k], n, T);
+        if (!bytes) continue;
+        uint8_t *ref = calloc(1, bytes), *got = calloc(1, bytes);
+        kact x;
+        kernels_select("scalar");
+        kact_prepare(&x, wts[k], X, n, T, ref);
+        for (const char *const *isa = kernels_available(); *isa; isa++) {
+            kernels_select(*isa);
+            memset(got, 0, bytes);
+            kact_prepare(&x, wts[k], X, n, T, got);
+            size_t at = 0;
+            while (at < bytes && ref[at] == got[at]) at++;
+            CHECK(at == bytes, "activations for %s prepared on %s differ at byte %zu (row %zu)", ggml_type_name(wts[k]),
+                  *isa, at, at / x.stride);
+        }
+        free(ref);
+        free(got);
+    }
+    kernels_select("auto");
+    free(X);
+}
+
 /* matmul / matmul_multi through the pool with 1 and 2 threads equal the scalar result */
 static void test_matmul_threads(void) {
     const int64_t n = 512;
@@ -396,7 +432,16 @@ static void case_conv(float *out, size_t *n) {
         k += 300;
     }
     memcpy(out + k, st, sizeof st);
-    *n = k + 900;
+    k += 900;
+    /* several tokens at once (the vectorized prefill form), including fewer than K */
+    const int lens[] = {9, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        conv_causal(st, w, 300, 4, vx + 3000, 310, out + k, 300, lens[i]);
+        k += 300 * (size_t)lens[i];
+        memcpy(out + k, st, sizeof st);
+        k += 900;
+    }
+    *n = k;
 }
 
 static void test_ops(void) {
@@ -421,7 +466,7 @@ static void test_ops(void) {
     compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
     compare_isas("gdn_head_step", case_gdn, 40000);
     compare_isas("attn_weighted_sum", case_wsum, 10000);
-    compare_isas("conv_step", case_conv, 3000);
+    compare_isas("conv_step/conv_causal", case_conv, 12000);
     /* the ops agree with plain math */
     kernels_select("auto");
     float y[64];
@@ -441,6 +486,7 @@ int main(void) {
     pool_set_threads(2);
     test_roundtrip();
     test_ref_is_dot();
+    test_prep();
     test_gemm_bits();
     test_matmul_threads();
     test_sum();
