@@ -61,6 +61,14 @@ INLINE __m256i bytes_from_bits(const uint8_t *p) {
     return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
 }
 
+/* decode streams the weights from memory: prefetching a few KB ahead keeps the reads at
+ * the machine's bandwidth (see kernels_avx512.c) */
+#define PF_BYTES 4096
+INLINE void prefetch_row(const uint8_t *w, size_t off, size_t bsz) {
+#pragma GCC unroll 4
+    for (size_t o = 0; o < bsz; o += 64) _mm_prefetch((const char *)w + off + o + PF_BYTES, _MM_HINT_T0);
+}
+
 static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
     if (T <= tile) return INT64_MAX / 4;
     int64_t rows = (int64_t)((192 * 1024) / (row_bytes ? row_bytes : 1));
@@ -124,7 +132,9 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const kact *x, int 
         lo[t] = hi[t] = _mm256_setzero_ps();
     }
     int64_t k = 0;
+    const size_t esz = wt == GGML_F32 ? 4 : 2;
     for (; k + 16 <= n; k += 16) {
+        if (C <= 8 && (k * esz) % 64 == 0) _mm_prefetch((const char *)w + k * esz + PF_BYTES, _MM_HINT_T0);
         const __m256 w0 = load_w8(wt, w, k), w1 = load_w8(wt, w, k + 8);
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
@@ -187,8 +197,10 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         acc[t] = _mm256_setzero_ps();
     }
     const __m256i ones = _mm256_set1_epi16(1);
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
         float dw;
+        if (C <= 8) prefetch_row(w, (size_t)b * bsz, bsz);
         const __m256i wq = q80_weights(wt, w, b, &dw);
         const __m256i aw = _mm256_sign_epi8(wq, wq);
         #pragma GCC unroll 16
@@ -232,6 +244,8 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
     for (int64_t b = 0; b < nb; b++) {
         __m256i wq;
         float dw, mw;
+        if (C <= 8) prefetch_row(w, (size_t)b * (wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1)),
+                                 wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1));
         if (wt == GGML_Q4_1) {
             const block_q4_1 *a = (const block_q4_1 *)w + b;
             wq = nibbles(a->qs);
@@ -264,17 +278,18 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
  * acc[L] = fma(d_x*d_w, lane, acc[L]); mins as 4 lanes (Q4_K) or one sum (Q5_K). This is
  * llama.cpp's own AVX2 loop, with the tokens of a tile sharing the unpacked weights. */
 
-/* sc[0..7] then m[0..7] as int16 */
+/* sc[0..7] then m[0..7] as int16, from the 12 packed bytes (16 are read; the 4 after
+ * belong to the block). Shuffles, no stores: a byte-wise unpack through memory would stall
+ * on store forwarding once per super-block. See kernels_avx512.c kscales_pair. */
 INLINE __m256i kscales(const uint8_t *s) {
-    uint32_t u[4], a, b, c;
-    memcpy(&a, s, 4);
-    memcpy(&b, s + 4, 4);
-    memcpy(&c, s + 8, 4);
-    u[0] = a & 0x3f3f3f3f;
-    u[1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
-    u[2] = b & 0x3f3f3f3f;
-    u[3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
-    return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u));
+    const __m128i q = _mm_loadu_si128((const __m128i *)s);
+    __m128i a = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    a = _mm_blend_epi32(a, _mm_srli_epi16(a, 4), 0x8);
+    const __m128i h = _mm_and_si128(
+        _mm_srli_epi16(_mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)), 2),
+        _mm_set1_epi8(0x30));
+    const __m128i lo = _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+    return _mm256_cvtepu8_epi16(_mm_or_si128(lo, h));
 }
 
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y,
@@ -296,6 +311,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *qs, *scp;
+        if (C <= 8) prefetch_row(w, (size_t)i * (five ? sizeof(block_q5_K) : sizeof(block_q4_K)),
+                                 five ? sizeof(block_q5_K) : sizeof(block_q4_K));
         float d, dmin;
         __m256i qh = _mm256_setzero_si256();
         if (five) {
@@ -307,8 +324,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
             qs = a->qs, scp = a->scales, d = h2f(a->d), dmin = h2f(a->dmin);
         }
         const __m256i scm = kscales(scp);
-        int16_t sm[16];
-        _mm256_storeu_si256((__m256i *)sm, scm);
+        /* every 16-bit scale broadcast: word j of scm -> all lanes (j < 8: low 128 bits) */
+        const __m128i sc8 = _mm256_castsi256_si128(scm);
         __m256i isum[6];
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm256_setzero_si256();
@@ -323,7 +340,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
                 lo = _mm256_or_si256(lo, _mm256_andnot_si256(_mm256_cmpeq_epi8(blo, z), c16));
                 hi = _mm256_or_si256(hi, _mm256_andnot_si256(_mm256_cmpeq_epi8(bhi, z), c16));
             }
-            const __m256i slo = _mm256_set1_epi16(sm[2 * c]), shi = _mm256_set1_epi16(sm[2 * c + 1]);
+            const __m256i slo = _mm256_broadcastw_epi16(_mm_srli_si128(sc8, 4 * c));
+            const __m256i shi = _mm256_broadcastw_epi16(_mm_srli_si128(sc8, 4 * c + 2));
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
                 const int8_t *a = xq[t][i].qs + 64 * c;
@@ -375,6 +393,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nsb; i++) {
         const block_q6_K *a = w + i;
+        if (C <= 8) prefetch_row((const uint8_t *)w, (size_t)i * sizeof *a, sizeof *a);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
         __m256i isum[6];
         #pragma GCC unroll 16

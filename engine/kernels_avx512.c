@@ -81,6 +81,9 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
     return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
 }
 
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 #ifndef PF_BYTES
 #define PF_BYTES 4096 /* how far ahead in a weight row the decode kernels prefetch */
 #endif
@@ -92,8 +95,8 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
 INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz) {
 #pragma GCC unroll 4
     for (size_t o = 0; o < bsz; o += 64) {
-        _mm_prefetch((const char *)w0 + off + o + PF_BYTES, _MM_HINT_T0);
-        _mm_prefetch((const char *)w1 + off + o + PF_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)w0 + off + o + PF_BYTES, PF_HINT);
+        _mm_prefetch((const char *)w1 + off + o + PF_BYTES, PF_HINT);
     }
 }
 
@@ -173,7 +176,7 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const 
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 wv[4];
-        if (C <= 4 && (k * esz) % 64 == 0)
+        if (C <= 8 && (k * esz) % 64 == 0)
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_BYTES, _MM_HINT_T0);
         #pragma GCC unroll 16
@@ -291,7 +294,7 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
     const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
         fp16_t d0, d1;
-        if (C <= 4) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
+        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
         const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
         const __m512 dw = half_pair(d0, d1);
 #pragma GCC unroll 16
@@ -339,7 +342,7 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
     for (int64_t b = 0; b < nb; b++) {
         __m512i wq;
         __m512 dw, mw;
-        if (C <= 4) {
+        if (C <= 8) {
             const size_t bs = wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
             prefetch_pair(w0, w1, (size_t)b * bs, bs);
         }
@@ -450,7 +453,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
                                             28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *qs0, *qs1, *sc0, *sc1;
-        if (C <= 4) {
+        if (C <= 8) {
             const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
             prefetch_pair(w0, w1, (size_t)i * bs, bs);
         }
@@ -546,7 +549,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < nsb; i++) {
         const block_q6_K *a = w0 + i, *c = w1 + i;
-        if (C <= 4) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a);
+        if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a);
         const __m512i sc = _mm512_cvtepi8_epi16(
             _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
                                     _mm_loadu_si128((const __m128i *)c->scales), 1));
