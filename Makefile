@@ -31,9 +31,11 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 # Kernels for one instruction set each; the dispatcher picks one at run time from the
 # CPU's features, so the binary still runs on CPUs without AVX-512.
-$(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
+# -ffp-contract=off: the kernels spell out every fused multiply-add the reference has, and
+# no other (a contracted a*b+c would round differently from llama.cpp).
+$(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=off
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
-                                            -mavx512bf16 -mavx2 -mfma -mf16c
+                                            -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
 
 .PHONY: all run test check deps bench asan tsan fuzz clean
 all: chatfs
@@ -100,6 +102,9 @@ fuzz: $(FUZZ_BIN)
 fuzz-smoke: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -runs=20000 -max_len=4096 build-fuzz/corpus 2>&1 | tail -n 2
+
+bench: chatfs
+	BUILD=$(BUILD) bench/run.sh
 
 clean:
 	rm -rf build build-* chatfs chatfs-asan

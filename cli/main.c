@@ -14,6 +14,10 @@ static const char usage[] =
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
     "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
     "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n"
+    "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
+    "      prompt/decode speed, memory bandwidth, RSS as one JSON line\n"
+    "  synth --shape SHAPE --type TYPE --out FILE [--seed S]\n"
+    "      a random-weight GGUF of a real model's shape (e.g. qwen3.5-0.8b, q4_k)\n"
     "\n"
     "  --template NAME forces a chat template family instead of the one recognised in the\n"
     "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n";
@@ -105,7 +109,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}};
+    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"bench", cmd_bench}, {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     cli_error("unknown command '%s' (chatfs --help lists the commands)", argv[1]);

@@ -28,7 +28,6 @@ typedef struct {
     float *O;        /* rows of n_head*head_dim */
     float *scratch;  /* per thread: scores, padded to a multiple of 16 */
     int scratch_n;
-    float *acc;      /* per thread: 16 partial sums of head_dim floats */
 } attn_job;
 
 /* Softmax-weighted sum for one (token, head) over positions 0..last, with the
@@ -37,7 +36,7 @@ typedef struct {
  *   scores  s_j = dot(K_j, q) * kq_scale          (ggml_vec_dot_f32 order)
  *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
  *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced) */
-static void attend_one(const attn_job *j, int t, int h, float *p, float *acc) {
+static void attend_one(const attn_job *j, int t, int h, float *p) {
     const attn_layer *l = j->l;
     const seq_state *s = j->seg->state;
     const int hd = l->head_dim, g = h / (l->n_head / l->n_head_kv), kvd = l->n_head_kv * hd;
@@ -55,18 +54,8 @@ static void attend_one(const attn_job *j, int t, int h, float *p, float *acc) {
     const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));
     for (int i = 0; i < n; i++) p[i] *= inv;
 
-    memset(acc, 0, (size_t)16 * hd * sizeof *acc);
-    for (int i = 0; i < n; i++) {
-        float *a = acc + (size_t)(i % 16) * hd;
-        const float *v = V + (size_t)i * kvd;
-        for (int c = 0; c < hd; c++) a[c] = fmaf(v[c], p[i], a[c]);
-    }
     float *o = j->O + (size_t)(j->seg->row0 + t) * l->n_head * hd + (size_t)h * hd;
-    for (int c = 0; c < hd; c++) {
-        float lanes[16];
-        for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)k * hd + c];
-        o[c] = reduce16(lanes);
-    }
+    attn_weighted_sum(o, V, (size_t)kvd, p, n, hd);
     if (l->gated) {
         const float *gate = q + hd;
         for (int c = 0; c < hd; c++) o[c] *= sigmoid(gate[c]);
@@ -76,15 +65,15 @@ static void attend_one(const attn_job *j, int t, int h, float *p, float *acc) {
 static void attend_job(void *arg, int ith, int nth) {
     attn_job *j = arg;
     const int n_items = j->seg->n * j->l->n_head;
-    long b, e;
-    pool_split(n_items, ith, nth, 1, &b, &e);
     float *p = j->scratch + (size_t)ith * j->scratch_n;
-    float *acc = j->acc + (size_t)ith * 16 * j->l->head_dim;
-    for (long it = b; it < e; it++) attend_one(j, (int)(it / j->l->n_head), (int)(it % j->l->n_head), p, acc);
+    /* items strided over the chunks: later tokens attend to more positions, so contiguous
+     * ranges would leave the last chunk with the most work */
+    for (int it = ith; it < n_items; it += nth) attend_one(j, it / j->l->n_head, it % j->l->n_head, p);
 }
 
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
                        float *out, arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const int hd = l->head_dim, kvd = l->n_head_kv * hd;
     const int q_stride = l->n_head * hd * (l->gated ? 2 : 1);
     float *Q = arena_floats(a, (size_t)N * q_stride);
@@ -103,9 +92,9 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
             memcpy(V + (size_t)r * kvd, row + q_stride + kvd, (size_t)kvd * sizeof(float));
         }
     } else {
-        matmul(&l->wq, x, N, Q);
-        matmul(&l->wk, x, N, K);
-        matmul(&l->wv, x, N, V);
+        const matrix *W[3] = {&l->wq, &l->wk, &l->wv};
+        float *Y[3] = {Q, K, V};
+        matmul_multi(3, W, Y, x, N); /* x quantized once, one pass of the pool */
     }
     add_bias(Q, l->bq, N, q_stride);
     add_bias(K, l->bk, N, kvd);
@@ -136,17 +125,15 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
         if (sg->pos0 + sg->n > max_ctx) max_ctx = sg->pos0 + sg->n;
     }
 
-    const int nth = pool_threads();
+    const int nch = 4 * pool_threads(); /* chunks of (token, head) items; scratch per chunk */
     attn_job j = {.l = l, .Q = Q, .q_stride = q_stride, .O = O, .scratch_n = (max_ctx + 15) & ~15};
-    j.scratch = arena_floats(a, (size_t)nth * j.scratch_n);
-    j.acc = arena_floats(a, (size_t)nth * 16 * hd);
+    j.scratch = arena_floats(a, (size_t)nch * j.scratch_n);
     for (int si = 0; si < n_segs; si++) {
         j.seg = &segs[si];
-        if (j.seg->n * l->n_head == 1)
-            attend_job(&j, 0, 1);
-        else
-            pool_run(attend_job, &j);
+        const int items = j.seg->n * l->n_head;
+        pool_run_n(attend_job, &j, items < nch ? items : nch);
     }
     matmul(&l->wo, O, N, out);
     add_bias(out, l->bo, N, n_embd);
+    arena_restore(a, mark);
 }

@@ -29,7 +29,7 @@ size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v
 /* causal convolution then SiLU, row by row */
 static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
                       int out_stride, int n) {
-    causal_conv(conv_state, w, C, K, in, in_stride, out, out_stride, n);
+    conv_causal(conv_state, w, C, K, in, (size_t)in_stride, out, (size_t)out_stride, n);
     for (int t = 0; t < n; t++) vec_silu(out + (size_t)t * out_stride, out + (size_t)t * out_stride, C);
 }
 
@@ -70,12 +70,7 @@ static void gdn_heads(void *arg, int ith, int nth) {
             const float *v = c + 2 * key_dim + (size_t)h * dv;
             const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
             float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
-            /* in llama.cpp's order: decay all, then every delta, then every update, then outputs */
-            for (int i = 0; i < dv * dk; i++) S[i] *= decay;
-            float delta[dv];
-            for (int cv = 0; cv < dv; cv++) delta[cv] = (v[cv] - dot_ggml(S + (size_t)cv * dk, k, dk)) * beta;
-            for (int cv = 0; cv < dv; cv++) mad_ggml(S + (size_t)cv * dk, k, delta[cv], dk);
-            for (int cv = 0; cv < dv; cv++) o[cv] = dot_ggml(S + (size_t)cv * dk, q, dk) * scale;
+            gdn_head_step(S, dk, dv, q, k, v, decay, beta, scale, o);
             /* gated RMSNorm of this head */
             const float *z = j->Z + (size_t)row * value_dim + (size_t)h * dv;
             float sz[dv];
@@ -88,6 +83,7 @@ static void gdn_heads(void *arg, int ith, int nth) {
 
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const int dk = l->d_k, Hk = l->n_k_heads, Hv = l->n_v_heads;
     const int key_dim = Hk * dk, value_dim = Hv * l->d_v, conv_dim = 2 * key_dim + value_dim;
     float *M = arena_floats(a, (size_t)N * conv_dim);
@@ -96,10 +92,11 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
     float *B = arena_floats(a, (size_t)N * Hv);
     float *G = arena_floats(a, (size_t)N * Hv);
     float *O = arena_floats(a, (size_t)N * value_dim);
-    matmul(&l->w_qkv, x, N, M);
-    matmul(&l->w_z, x, N, Z);
-    matmul(&l->w_beta, x, N, B);
-    matmul(&l->w_alpha, x, N, G);
+    {
+        const matrix *W[4] = {&l->w_qkv, &l->w_z, &l->w_beta, &l->w_alpha};
+        float *Y[4] = {M, Z, B, G};
+        matmul_multi(4, W, Y, x, N); /* x quantized once, one pass of the pool */
+    }
     for (int r = 0; r < N; r++)
         for (int h = 0; h < Hv; h++) {
             B[(size_t)r * Hv + h] = sigmoid(B[(size_t)r * Hv + h]);
@@ -118,8 +115,9 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
         }
         gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O,
                      .S = state_ssm(sg->state, l->rec_slot)};
-        pool_run(gdn_heads, &j);
+        pool_run_n(gdn_heads, &j, Hv); /* one head per chunk */
     }
     matmul(&l->w_out, O, N, out);
     (void)n_embd;
+    arena_restore(a, mark);
 }

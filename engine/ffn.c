@@ -13,16 +13,20 @@ static void add_bias(float *y, const float *b, int rows, int n) {
 }
 
 void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, arena *a) {
+    const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const size_t n = (size_t)N * l->n_ff;
     float *U = arena_floats(a, n);
-    matmul(&l->up, x, N, U);
-    add_bias(U, l->b_up, N, l->n_ff);
     if (l->kind == FFN_SWIGLU) {
         float *G = arena_floats(a, n);
-        matmul(&l->gate, x, N, G);
+        const matrix *W[2] = {&l->up, &l->gate};
+        float *Y[2] = {U, G};
+        matmul_multi(2, W, Y, x, N); /* x quantized once, one pass of the pool */
+        add_bias(U, l->b_up, N, l->n_ff);
         add_bias(G, l->b_gate, N, l->n_ff);
         for (int r = 0; r < N; r++) vec_swiglu(U + (size_t)r * l->n_ff, G + (size_t)r * l->n_ff, U + (size_t)r * l->n_ff, l->n_ff);
-    } else {
+    } else { /* ReLU^2 (Nemotron-H) */
+        matmul(&l->up, x, N, U);
+        add_bias(U, l->b_up, N, l->n_ff);
         for (size_t i = 0; i < n; i++) {
             const float v = U[i] > 0 ? U[i] : 0.0f;
             U[i] = v * v;
@@ -30,4 +34,5 @@ void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *o
     }
     matmul(&l->down, U, N, out);
     add_bias(out, l->b_down, N, n_embd);
+    arena_restore(a, mark);
 }

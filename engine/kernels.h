@@ -2,10 +2,18 @@
  *
  * A weight matrix is n_out rows of n_in elements of one ggml type (GGUF shape
  * [n_in, n_out]). matmul() converts the activations to the weight type's dot type
- * (as llama.cpp does, see quant.h), splits the rows over the thread pool and calls
- * the instruction-set kernel chosen at start-up: scalar (the reference), AVX2 or
- * AVX-512. Every path computes the same sums as the scalar one, up to float
- * summation order. */
+ * once (as llama.cpp does, see quant.h), splits the rows over the thread pool and
+ * calls the instruction-set kernel chosen at start-up: scalar (the reference), AVX2 or
+ * AVX-512. Every path computes exactly the sums of vec_dot_ref (quant.h), bit for bit:
+ * the SIMD kernels are free to process many rows and tokens at once and to reorder
+ * loops, never the order in which one output's terms are added.
+ *
+ * Where the kernels are, by type and instruction set:
+ *   kernels.c         driver (activation preparation, thread split) + the scalar set
+ *   kernels_avx512.c  AVX-512 F/BW/VL/DQ + VNNI: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1,
+ *                     Q5_1, Q4_K, Q5_K, Q6_K
+ *   kernels_avx2.c    AVX2 + FMA + F16C: the same types
+ * Each ISA file has one section per type family, named after the type. */
 #ifndef CHATFS_KERNELS_H
 #define CHATFS_KERNELS_H
 
@@ -21,7 +29,7 @@ typedef struct {
     size_t row_bytes;
 } matrix;
 
-/* Views a 2-D GGUF tensor as a matrix (no copy). */
+/* Views a 2-D GGUF tensor as a matrix (no copy: the weights stay in the mapping). */
 void matrix_from_tensor(matrix *m, const gguf_tensor *t);
 
 /* Y[t][r] = sum_c W[r][c] * X[t][c] for t < T, r < n_out.
@@ -29,20 +37,72 @@ void matrix_from_tensor(matrix *m, const gguf_tensor *t);
 void matmul(const matrix *W, const float *X, int T, float *Y);
 /* Same, for rows [r0, r1) of W only; Y rows still have stride n_out. */
 void matmul_rows(const matrix *W, const float *X, int T, float *Y, int64_t r0, int64_t r1);
+/* Several matrices with the same n_in applied to the same X: Y[i] = W[i] X (Y[i] has T
+ * rows of W[i]->n_out). The activations are converted once per dot type and all the
+ * products run as one job on the pool (q/k/v, gate/up, the delta-net projections). */
+void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X, int T);
 
 /* Row `row` of a matrix as floats (embedding lookup: exact dequantization). */
 void matrix_get_row(const matrix *W, int64_t row, float *out);
 
-/* Instruction-set kernels. gemm computes Y[t*ldy + r] for r in [r0, r1) and t < T from
- * weight rows and activation rows already in quant_dot_type(wt), summing in exactly
- * the order vec_dot_ref does (quant.h); it returns 0 when it does not handle wt (the
- * scalar kernel is used then). quantize may be NULL. */
+/* Sum of n floats read sequentially (used by `chatfs bench` to measure memory bandwidth). */
+float kernels_sum_floats(const float *x, size_t n);
+
+/* ---- for the instruction-set kernels ---- */
+
+/* Activations prepared for one dot type: row t (t < T) starts at base + t*stride with the
+ * row in the dot type exactly as llama.cpp lays it out (what vec_dot_ref reads), followed
+ * at aux_off by data the SIMD kernels use to avoid per-weight work:
+ *   Q8_0: int8 qs[n] (the block values, 32-byte aligned), int32 corr[n/4] = -128 * (sum of
+ *         each group of 4 values: VPDPBUSD takes the weights as w + 128, unsigned, and
+ *         starts from corr), float d[n/32]
+ *   Q8_1: float d[n/32], float s[n/32]
+ *   Q8_K: int16 bs32[n/256][8] = bsums summed in pairs (activations of each 32-sub-block)
+ *   F16, BF16: float x[n] (the rounded values, widened)
+ *   F32: nothing (the rows are the caller's X, stride n_in floats). */
+typedef struct {
+    uint32_t dot_type;
+    int64_t n;
+    int T;
+    const uint8_t *base;
+    size_t stride, aux_off;
+} kact;
+
+static inline const void *kact_row(const kact *x, int t) { return x->base + (size_t)t * x->stride; }
+static inline const void *kact_aux(const kact *x, int t) { return x->base + (size_t)t * x->stride + x->aux_off; }
+
+/* Vectorized versions of the float primitives of ops.h, with exactly their arithmetic
+ * (a set may leave any of them NULL: ops.c's scalar code is the reference and runs then).
+ * silu/swiglu/softmax_exp take n % 16 == 0 (the groups llama.cpp runs through its vector
+ * exp; ops.c does the tail). */
+typedef struct {
+    float (*dot)(const float *x, const float *y, int n);           /* dot_ggml */
+    void (*mad)(float *y, const float *x, float v, int n);         /* mad_ggml */
+    void (*silu)(float *y, const float *x, int n);                 /* x / (1 + exp_vec(-x)) */
+    void (*swiglu)(float *y, const float *x, const float *g, int n);
+    double (*softmax_exp)(float *y, const float *x, float max, int n);
+    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                     float beta, float scale, float *o);
+    void (*wsum)(float *o, const float *V, size_t stride, const float *p, int n, int hd);
+    void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n);
+} kernel_ops;
+
+/* the active set's vector ops (never NULL; members may be) */
+const kernel_ops *kernels_ops(void);
+
+/* An instruction-set kernel set. gemm computes Y[t*ldy + r] for r in [r0, r1) and t < T
+ * and returns 1, or returns 0 without writing when it does not handle the weight type
+ * or row length (the scalar reference runs then). */
 typedef struct {
     const char *name;
     int (*supported)(void);
-    int (*gemm)(uint32_t wt, const void *W, size_t w_row_bytes, int64_t n, int64_t r0, int64_t r1,
-                const void *Xq, size_t x_row_bytes, int T, float *Y, int64_t ldy);
-    void (*quantize)(uint32_t dot_type, const float *x, void *dst, int64_t n);
+    int (*gemm)(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
+    float (*sum)(const float *x, size_t n);
+    const kernel_ops *ops;
+    /* optional: one activation row into the dot type (exactly quantize_activation) and the
+     * kact aux data; returns 0 for dot types it does not handle */
+    int (*prep_row)(uint32_t dot_type, const float *x, void *row, void *aux, int64_t n);
 } kernel_isa;
 
 /* Picks the kernel set: "auto" (best the CPU supports), "scalar", "avx2", "avx512".
@@ -52,5 +112,12 @@ int kernels_select(const char *name);
 const char *kernels_name(void);
 /* Names of the sets this CPU can run, best first; NULL-terminated. */
 const char *const *kernels_available(void);
+
+/* For tests: prepares the activations of T rows of n floats for weights of type wt into
+ * a buffer of kact_bytes() bytes, and runs the active set's gemm (or the reference) on
+ * rows [r0, r1). */
+size_t kact_bytes(uint32_t wt, int64_t n, int T);
+void kact_prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf);
+void kernels_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
 
 #endif

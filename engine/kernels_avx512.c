@@ -1,11 +1,34 @@
-/* kernels_avx512.c - AVX-512 (F, BW, VL, DQ, VNNI) kernels; compiled with the matching
- * -m flags and only called when the CPU reports all of them. They sum in exactly the
- * order of vec_dot_ref (quant.h), so their results equal the scalar reference bit for
- * bit. */
+/* kernels_avx512.c - AVX-512 (F, BW, VL, DQ) + VNNI kernels; compiled with the matching
+ * -m flags and only called when the CPU reports all of them.
+ *
+ * Every kernel returns exactly what vec_dot_ref (quant.c) returns for each output: the
+ * integer parts are exact whatever the grouping, and the float operations happen in the
+ * reference's order on the same values. What the kernels change is how much work one
+ * pass over the weights does:
+ *
+ *   - Two weight rows share a 512-bit register: the low 256 bits hold row r's 8 lanes,
+ *     the high 256 bits row r+1's, which is exactly the reference's 8-lane layout per row
+ *     (one block of 32 int8 products = 8 int32 lanes of 4, VPDPBUSD's natural output).
+ *   - One row pair is multiplied with up to TT tokens while its weights are in registers
+ *     (per-block setup - unpacking nibbles, scale conversion - is paid once per pair and
+ *     block, not per token). Rows are taken in chunks that stay in L2 while all token
+ *     tiles pass over them, so for prompt processing each weight is read from memory once.
+ *   - VPDPBUSD needs one unsigned operand: the activations are prepared as x+128 (kact aux)
+ *     and 128*sum(w) is subtracted per lane (computed once per pair and block), which keeps
+ *     the per-token work to dpbusd, sub, convert, scale, fma. The K-quants (unsigned 4/5/6-bit
+ *     weights) use VPMADDUBSW + VPDPWSSD so the sub-block scale multiplies inside the
+ *     integer sum, as in llama.cpp's AVX2 code.
+ *
+ * Sections: helpers, float types (F32/F16/BF16), Q8_0-style (Q8_0, Q4_0, Q5_0), Q8_1-style
+ * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
 #include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
 
 #include "engine/kernels.h"
 #include "engine/quant.h"
+
+#define INLINE static inline __attribute__((always_inline))
 
 static int avx512_supported(void) {
     __builtin_cpu_init();
@@ -14,80 +37,891 @@ static int avx512_supported(void) {
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-/* the reduction tree of quant.c spelled out (compilers differ in how they expand
- * _mm512_reduce_add_ps) */
-static inline float reduce16(__m512 v) {
+/* ---------------------------------------------------------------- helpers */
+
+/* the reference's 16-lane tree (quant.c reduce16_ref) spelled out: halves, quarters, pairs */
+INLINE float reduce16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 
-static inline float hsum8(__m256 x) {
+/* ggml's hsum_float_8: x[i] + x[i+4], then (0+2) + (1+3) */
+INLINE float hsum8(__m256 x) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
 }
+INLINE float hsum8_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
+INLINE float hsum8_hi(__m512 v) { return hsum8(_mm512_extractf32x8_ps(v, 1)); }
 
-static float dot_f32(int64_t n, const float *w, const float *x) {
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), acc);
-    if (i < n) { /* masked lanes add fma(0, 0, acc) = acc */
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), acc);
+/* 32 bytes at a (low half) and at b (high half) */
+INLINE __m512i load_pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* the same 32 bytes in both halves */
+INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* [a x 8 | b x 8] as floats from two halves */
+INLINE __m512 half_pair(fp16_t a, fp16_t b) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* 16 bytes at a and at b as 4-bit fields: [a & 15 | a >> 4 | b & 15 | b >> 4] (each 16 bytes) */
+INLINE __m512i nibbles_pair(const void *a, const void *b) {
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0);
+    __m512i v = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)a))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
+}
+
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+#ifndef PF_BYTES
+#define PF_BYTES 4096 /* how far ahead in a weight row the decode kernels prefetch */
+#endif
+
+/* Decode reads every weight once from memory; hardware prefetching alone leaves the
+ * two-row stream at about 60% of the machine's read bandwidth, prefetching a few KB ahead
+ * brings it to the bandwidth of a plain sequential read. Called once per block of bsz
+ * bytes at offset off of rows w0 and w1. */
+INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz) {
+#pragma GCC unroll 4
+    for (size_t o = 0; o < bsz; o += 64) {
+        _mm_prefetch((const char *)w0 + off + o + PF_BYTES, PF_HINT);
+        _mm_prefetch((const char *)w1 + off + o + PF_BYTES, PF_HINT);
     }
-    return reduce16(acc);
 }
 
-static float dot_f16(int64_t n, const fp16_t *w, const fp16_t *x) { /* n % 16 == 0 */
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i))),
-                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))), acc);
-    return reduce16(acc);
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
-/* 32 int8 products into 8 int32 lanes of 4 with VNNI: dpbusd(|w|, sign(x, w)) */
-static inline __m256i dot32_i8(__m256i w, __m256i x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+/* Rows [r0, r1) in chunks whose weights stay in L2 while every token tile passes over
+ * them; for few tokens the chunk is the whole range (the weights stream once anyway). */
+static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
+    if (T <= tile) return INT64_MAX / 4;
+    int64_t rows = (int64_t)((192 * 1024) / (row_bytes ? row_bytes : 1));
+    return rows < 2 ? 2 : rows & ~(int64_t)1;
 }
 
-static inline __m256i load_q4_0(const block_q4_0 *b) {
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
-}
-
-static float dot_q8(uint32_t wt, int64_t n, const void *w, const block_q8_0 *x) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m256i qw = wt == GGML_Q8_0 ? _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w)[i].qs)
-                                     : load_q4_0((const block_q4_0 *)w + i);
-        float dw = fp16_to_f32(wt == GGML_Q8_0 ? ((const block_q8_0 *)w)[i].d : ((const block_q4_0 *)w)[i].d);
-        __m256 p = _mm256_cvtepi32_ps(dot32_i8(qw, _mm256_loadu_si256((const __m256i *)x[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16_to_f32(x[i].d)), p, acc);
+/* the driver every type uses: chunks of rows, tiles of up to TT tokens, pairs of rows */
+#define TILE_CASE(k, KERNEL, TT) \
+    case k: if (k <= TT) KERNEL(W, r, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
+#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
+    static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
+        const int T = x->T;                                                                         \
+        const int64_t rc = chunk_rows(W->row_bytes, T, TT);                                         \
+        for (int64_t c0 = r0; c0 < r1; c0 += rc) {                                                  \
+            const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;                                        \
+            for (int t0 = 0; t0 < T; t0 += TT) {                                                    \
+                const int c = T - t0 < TT ? T - t0 : TT;                                            \
+                for (int64_t r = c0; r < c1; r += 2) {                                              \
+                    const int two = r + 1 < c1;                                                     \
+                    switch (c) {                                                                    \
+                        TILE_CASE(1, KERNEL, TT) TILE_CASE(2, KERNEL, TT) TILE_CASE(3, KERNEL, TT)  \
+                        TILE_CASE(4, KERNEL, TT) TILE_CASE(5, KERNEL, TT) TILE_CASE(6, KERNEL, TT)  \
+                        TILE_CASE(7, KERNEL, TT) TILE_CASE(8, KERNEL, TT) TILE_CASE(9, KERNEL, TT)  \
+                        TILE_CASE(10, KERNEL, TT) TILE_CASE(11, KERNEL, TT) TILE_CASE(12, KERNEL, TT) \
+                        TILE_CASE(13, KERNEL, TT) TILE_CASE(14, KERNEL, TT) TILE_CASE(15, KERNEL, TT) \
+                        TILE_CASE(16, KERNEL, TT)                                                   \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
     }
-    return hsum8(acc);
+
+/* ---------------------------------------------------------------- F32, F16, BF16
+ * The reference: 16 lanes (lane = element index mod 16), one fused multiply-add per
+ * element, then reduce16. One register per output holds exactly those 16 lanes; the tail
+ * uses a masked FMA so untouched lanes keep their value (an FMA with zeros could turn a
+ * -0 lane into +0). The activations come as floats (F16/BF16: widened in kact aux). */
+
+INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
+    switch (wt) {
+    case GGML_F32: return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    case GGML_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const fp16_t *)w + i));
+    default: /* BF16: the upper half of a float */
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const bf16_t *)w + i)), 16));
+    }
 }
 
-static int avx512_gemm(uint32_t wt, const void *W, size_t wrb, int64_t n, int64_t r0, int64_t r1, const void *Xq,
-                       size_t xrb, int T, float *Y, int64_t ldy) {
-    if (wt != GGML_F32 && wt != GGML_Q8_0 && wt != GGML_Q4_0 && !(wt == GGML_F16 && n % 16 == 0)) return 0;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *w = (const uint8_t *)W + (size_t)r * wrb;
-        for (int t = 0; t < T; t++) {
-            const void *x = (const uint8_t *)Xq + (size_t)t * xrb;
-            float s;
-            switch (wt) {
-            case GGML_F32: s = dot_f32(n, (const float *)w, x); break;
-            case GGML_F16: s = dot_f16(n, (const fp16_t *)w, x); break;
-            default: s = dot_q8(wt, n, w, x); break;
-            }
-            Y[t * ldy + r] = s;
+/* R rows (1..4) x C tokens (1..6) */
+INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const kact *x, int t0, const int C,
+                    float *Y, int64_t ldy) {
+    const int64_t n = W->n_in;
+    const uint8_t *w[4];
+    const float *xs[6];
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)(r + i) * W->row_bytes;
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
+    __m512 acc[4][6];
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) acc[i][t] = _mm512_setzero_ps();
+    const size_t esz = wt == GGML_F32 ? 4 : 2;
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 wv[4];
+        if (C <= 8 && (k * esz) % 64 == 0)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_BYTES, _MM_HINT_T0);
+        #pragma GCC unroll 16
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_loadu_ps(xs[t] + k);
+            #pragma GCC unroll 16
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
         }
     }
-    return 1;
+    if (k < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
+        __m512 wv[4];
+        #pragma GCC unroll 16
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, m);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + k);
+            #pragma GCC unroll 16
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][t], m);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r + i] = reduce16(acc[i][t]);
 }
 
-const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, NULL};
+static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const uint32_t wt = W->type;
+    const int T = x->T;
+#define FLOAT_TILE(R, C)                                                                    \
+    do {                                                                                    \
+        if (wt == GGML_F32) k_float(GGML_F32, W, r, R, x, t0, C, Y, ldy);                   \
+        else if (wt == GGML_F16) k_float(GGML_F16, W, r, R, x, t0, C, Y, ldy);              \
+        else k_float(GGML_BF16, W, r, R, x, t0, C, Y, ldy);                                 \
+    } while (0)
+    const int64_t rc = chunk_rows(W->row_bytes, T, 6);
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += 6) {
+            const int c = T - t0 < 6 ? T - t0 : 6;
+            int64_t r = c0;
+            for (; r + 4 <= c1; r += 4) {
+                switch (c) {
+                case 1: FLOAT_TILE(4, 1); break;
+                case 2: FLOAT_TILE(4, 2); break;
+                case 3: FLOAT_TILE(4, 3); break;
+                case 4: FLOAT_TILE(4, 4); break;
+                case 5: FLOAT_TILE(4, 5); break;
+                default: FLOAT_TILE(4, 6); break;
+                }
+            }
+            for (; r < c1; r++) {
+                switch (c) {
+                case 1: FLOAT_TILE(1, 1); break;
+                case 2: FLOAT_TILE(1, 2); break;
+                case 3: FLOAT_TILE(1, 3); break;
+                case 4: FLOAT_TILE(1, 4); break;
+                case 5: FLOAT_TILE(1, 5); break;
+                default: FLOAT_TILE(1, 6); break;
+                }
+            }
+        }
+    }
+#undef FLOAT_TILE
+}
+
+/* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
+ * Reference (dot_blocks_i8): per 32-block, 8 int32 lanes of 4 products;
+ * acc[l] = fma(d_w * d_x, (float)lane, acc[l]); then hsum8. VPDPBUSD multiplies unsigned by
+ * signed bytes: the weights go in as w + 128 and each lane starts from -128 * (sum of its 4
+ * activations), prepared once per token (kact aux), so per token and block the work is
+ * one dpbusd, a convert, the scale product and the fma. */
+
+/* block b of rows w0/w1 as w + 128 (unsigned bytes) [row0 | row1], and their scales */
+INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    if (wt == GGML_Q8_0) {
+        const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_xor_si512(load_pair256(a->qs, c->qs), _mm512_set1_epi8((char)0x80));
+    }
+    if (wt == GGML_Q4_0) { /* nibble - 8 + 128 */
+        const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(120));
+    }
+    const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
+    *d0 = a->d;
+    *d1 = c->d;
+    /* (nibble | bit << 4) - 16 + 128; the 5th bit of element j is bit j of qh */
+    const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+    const __m512i v = _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(112));
+    return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
+}
+
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
+    const int64_t n = W->n_in, nb = n / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const int8_t *xs[16];
+    const int32_t *corr[16];
+    const float *dx[16];
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xs[t] = (const int8_t *)kact_aux(x, t0 + t);
+        corr[t] = (const int32_t *)(xs[t] + n);
+        dx[t] = (const float *)(xs[t] + 2 * n);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    for (int64_t b = 0; b < nb; b++) {
+        fp16_t d0, d1;
+        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
+        const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
+        const __m512 dw = half_pair(d0, d1);
+#pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512i p = _mm512_dpbusd_epi32(bcast256(corr[t] + 8 * b), wq, bcast256(xs[t] + 32 * b));
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]);
+        if (two) y[1] = hsum8_hi(acc[t]);
+    }
+}
+
+#define K_Q8_0(...) k_q80(GGML_Q8_0, __VA_ARGS__)
+#define K_Q4_0(...) k_q80(GGML_Q4_0, __VA_ARGS__)
+#define K_Q5_0(...) k_q80(GGML_Q5_0, __VA_ARGS__)
+GEMM_DRIVER(gemm_q8_0, K_Q8_0, 12)
+GEMM_DRIVER(gemm_q4_0, K_Q4_0, 12)
+GEMM_DRIVER(gemm_q5_0, K_Q5_0, 12)
+
+/* ---------------------------------------------------------------- Q4_1, Q5_1
+ * Reference (dot_q8_1_act): unsigned weights; per block acc[l] = fma(d_w*d_x, lane, acc[l])
+ * and summs = fma(m_w, s_x, summs); result hsum8(acc) + summs. The weights are the unsigned
+ * operand of dpbusd, the activations (signed) are used as they are. */
+
+INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const block_q8_1 *xq[16];
+    const float *dx[16], *sx[16];
+    __m512 acc[16], sacc[16];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_1 *)kact_row(x, t0 + t);
+        dx[t] = (const float *)kact_aux(x, t0 + t);
+        sx[t] = dx[t] + nb;
+        acc[t] = sacc[t] = _mm512_setzero_ps();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i wq;
+        __m512 dw, mw;
+        if (C <= 8) {
+            const size_t bs = wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+            prefetch_pair(w0, w1, (size_t)b * bs, bs);
+        }
+        if (wt == GGML_Q4_1) {
+            const block_q4_1 *a = (const block_q4_1 *)w0 + b, *c = (const block_q4_1 *)w1 + b;
+            wq = nibbles_pair(a->qs, c->qs);
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        } else {
+            const block_q5_1 *a = (const block_q5_1 *)w0 + b, *c = (const block_q5_1 *)w1 + b;
+            const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+            wq = nibbles_pair(a->qs, c->qs);
+            wq = _mm512_mask_add_epi8(wq, hb, wq, _mm512_set1_epi8(16));
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512i p = _mm512_dpbusd_epi32(zero, wq, bcast256(xq[t][b].qs));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b])), _mm512_cvtepi32_ps(p), acc[t]);
+            sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[t][b]), sacc[t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        float s[16];
+        _mm512_storeu_ps(s, sacc[t]);
+        y[0] = hsum8_lo(acc[t]) + s[0];
+        if (two) y[1] = hsum8_hi(acc[t]) + s[8];
+    }
+}
+
+#define K_Q4_1(...) k_q81(GGML_Q4_1, __VA_ARGS__)
+#define K_Q5_1(...) k_q81(GGML_Q5_1, __VA_ARGS__)
+GEMM_DRIVER(gemm_q4_1, K_Q4_1, 8)
+GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
+
+/* ---------------------------------------------------------------- Q4_K, Q5_K
+ * Reference (dot_q45_K): lane L of a super-block = sum_j sc_j * (products of elements
+ * 32j+4L..+3) - maddubs(nibbles, x) gives pairs, dpwssd with the scale vector adds the
+ * two pairs of a lane times sc_j; acc[L] = fma(d_x*d_w, lane, acc[L]) per super-block.
+ * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
+ * to one integer first and fused into a scalar (Q5_K). */
+
+/* the scales and mins of two Q4_K/Q5_K super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7],
+ * from their 12 packed bytes (s0, s1; 16 bytes are read, the 4 after belong to the block):
+ *   sc_j = q[j] & 63, m_j = q[j+4] & 63                                  (j < 4)
+ *   sc_j = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m_j = (q[j+4] >> 4) | (q[j] >> 6) << 4   (j >= 4) */
+INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
+                                              _mm_loadu_si128((const __m128i *)s1), 1);
+    const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10,
+                                            11, 4, 5, 6, 7, 8, 9, 10, 11);
+    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
+                                            1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+    const __m256i lo_mask = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63,
+                                             63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    __m256i a = _mm256_shuffle_epi8(q, lo_idx);
+    /* m4..7 take the high nibble of q[8..11] */
+    a = _mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88);
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(q, hi_idx), 2), _mm256_set1_epi8(0x30));
+    return _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(a, lo_mask), h));
+}
+
+/* permutation indices, as tables so the compiler loads them instead of building them
+ * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8] */
+static const struct {
+    _Alignas(64) int16_t pair16[8][32];
+    _Alignas(64) int16_t q6[16][32];
+} perm = {
+#define P16(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, \
+                16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
+    {P16(0), P16(1), P16(2), P16(3), P16(4), P16(5), P16(6), P16(7)},
+#undef P16
+#define Q6(k) {k, k, k, k, k, k, k, k, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, 16 + k, 16 + k, \
+               16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, \
+               17 + k, 17 + k}
+    {Q6(0), Q6(1), Q6(2), Q6(3), Q6(4), Q6(5), Q6(6), Q6(7), Q6(8), Q6(9), Q6(10), Q6(11), Q6(12), Q6(13), Q6(14),
+     Q6(15)},
+#undef Q6
+};
+
+/* int16 vector [v[j] x 16 | v[16 + j] x 16] */
+INLINE __m512i pick_pair16(__m512i v, int j) {
+    return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
+}
+
+INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
+                   int64_t ldy) {
+    const int five = wt == GGML_Q5_K;
+    const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const block_q8_K *xq[8];
+    const int16_t *bs[8];
+    __m512 acc[8];
+    __m256 accm[8];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        bs[t] = (const int16_t *)kact_aux(x, t0 + t);
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* [m0..7 | m0..7 of row 1] out of kscales_pair's layout */
+    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
+                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *qs0, *qs1, *sc0, *sc1;
+        if (C <= 8) {
+            const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+            prefetch_pair(w0, w1, (size_t)i * bs, bs);
+        }
+        fp16_t d0, d1, m0, m1;
+        __m512i qh = _mm512_setzero_si512();
+        if (five) {
+            const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
+            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
+            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qh = load_pair256(a->qh, c->qh);
+        } else {
+            const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
+            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
+            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+        }
+        const __m512i scm = kscales_pair(sc0, sc1);
+        __m512i isum[8];
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
+        #pragma GCC unroll 16
+        for (int c = 0; c < 4; c++) {
+            const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (five) {
+                const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
+                const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
+                lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
+                hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
+            }
+            const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
+            #pragma GCC unroll 16
+            for (int t = 0; t < C; t++) {
+                const int8_t *a = xq[t][i].qs + 64 * c;
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
+            }
+        }
+        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4 | dmin1 x 4] */
+        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
+        const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                                                _mm512_castps128_ps512(dd));
+        const __m256 dm = _mm256_permutexvar_ps(_mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3), _mm256_castps128_ps256(dd));
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const float yd = xq[t][i].d;
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            const __m256i b32 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(bs[t] + 8 * i)));
+            __m256i prod = _mm256_madd_epi16(mins, b32); /* [4 lanes row 0 | 4 lanes row 1] */
+            const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-yd), dm);
+            if (five) { /* ((p0 + p1) + (p2 + p3)) per row, fused into a scalar per row */
+                prod = _mm256_hadd_epi32(prod, prod);
+                prod = _mm256_hadd_epi32(prod, prod);
+            }
+            accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
+        _mm256_storeu_ps(m, accm[t]);
+        const float s0 = five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]);
+        const float s1 = five ? m[4] : (m[4] + m[6]) + (m[5] + m[7]);
+        y[0] = hsum8_lo(acc[t]) + s0;
+        if (two) y[1] = hsum8_hi(acc[t]) + s1;
+    }
+}
+
+#define K_Q4_K(...) k_q45k(GGML_Q4_K, __VA_ARGS__)
+#define K_Q5_K(...) k_q45k(GGML_Q5_K, __VA_ARGS__)
+GEMM_DRIVER(gemm_q4_k, K_Q4_K, 8)
+GEMM_DRIVER(gemm_q5_k, K_Q5_K, 8)
+
+/* ---------------------------------------------------------------- Q6_K
+ * Reference (dot_q6_K): unsigned 6-bit weights q; group g of 32 in half h uses scale
+ * sc[8h + 2g] for its first 16 elements and sc[8h + 2g + 1] for the rest; lanes minus
+ * 32 * madd(bsums, sc) (lane L: sub-blocks 2L and 2L+1); acc[L] = fma(d, lane, acc[L]). */
+
+/* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
+INLINE __m512i pick_q6(__m512i v, int k) { return _mm512_permutexvar_epi16(_mm512_load_si512(perm.q6[k]), v); }
+
+INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+    const int64_t nsb = W->n_in / QK_K;
+    const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
+    const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)w0 + W->row_bytes) : w0;
+    const block_q8_K *xq[8];
+    __m512 acc[8];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int64_t i = 0; i < nsb; i++) {
+        const block_q6_K *a = w0 + i, *c = w1 + i;
+        if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a);
+        const __m512i sc = _mm512_cvtepi8_epi16(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
+                                    _mm_loadu_si128((const __m128i *)c->scales), 1));
+        __m512i isum[8];
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) /* the -32 offset: 32 * madd(bsums, scales) per lane */
+            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                       _mm512_slli_epi32(_mm512_madd_epi16(bcast256(xq[t][i].bsums), sc), 5));
+        #pragma GCC unroll 16
+        for (int h = 0; h < 2; h++) {
+            const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
+            const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
+            const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
+            __m512i q[4];
+            q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+            q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+            #pragma GCC unroll 16
+            for (int g = 0; g < 4; g++) {
+                const __m512i s = pick_q6(sc, 8 * h + 2 * g);
+                #pragma GCC unroll 16
+                for (int t = 0; t < C; t++)
+                    isum[t] = _mm512_dpwssd_epi32(
+                        isum[t], _mm512_maddubs_epi16(q[g], bcast256(xq[t][i].qs + 128 * h + 32 * g)), s);
+            }
+        }
+        const __m512 dw = half_pair(a->d, c->d);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]);
+        if (two) y[1] = hsum8_hi(acc[t]);
+    }
+}
+
+GEMM_DRIVER(gemm_q6_k, k_q6k, 8)
+
+/* ---------------------------------------------------------------- vector ops
+ * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
+
+/* exp_vec (ops.h) on 16 lanes: the same fused multiply-adds; 2^n by VSCALEFPS, which
+ * rounds a subnormal result once, as ldexpf does */
+INLINE __m512 exp16(__m512 x) {
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 r = _mm512_scalef_ps(j, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    const __mmask16 pos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
+    r = _mm512_mask_mov_ps(r, big, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(r, big & pos, _mm512_set1_ps(INFINITY));
+}
+
+INLINE __m512 silu16(__m512 x) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+static void op_silu(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += 16) _mm512_storeu_ps(y + i, silu16(_mm512_loadu_ps(x + i)));
+}
+
+static void op_swiglu(float *y, const float *x, const float *g, int n) {
+    for (int i = 0; i < n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu16(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(g + i)));
+}
+
+static double op_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int i = 0; i < n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(y + i, e);
+        sum += (double)reduce16(e);
+    }
+    return sum;
+}
+
+/* dot_ggml: blocks of 64 into four 16-lane accumulators, (0+2) + (1+3), reduce16, then the
+ * remainder with separate multiplies and adds (this file is built with -ffp-contract=off) */
+INLINE float dot_ggml16(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    float sum = reduce16(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    /* the leftovers as GCC vectorised llama.cpp's loop: rounded products for whole blocks
+     * of 8, fused multiply-adds for the last n % 8 (as ops.c's reference) */
+    int i = np;
+    const int unfused = np + ((n - np) & ~7);
+    for (; i < unfused; i++) sum += x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
+
+static void op_mad(float *y, const float *x, float v, int n) {
+    const __m512 vv = _mm512_set1_ps(v);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, _mm512_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+/* the delta rule, one row of S at a time; for d_k = 128 the row, k and q live in registers */
+static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                        float beta, float scale, float *o) {
+    const __m512 dec = _mm512_set1_ps(decay), zero = _mm512_setzero_ps();
+    if (dk != 128) {
+        for (int c = 0; c < dv; c++) {
+            float *s = S + (size_t)c * dk;
+            int i = 0;
+            for (; i + 16 <= dk; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), dec));
+            for (; i < dk; i++) s[i] *= decay;
+            const float delta = (v[c] - dot_ggml16(s, k, dk)) * beta;
+            op_mad(s, k, delta, dk);
+            o[c] = dot_ggml16(s, q, dk) * scale;
+        }
+        return;
+    }
+    __m512 kk[8], qq[8];
+    #pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        kk[i] = _mm512_loadu_ps(k + 16 * i);
+        qq[i] = _mm512_loadu_ps(q + 16 * i);
+    }
+    for (int c = 0; c < dv; c++) {
+        float *row = S + (size_t)c * 128;
+        __m512 s[8];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) s[i] = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), dec);
+        __m512 a[4];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], kk[4 + j], _mm512_fmadd_ps(s[j], kk[j], zero));
+        const float kv = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+        const __m512 delta = _mm512_set1_ps((v[c] - kv) * beta);
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) {
+            s[i] = _mm512_fmadd_ps(kk[i], delta, s[i]);
+            _mm512_storeu_ps(row + 16 * i, s[i]);
+        }
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], qq[4 + j], _mm512_fmadd_ps(s[j], qq[j], zero));
+        o[c] = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]))) * scale;
+    }
+}
+
+/* sum_i p[i] V_i over 16 columns at a time, 16 accumulators by i mod 16 */
+static void op_wsum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    for (int c0 = 0; c0 < hd; c0 += 16) {
+        const __mmask16 m = hd - c0 >= 16 ? 0xffff : (__mmask16)((1u << (hd - c0)) - 1);
+        __m512 acc[16];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            #pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)(i + k) * stride + c0),
+                                         _mm512_set1_ps(p[i + k]), acc[k]);
+        for (; i < n; i++)
+            acc[i % 16] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)i * stride + c0), _mm512_set1_ps(p[i]),
+                                          acc[i % 16]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 8; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 8]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 4]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 2; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 2]);
+        _mm512_mask_storeu_ps(o + c0, m, _mm512_add_ps(acc[0], acc[1]));
+    }
+}
+
+
+#define CONV_ROW(y, wt, rows, C, K) conv_row16(y, wt, rows, C, K)
+INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int C, int K) {
+    int ch = 0;
+    for (; ch + 16 <= C; ch += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < K; k++)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(wt + (size_t)k * C + ch), _mm512_loadu_ps(rows[k] + ch), acc);
+        _mm512_storeu_ps(y + ch, acc);
+    }
+    for (; ch < C; ch++) {
+        float acc = 0;
+        for (int k = 0; k < K; k++) acc = fmaf(wt[(size_t)k * C + ch], rows[k][ch], acc);
+        y[ch] = acc;
+    }
+}
+/* Causal conv over n tokens. One token: the per-channel fused multiply-add chain. Several:
+ * the weights transposed to [K][C] and the K-1 state columns to rows, so each token is K
+ * vector fused multiply-adds over channels (same chain per channel: oldest tap first). */
+static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                    size_t out_stride, int n) {
+    if (n < 4 || K < 2 || K > 16) {
+        for (int t = 0; t < n; t++) {
+            const float *u = in + (size_t)t * in_stride;
+            float *y = out + (size_t)t * out_stride;
+            for (int ch = 0; ch < C; ch++) {
+                float *st = state + (size_t)ch * (K - 1);
+                const float *wc = w + (size_t)ch * K;
+                float acc = 0;
+                for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+                acc = fmaf(wc[K - 1], u[ch], acc);
+                for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+                if (K > 1) st[K - 2] = u[ch];
+                y[ch] = acc;
+            }
+        }
+        return;
+    }
+    float *wt = malloc(sizeof(float) * (size_t)C * (size_t)(2 * K - 1));
+    if (!wt) abort();
+    float *hist = wt + (size_t)K * C; /* the K-1 state values per channel as rows, oldest first */
+    for (int ch = 0; ch < C; ch++) {
+        for (int k = 0; k < K; k++) wt[(size_t)k * C + ch] = w[(size_t)ch * K + k];
+        for (int k = 0; k < K - 1; k++) hist[(size_t)k * C + ch] = state[(size_t)ch * (K - 1) + k];
+    }
+    const float *rows[32];
+    for (int t = 0; t < n; t++) {
+        for (int k = 0; k < K; k++) { /* window position t+k of [state rows | inputs] */
+            const int p = t + k;
+            rows[k] = p < K - 1 ? hist + (size_t)p * C : in + (size_t)(p - (K - 1)) * in_stride;
+        }
+        CONV_ROW(out + (size_t)t * out_stride, wt, rows, C, K);
+    }
+    for (int ch = 0; ch < C; ch++) /* new state: the last K-1 inputs */
+        for (int k = 0; k < K - 1; k++) {
+            const int p = n + k;
+            state[(size_t)ch * (K - 1) + k] =
+                p < K - 1 ? hist[(size_t)p * C + ch] : in[(size_t)(p - (K - 1)) * in_stride + ch];
+        }
+    free(wt);
+}
+
+static const kernel_ops avx512_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
+
+/* ---------------------------------------------------------------- activation rows
+ * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
+ * one float division for the scale, products rounded to nearest even (VCVTPS2DQ in the
+ * default rounding mode, as lrintf), half-precision rounding by VCVTPS2PH; plus the kact
+ * aux data in the same pass. */
+
+INLINE float hmax16(__m512 v) {
+    __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
+}
+
+static void prep_q8_0(const float *x, block_q8_0 *y, uint8_t *aux, int64_t n) {
+    int8_t *qs = (int8_t *)aux;
+    int32_t *corr = (int32_t *)(aux + n);
+    float *dd = (float *)(aux + 2 * n);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = hmax16(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
+        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+        const fp16_t dh = (fp16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m512 vid = _mm512_set1_ps(id);
+        const __m128i qa = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)));
+        const __m128i qb = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)));
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+        y[i].d = dh;
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+        _mm256_storeu_si256((__m256i *)(qs + 32 * i), q);
+        /* -128 * (sum of each group of 4) */
+        const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        _mm256_storeu_si256((__m256i *)(corr + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
+        dd[i] = fp16_to_f32(dh);
+    }
+}
+
+static void prep_q8_K(const float *x, block_q8_K *y, int16_t *bs32, int64_t n) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 v[16], m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++) {
+            v[k] = _mm512_loadu_ps(x + 16 * k);
+            m = _mm512_max_ps(m, _mm512_andnot_ps(sign, v[k]));
+        }
+        const float amax = hmax16(m);
+        if (amax == 0.f) {
+            memset(&y[i], 0, sizeof y[i]);
+            memset(bs32 + 8 * i, 0, 8 * sizeof *bs32);
+            continue;
+        }
+        /* the signed value of the first element of largest magnitude */
+        float max = 0;
+        for (int k = 0; k < 16; k++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v[k]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * k + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        int sums[16];
+        for (int k = 0; k < 16; k++) {
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, v[k])), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtepi32_epi8(q));
+            sums[k] = _mm512_reduce_add_epi32(q);
+            y[i].bsums[k] = (int16_t)sums[k];
+        }
+        for (int j = 0; j < 8; j++) bs32[8 * i + j] = (int16_t)(sums[2 * j] + sums[2 * j + 1]);
+        y[i].d = 1 / iscale;
+    }
+}
+
+static int avx512_prep_row(uint32_t dt, const float *x, void *row, void *aux, int64_t n) {
+    switch (dt) {
+    case GGML_Q8_0: prep_q8_0(x, row, aux, n); return 1;
+    case GGML_Q8_K: prep_q8_K(x, row, aux, n); return 1;
+    default: return 0;
+    }
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static int avx512_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    switch (W->type) {
+    case GGML_F32: case GGML_F16: case GGML_BF16: gemm_float(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q8_0: gemm_q8_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_0: gemm_q4_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_0: gemm_q5_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_1: gemm_q4_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_1: gemm_q5_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_K: gemm_q4_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_K: gemm_q5_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q6_K: gemm_q6_k(W, r0, r1, x, Y, ldy); return 1;
+    default: return 0;
+    }
+}
+
+static float avx512_sum(const float *x, size_t n) {
+    __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        _mm_prefetch((const char *)(x + i) + PF_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 192, _MM_HINT_T0);
+        a = _mm512_add_ps(a, _mm512_loadu_ps(x + i));
+        b = _mm512_add_ps(b, _mm512_loadu_ps(x + i + 16));
+        c = _mm512_add_ps(c, _mm512_loadu_ps(x + i + 32));
+        d = _mm512_add_ps(d, _mm512_loadu_ps(x + i + 48));
+    }
+    float s = reduce16(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum, &avx512_ops,
+                                   avx512_prep_row};

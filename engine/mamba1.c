@@ -75,7 +75,7 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        causal_conv(state_conv(sg->state, l->rec_slot), l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D,
+        conv_causal(state_conv(sg->state, l->rec_slot), l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D,
                     2 * D, X + (size_t)sg->row0 * D, D, sg->n);
     }
     for (int r = 0; r < N; r++) {

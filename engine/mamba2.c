@@ -107,7 +107,7 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        causal_conv(state_conv(sg->state, l->rec_slot), l->conv_w, cd, l->conv_k,
+        conv_causal(state_conv(sg->state, l->rec_slot), l->conv_w, cd, l->conv_k,
                     Z + (size_t)sg->row0 * d_in_proj + l->d_inner, d_in_proj, XBC + (size_t)sg->row0 * cd, cd, sg->n);
         for (int t = 0; t < sg->n; t++) {
             float *r = XBC + (size_t)(sg->row0 + t) * cd;

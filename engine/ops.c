@@ -1,6 +1,8 @@
 /* ops.c - primitives of ops.h. */
 #include "engine/ops.h"
 
+#include "engine/kernels.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,24 +30,6 @@ void l2norm(float *y, const float *x, int n, float eps) {
     for (int i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
-void causal_conv(float *state, const float *w, int C, int K, const float *in, int in_stride, float *out,
-                 int out_stride, int n) {
-    for (int t = 0; t < n; t++) {
-        const float *u = in + (size_t)t * in_stride;
-        float *y = out + (size_t)t * out_stride;
-        for (int ch = 0; ch < C; ch++) {
-            float *st = state + (size_t)ch * (K - 1);
-            const float *wc = w + (size_t)ch * K;
-            float acc = 0;
-            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-            acc = fmaf(wc[K - 1], u[ch], acc);
-            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-            if (K > 1) st[K - 2] = u[ch];
-            y[ch] = acc;
-        }
-    }
-}
-
 void add_scaled(float *y, const float *x, float s, size_t n) {
     if (s == 1.0f)
         for (size_t i = 0; i < n; i++) y[i] += x[i];
@@ -67,6 +51,8 @@ static inline float silu_vec(float x) { return x / (1.0f + exp_vec(0.0f - x)); }
 void vec_silu(float *y, const float *x, int n) {
     const int full = n - n % VEC_GROUP;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->silu && full) k->silu(y, x, full), i = full;
     for (; i < full; i++) y[i] = silu_vec(x[i]);
     for (; i < n; i++) y[i] = silu(x[i]);
 }
@@ -74,6 +60,8 @@ void vec_silu(float *y, const float *x, int n) {
 void vec_swiglu(float *y, const float *x, const float *g, int n) {
     const int full = n - n % VEC_GROUP;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->swiglu && full) k->swiglu(y, x, g, full), i = full;
     for (; i < full; i++) y[i] = silu_vec(x[i]) * g[i];
     for (; i < n; i++) y[i] = silu(x[i]) * g[i];
 }
@@ -89,8 +77,13 @@ float reduce16(const float *v) {
 double vec_softmax_exp(float *y, const float *x, float max, int n) {
     double sum = 0;
     int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->softmax_exp && n >= VEC_GROUP) {
+        i = n - n % VEC_GROUP;
+        sum = k->softmax_exp(y, x, max, i);
+    }
     for (; i + VEC_GROUP <= n; i += VEC_GROUP) {
-        for (int k = 0; k < VEC_GROUP; k++) y[i + k] = exp_vec(x[i + k] - max);
+        for (int j = 0; j < VEC_GROUP; j++) y[i + j] = exp_vec(x[i + j] - max);
         sum += (double)reduce16(y + i);
     }
     for (; i < n; i++) {
@@ -100,7 +93,7 @@ double vec_softmax_exp(float *y, const float *x, float max, int n) {
     return sum;
 }
 
-float dot_ggml(const float *x, const float *y, int n) {
+static float dot_ggml_ref(const float *x, const float *y, int n) {
     const int np = n & ~63;
     float acc[4][16] = {{0}};
     for (int i = 0; i < np; i += 64)
@@ -121,8 +114,74 @@ float dot_ggml(const float *x, const float *y, int n) {
     return sum;
 }
 
+float dot_ggml(const float *x, const float *y, int n) {
+    const kernel_ops *k = kernels_ops();
+    return k->dot ? k->dot(x, y, n) : dot_ggml_ref(x, y, n);
+}
+
 void mad_ggml(float *y, const float *x, float v, int n) {
+    const kernel_ops *k = kernels_ops();
+    if (k->mad) {
+        k->mad(y, x, v, n);
+        return;
+    }
     for (int i = 0; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
+                   float scale, float *o) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->gdn_step) {
+        ko->gdn_step(S, dk, dv, q, k, v, decay, beta, scale, o);
+        return;
+    }
+    for (int c = 0; c < dv; c++) {
+        float *s = S + (size_t)c * dk;
+        for (int i = 0; i < dk; i++) s[i] *= decay;
+        const float delta = (v[c] - dot_ggml_ref(s, k, dk)) * beta;
+        for (int i = 0; i < dk; i++) s[i] = fmaf(k[i], delta, s[i]);
+        o[c] = dot_ggml_ref(s, q, dk) * scale;
+    }
+}
+
+void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum) {
+        ko->wsum(o, V, stride, p, n, hd);
+        return;
+    }
+    for (int c = 0; c < hd; c++) {
+        float lanes[16] = {0};
+        for (int i = 0; i < n; i++) lanes[i % 16] = fmaf(V[(size_t)i * stride + c], p[i], lanes[i % 16]);
+        o[c] = reduce16(lanes);
+    }
+}
+
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->conv) {
+        ko->conv(state, w, C, K, in, in_stride, out, out_stride, n);
+        return;
+    }
+    for (int t = 0; t < n; t++) {
+        const float *u = in + (size_t)t * in_stride;
+        float *y = out + (size_t)t * out_stride;
+        for (int ch = 0; ch < C; ch++) {
+            float *st = state + (size_t)ch * (K - 1);
+            const float *wc = w + (size_t)ch * K;
+            float acc = 0;
+            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+            acc = fmaf(wc[K - 1], u[ch], acc);
+            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+            if (K > 1) st[K - 2] = u[ch];
+            y[ch] = acc;
+        }
+    }
+}
+
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
+    conv_causal(state, w, C, K, u, 0, y, 0, 1);
 }
 
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors) {
@@ -164,37 +223,60 @@ struct arena_block {
     _Alignas(64) unsigned char data[];
 };
 
+#define ARENA_MIN_BLOCK ((size_t)4 << 20)
+
 void *arena_alloc(arena *a, size_t bytes) {
     bytes = (bytes + 63) & ~(size_t)63;
-    for (struct arena_block *b = a->blocks; b; b = b->next)
-        if (b->size - b->used >= bytes) {
-            void *p = b->data + b->used;
-            b->used += bytes;
-            a->used_total += bytes;
-            if (a->used_total > a->peak) a->peak = a->used_total;
-            return p;
+    struct arena_block *b = a->blocks;
+    if (!b || b->size - b->used < bytes) {
+        /* a spare block that fits, else a new one */
+        struct arena_block **pp = &a->spare;
+        while (*pp && (*pp)->size < bytes) pp = &(*pp)->next;
+        if (*pp) {
+            b = *pp;
+            *pp = b->next;
+        } else {
+            size_t size = bytes > ARENA_MIN_BLOCK ? bytes : ARENA_MIN_BLOCK;
+            b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
+            if (!b) {
+                fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
+                abort();
+            }
+            b->size = size;
         }
-    size_t size = bytes > ((size_t)4 << 20) ? bytes : ((size_t)4 << 20);
-    struct arena_block *b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
-    if (!b) {
-        fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
-        abort();
+        b->used = 0;
+        b->next = a->blocks;
+        a->blocks = b;
     }
-    b->size = size;
-    b->used = bytes;
-    b->next = a->blocks;
-    a->blocks = b;
+    void *p = b->data + b->used;
+    b->used += bytes;
     a->used_total += bytes;
     if (a->used_total > a->peak) a->peak = a->used_total;
-    return b->data;
+    return p;
 }
 
 float *arena_floats(arena *a, size_t n) { return arena_alloc(a, n * sizeof(float)); }
 
+arena_mark arena_save(const arena *a) {
+    return (arena_mark){a->blocks, a->blocks ? a->blocks->used : 0, a->used_total};
+}
+
+void arena_restore(arena *a, arena_mark m) {
+    while (a->blocks && a->blocks != m.block) { /* blocks chained after the mark become spares */
+        struct arena_block *b = a->blocks;
+        a->blocks = b->next;
+        b->next = a->spare;
+        a->spare = b;
+    }
+    if (a->blocks) a->blocks->used = m.used;
+    a->used_total = m.total;
+}
+
 void arena_reset(arena *a) {
     /* when a pass needed several blocks, replace them by one block of the peak size so
      * the next pass allocates nothing */
-    if (a->blocks && a->blocks->next) {
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    if (a->spare && a->spare->next) {
         size_t peak = a->peak;
         arena_free(a);
         a->peak = peak;
@@ -203,18 +285,17 @@ void arena_reset(arena *a) {
             b->size = peak;
             b->used = 0;
             b->next = NULL;
-            a->blocks = b;
+            a->spare = b;
         }
     }
-    for (struct arena_block *b = a->blocks; b; b = b->next) b->used = 0;
-    a->used_total = 0;
 }
 
 void arena_free(arena *a) {
-    while (a->blocks) {
-        struct arena_block *n = a->blocks->next;
-        free(a->blocks);
-        a->blocks = n;
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    while (a->spare) {
+        struct arena_block *n = a->spare->next;
+        free(a->spare);
+        a->spare = n;
     }
     a->used_total = 0;
 }

@@ -40,13 +40,6 @@ void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps);
 /* y = x / max(||x||, eps) */
 void l2norm(float *y, const float *x, int n, float eps);
-/* Depthwise causal convolution over time of n rows of C channels (row t at in + t*in_stride),
- * through a state holding the last K-1 inputs of every channel ([C][K-1], oldest first),
- * which it advances:  y[t][c] = sum_k w[c][k] * u[t-(K-1)+k][c],  w is [C][K].
- * The taps are summed oldest first with fused multiply-adds from 0, as llama.cpp's
- * compiled ssm_conv loop does. */
-void causal_conv(float *state, const float *w, int C, int K, const float *in, int in_stride, float *out,
-                 int out_stride, int n);
 /* y += s * x */
 void add_scaled(float *y, const float *x, float s, size_t n);
 float dot_f32(const float *a, const float *b, int n);
@@ -62,6 +55,25 @@ float dot_ggml(const float *x, const float *y, int n);
 float reduce16(const float *v);
 void mad_ggml(float *y, const float *x, float v, int n);
 
+/* The delta rule for one head and one token (Gated DeltaNet), row by row of the state
+ * stored transposed, S^T as [dv][dk]: for each value row c
+ *     S_c *= decay;  delta = (v[c] - dot_ggml(S_c, k)) * beta;
+ *     S_c += k * delta (mad_ggml);  o[c] = dot_ggml(S_c, q) * scale
+ * (llama.cpp decays all rows, then forms all deltas, then updates, then outputs; each row
+ * only involves itself, so doing them row by row gives the same floats). */
+void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
+                   float scale, float *o);
+/* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
+ * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16. */
+void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd);
+/* One token of a causal depthwise convolution without bias: y[c] = sum_k w[c][k] * window,
+ * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with
+ * fused multiply-adds; the state then shifts by one and takes u[c]. */
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y);
+/* The same for n tokens: rows in[t*in_stride .. +C) give out[t*out_stride .. +C). */
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n);
+
 /* Rotary embedding of one head vector in place: pairs (x[2k], x[2k+1]) for ROPE_NORM,
  * (x[k], x[k + n_rot/2]) for ROPE_NEOX; dims >= n_rot untouched. cs holds cos/sin
  * per pair (rope_cache). */
@@ -70,14 +82,24 @@ void rope_apply(float *x, int kind, int n_rot, const float *cs);
  * incremental float multiplication like ggml. cs gets n_rot/2 (cos, sin) pairs. */
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors);
 
-/* A bump allocator for the temporaries of one forward pass. Blocks are kept between
- * passes; arena_reset makes them reusable. */
+/* A bump allocator for the temporaries of one forward pass. Allocation bumps a pointer in
+ * the newest block (a new block is chained when it does not fit); arena_save/arena_restore
+ * give back everything allocated since the mark (a layer frees its temporaries so the next
+ * layer reuses the same, cache-warm memory: a 512-token prefill then needs one layer's
+ * temporaries, not all of them). Blocks are kept between passes; arena_reset makes them
+ * reusable. */
 typedef struct arena {
-    struct arena_block *blocks;
+    struct arena_block *blocks, *spare; /* in use (newest first); emptied, kept for reuse */
     size_t used_total, peak;
 } arena;
+typedef struct {
+    struct arena_block *block;
+    size_t used, total;
+} arena_mark;
 void *arena_alloc(arena *a, size_t bytes);            /* 64-byte aligned, not zeroed */
 float *arena_floats(arena *a, size_t n);
+arena_mark arena_save(const arena *a);
+void arena_restore(arena *a, arena_mark m);
 void arena_reset(arena *a);
 void arena_free(arena *a);
 

@@ -28,7 +28,7 @@ void shortconv_forward(const shortconv_layer *l, const segment *segs, int n_segs
     }
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        causal_conv(state_conv(sg->state, l->rec_slot), l->conv_w, E, l->l_cache, W + (size_t)sg->row0 * E, E,
+        conv_causal(state_conv(sg->state, l->rec_slot), l->conv_w, E, l->l_cache, W + (size_t)sg->row0 * E, E,
                     Y + (size_t)sg->row0 * E, E, sg->n);
     }
     for (int r = 0; r < N; r++) {

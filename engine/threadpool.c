@@ -1,18 +1,30 @@
 /* threadpool.c - see threadpool.h.
  *
- * A job is published by bumping `generation`; workers wait for a new generation,
- * run their share, then count themselves done. Waiting is a short spin on the
- * atomic (cheap when jobs follow each other within microseconds, as in a forward
- * pass) and then a condition variable (so an idle engine uses no CPU). */
+ * A job is n chunks. The caller publishes it by storing (generation, next chunk = 0) in
+ * one atomic word; every thread, the caller included, then claims chunks with a
+ * compare-and-swap on that word until none is left, and the caller waits until all
+ * claimed chunks are done. Claiming instead of a fixed chunk per thread matters on a
+ * shared machine: a worker that is not running when a job is published simply claims
+ * nothing, and the caller does its share instead of waiting for it (a decode step issues
+ * a hundred small jobs; one descheduled worker per job would cost milliseconds each).
+ * A worker that wakes up late with a stale view cannot run anything: its compare-and-swap
+ * carries the old generation and fails.
+ *
+ * Idle workers spin briefly on the generation (jobs follow each other within
+ * microseconds in a forward pass), yielding now and then, and then sleep on a condition
+ * variable so an idle engine uses no CPU. */
 #include "engine/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #define MAX_THREADS 64
 #define SPIN_ITERS 20000 /* ~tens of microseconds with a pause per iteration */
+#define YIELD_EVERY 256  /* spins between sched_yield() calls while waiting */
 
 static struct {
     pthread_mutex_t lock;     /* guards sleeping/waking and (re)configuration */
@@ -20,12 +32,15 @@ static struct {
     pthread_mutex_t run_lock; /* one job at a time, whichever thread submits it */
     pthread_t threads[MAX_THREADS];
     int n_threads;            /* including the caller */
-    atomic_uint generation;
-    atomic_int pending;       /* workers still running the current job */
+    atomic_uint generation;   /* bumped per job: what idle workers wait on */
+    _Atomic uint64_t claim;   /* generation << 32 | next unclaimed chunk */
+    atomic_int done;          /* chunks finished in the current job */
+    atomic_int sleeping;      /* workers waiting on the condition variable */
     atomic_int stop;
     unsigned start_generation; /* generation when the workers were created */
-    pool_fn fn;
-    void *ctx;
+    _Atomic(pool_fn) fn;      /* the current job (atomic: stale workers may read them) */
+    _Atomic(void *) ctx;
+    atomic_int n_chunks;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
           .run_lock = PTHREAD_MUTEX_INITIALIZER, .n_threads = 0};
 
@@ -37,29 +52,52 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* claims and runs chunks of job `gen` until none is left */
+static void run_chunks(unsigned gen) {
+    uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(c >> 32) != gen) return;
+        const int n = atomic_load_explicit(&pool.n_chunks, memory_order_relaxed);
+        const uint32_t i = (uint32_t)c;
+        if ((int)i >= n) return;
+        pool_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
+        /* success means job `gen` is still the current one (it cannot end while chunk i is
+         * unclaimed), so fn/ctx/n read above belong to it */
+        if (atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            in_job = 1;
+            fn(ctx, (int)i, n);
+            in_job = 0;
+            atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+            c = atomic_load_explicit(&pool.claim, memory_order_acquire);
+        }
+    }
+}
+
 static void *worker(void *arg) {
-    int ith = (int)(long)arg;
+    (void)arg;
     /* not atomic_load(&generation): a job published before this thread got here
-     * would be missed, and its caller would wait forever */
+     * would be missed */
     unsigned seen = pool.start_generation;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&pool.generation, memory_order_acquire) == seen && !atomic_load(&pool.stop)) {
             if (++spins < SPIN_ITERS) {
+                if (spins % YIELD_EVERY == 0) sched_yield();
                 cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&pool.lock);
+            atomic_fetch_add(&pool.sleeping, 1);
             while (atomic_load(&pool.generation) == seen && !atomic_load(&pool.stop))
                 pthread_cond_wait(&pool.wake, &pool.lock);
+            atomic_fetch_sub(&pool.sleeping, 1);
             pthread_mutex_unlock(&pool.lock);
         }
         if (atomic_load(&pool.stop)) return NULL;
         seen = atomic_load(&pool.generation);
-        in_job = 1;
-        pool.fn(pool.ctx, ith, pool.n_threads);
-        in_job = 0;
-        atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_release);
+        run_chunks(seen);
     }
 }
 
@@ -83,7 +121,7 @@ void pool_set_threads(int n) {
         pool.n_threads = n;
         pool.start_generation = atomic_load(&pool.generation);
         for (int i = 1; i < n; i++)
-            if (pthread_create(&pool.threads[i], NULL, worker, (void *)(long)i) != 0) {
+            if (pthread_create(&pool.threads[i], NULL, worker, NULL) != 0) {
                 pool.n_threads = i; /* run with what we could start */
                 break;
             }
@@ -99,31 +137,40 @@ void pool_shutdown(void) {
     pthread_mutex_unlock(&pool.run_lock);
 }
 
-void pool_run(pool_fn fn, void *ctx) {
+void pool_run_n(pool_fn fn, void *ctx, int n) {
+    if (n <= 0) return;
     if (in_job) { /* nested: run inline */
-        fn(ctx, 0, 1);
+        for (int i = 0; i < n; i++) fn(ctx, i, n);
         return;
     }
     if (!pool.n_threads) pool_set_threads(0);
     pthread_mutex_lock(&pool.run_lock);
-    int n = pool.n_threads;
-    if (n == 1) {
+    if (pool.n_threads == 1 || n == 1) {
         in_job = 1;
-        fn(ctx, 0, 1);
+        for (int i = 0; i < n; i++) fn(ctx, i, n);
         in_job = 0;
         pthread_mutex_unlock(&pool.run_lock);
         return;
     }
-    pool.fn = fn;
-    pool.ctx = ctx;
-    atomic_store(&pool.pending, n - 1);
-    pthread_mutex_lock(&pool.lock);
-    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
-    pthread_cond_broadcast(&pool.wake);
-    pthread_mutex_unlock(&pool.lock);
-    in_job = 1;
-    fn(ctx, 0, n);
-    in_job = 0;
-    while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0) cpu_relax();
+    atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&pool.n_chunks, n, memory_order_relaxed);
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    const unsigned gen = atomic_load(&pool.generation) + 1;
+    atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
+    atomic_store_explicit(&pool.generation, gen, memory_order_release);
+    if (atomic_load(&pool.sleeping)) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    run_chunks(gen);
+    /* chunks other threads claimed may still run */
+    for (int spins = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < n; spins++) {
+        if (spins % YIELD_EVERY == 0) sched_yield();
+        cpu_relax();
+    }
     pthread_mutex_unlock(&pool.run_lock);
 }
+
+void pool_run(pool_fn fn, void *ctx) { pool_run_n(fn, ctx, pool_threads()); }

@@ -1,9 +1,12 @@
 /* threadpool.h - one persistent pool of worker threads for the whole process.
  *
- * Kernels split their work with pool_run(): the calling thread becomes worker 0 and
- * the pool's threads take 1..n-1. Workers spin briefly between jobs (a decode step
- * issues hundreds of small jobs) and sleep when the engine is idle. A pool_run issued
- * from inside a job runs inline on the calling thread. */
+ * A job is n chunks fn(ctx, i, n), i = 0..n-1: each runs exactly once, on whichever
+ * thread claims it first - the calling thread takes part, and a worker that is not
+ * running at the time (the machine is shared) simply claims nothing, so the caller never
+ * waits for a thread that has not started. Workers spin briefly between jobs (a decode
+ * step issues hundreds of small jobs) and sleep when the engine is idle. A pool_run
+ * issued from inside a job runs inline on the calling thread. Per-chunk scratch indexed
+ * by i is safe: no two threads run the same i. */
 #ifndef CHATFS_THREADPOOL_H
 #define CHATFS_THREADPOOL_H
 
@@ -13,8 +16,10 @@ typedef void (*pool_fn)(void *ctx, int ith, int nth);
  * called again to resize when no job is running. */
 void pool_set_threads(int n);
 int pool_threads(void);
-/* Runs fn(ctx, i, n) for i = 0..n-1 in parallel and waits for all. */
+/* Runs fn(ctx, i, n) for i = 0..n-1 in parallel and waits for all; n = pool_threads(). */
 void pool_run(pool_fn fn, void *ctx);
+/* The same with n chunks (more chunks than threads balance uneven or interrupted work). */
+void pool_run_n(pool_fn fn, void *ctx, int n);
 /* Stops the workers (tests call it at exit so leak checkers stay quiet). */
 void pool_shutdown(void);
 

@@ -1,0 +1,210 @@
+/* cmd_bench.c - `chatfs bench`: prompt-processing and decode speed of a model on this
+ * machine, as one JSON line on stdout.
+ *
+ *   chatfs bench -m MODEL [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]
+ *
+ * Measured like llama-bench / llref --bench so the numbers compare: pp = one sequence
+ * fed pp random tokens from an empty state (logits of the last token only); tg = tg
+ * decode steps from an empty state, one token per step with its logits. With
+ * --batch B the decode steps advance B sequences at once (one pass over the weights
+ * per step) and tg_tps counts the tokens of all of them. Each figure is the median of
+ * the repetitions. The machine's memory bandwidth is measured too (a sequential read
+ * of a buffer much larger than the caches by the same threads), which gives the decode
+ * roofline: bandwidth / bytes of weights one decode step reads. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "engine/kernels.h"
+#include "engine/state.h"
+#include "engine/threadpool.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* value of a "Key:   123 kB" line of /proc/self/status, in MB; -1 if absent */
+static double proc_status_mb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double mb = -1;
+    size_t k = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k) && line[k] == ':') {
+            mb = strtod(line + k + 1, NULL) / 1024.0;
+            break;
+        }
+    fclose(f);
+    return mb;
+}
+
+/* ---------------------------------------------------------------- bandwidth */
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    float sink[64];
+} bw_job;
+
+static void bw_read(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    long b, e;
+    pool_split((long)(j->n / 64), ith, nth, 1, &b, &e);
+    j->sink[ith % 64] = kernels_sum_floats(j->buf + (size_t)b * 64, (size_t)(e - b) * 64);
+}
+
+/* GB/s of a sequential read of a 1 GiB buffer by the pool's threads, best of 5 */
+static double measure_bandwidth(void) {
+    const size_t bytes = (size_t)1 << 30, n = bytes / sizeof(float);
+    float *buf = aligned_alloc(64, bytes);
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 255);
+    bw_job j = {.buf = buf, .n = n};
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        pool_run(bw_read, &j);
+        double gbs = (double)bytes / (now_s() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    free(buf);
+    return best;
+}
+
+/* bytes of weights one decode step reads: every tensor, except the token embeddings
+ * when the output head is a separate matrix (then only one embedding row is read) */
+static double decode_bytes(const model *m) {
+    double total = 0;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        if (!m->tied && !strcmp(t->name, "token_embd.weight")) continue;
+        total += (double)t->nbytes;
+    }
+    return total;
+}
+
+/* ---------------------------------------------------------------- runs */
+
+static int *random_tokens(int n, int n_vocab, uint64_t seed) {
+    int *t = malloc(sizeof *t * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; t && i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        t[i] = (int)((seed >> 33) % (uint64_t)n_vocab);
+    }
+    return t;
+}
+
+/* tokens/s of one prefill of n tokens */
+static double run_pp(const model *m, seq_state *s, const int *toks, int n, float *logits, arena *a) {
+    state_reset(s);
+    double t0 = now_s();
+    if (model_prefill(m, s, toks, n, 512, logits, a) != 0) return -1;
+    return n / (now_s() - t0);
+}
+
+/* tokens/s of n decode steps of B sequences */
+static double run_tg(const model *m, seq_state **s, int B, const int *toks, int n, float *logits, arena *a) {
+    batch_seq *b = calloc((size_t)B, sizeof *b);
+    if (!b) return -1;
+    for (int k = 0; k < B; k++) state_reset(s[k]);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < B; k++)
+            b[k] = (batch_seq){s[k], &toks[(i + 7 * k) % n], 1, 1, logits + (size_t)k * m->n_vocab};
+        if (model_forward(m, b, B, a) != 0) {
+            free(b);
+            return -1;
+        }
+    }
+    double dt = now_s() - t0;
+    free(b);
+    return (double)n * B / dt;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3;
+    int no_bw = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-m")) path = v, i++;
+        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
+        else if (!strcmp(a, "--pp")) { if (!cli_int(a, v, 0, 1 << 20, &pp)) return 1; i++; }
+        else if (!strcmp(a, "--tg")) { if (!cli_int(a, v, 0, 1 << 20, &tg)) return 1; i++; }
+        else if (!strcmp(a, "--batch")) { if (!cli_int(a, v, 1, 256, &batch)) return 1; i++; }
+        else if (!strcmp(a, "--reps")) { if (!cli_int(a, v, 1, 1000, &reps)) return 1; i++; }
+        else if (!strcmp(a, "--no-bandwidth")) no_bw = 1;
+        else { cli_error("bench: unknown option '%s'", a); return 1; }
+    }
+    if (!path) {
+        cli_error("bench needs -m MODEL.gguf");
+        return 1;
+    }
+    pool_set_threads((int)threads);
+    model *m = cli_load_model(path);
+    if (!m) return 1;
+    int rc = 1;
+    const int B = (int)batch, n_tok = (int)(pp > tg ? pp : tg) + 32;
+    int *toks = random_tokens(n_tok, m->n_vocab, 42);
+    float *logits = malloc(sizeof(float) * (size_t)m->n_vocab * (size_t)B);
+    seq_state **s = calloc((size_t)B, sizeof *s);
+    double *tpp = calloc((size_t)reps, sizeof(double)), *ttg = calloc((size_t)reps, sizeof(double));
+    arena a = {0};
+    if (!toks || !logits || !s || !tpp || !ttg) goto oom;
+    for (int k = 0; k < B; k++)
+        if (!(s[k] = state_new(m, (int)(pp > tg ? pp : tg) + 16))) goto oom;
+
+    /* warm-up: touches the weights (page cache -> mapping) and sizes the arena */
+    if (run_pp(m, s[0], toks, pp < 32 ? (int)pp : 32, logits, &a) < 0 ||
+        run_tg(m, s, B, toks, 2, logits, &a) < 0) {
+        cli_error("bench: forward pass failed");
+        goto out;
+    }
+    for (int r = 0; r < reps; r++) {
+        if (pp > 0 && (tpp[r] = run_pp(m, s[0], toks, (int)pp, logits, &a)) < 0) goto fail;
+        if (tg > 0 && (ttg[r] = run_tg(m, s, B, toks, (int)tg, logits, &a)) < 0) goto fail;
+    }
+    double pp_tps = pp > 0 ? median(tpp, (int)reps) : 0, tg_tps = tg > 0 ? median(ttg, (int)reps) : 0;
+    double rss = proc_status_mb("VmRSS"), anon = proc_status_mb("RssAnon");
+    double bw = no_bw ? 0 : measure_bandwidth();
+    double wbytes = decode_bytes(m);
+    const char *base = strrchr(path, '/');
+    printf("{\"model\":\"%s\",\"threads\":%d,\"pp\":%ld,\"pp_tps\":%.2f,\"tg\":%ld,\"tg_tps\":%.2f,\"batch\":%d,"
+           "\"bandwidth_gbs\":%.2f,\"roofline_tps\":%.2f,\"rss_mb\":%.0f,\"rss_anon_mb\":%.0f,\"weights_mb\":%.0f,"
+           "\"isa\":\"%s\",\"reps\":%ld}\n",
+           base ? base + 1 : path, pool_threads(), pp, pp_tps, tg, tg_tps, B, bw, bw * 1e9 / wbytes, rss, anon,
+           wbytes / 1e6, kernels_name(), reps);
+    rc = 0;
+    goto out;
+fail:
+    cli_error("bench: forward pass failed");
+    goto out;
+oom:
+    cli_error("bench: out of memory");
+out:
+    for (int k = 0; s && k < B; k++) state_free(s[k]);
+    free(s);
+    free(tpp);
+    free(ttg);
+    free(logits);
+    free(toks);
+    arena_free(&a);
+    model_free(m);
+    return rc;
+}

@@ -1,0 +1,496 @@
+/* test_kernels.c - the kernel layer against its scalar reference.
+ *
+ *  1. Every instruction-set path's gemm equals the scalar vec_dot_ref bit for bit, for
+ *     every weight type, many row lengths and row counts, T = 1..17 and large T (which
+ *     takes the chunked, tiled path), row sub-ranges, and through matmul/matmul_multi
+ *     with 1 and 2 threads.
+ *  2. The reference itself is a dot product: close to the float dot of the dequantized
+ *     weights and the activations (catches a wrong lane or scale bookkeeping).
+ *  3. Weight quantizers: dequantize(quantize(x)) is close to x, with the error each
+ *     format should have; the activation quantizers' blocks decode back to x.
+ *  4. The memory-bandwidth sum agrees between paths. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/kernels.h"
+#include "engine/ops.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+#include "tests/check.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+static float gauss(void) {
+    float s = 0;
+    for (int i = 0; i < 4; i++) s += frand();
+    return s * 0.8660254f;
+}
+
+static const uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0, GGML_Q5_0,
+                                 GGML_Q4_1, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+#define N_TYPES (int)(sizeof types / sizeof types[0])
+
+/* a random matrix of the type; some rows scaled oddly, one row all zero */
+static void *make_weights(uint32_t wt, int64_t n, int64_t rows, matrix *W) {
+    const size_t rb = quant_row_bytes(wt, n);
+    uint8_t *data = malloc(rb * (size_t)rows + 64);
+    float *row = malloc(sizeof(float) * (size_t)n);
+    for (int64_t r = 0; r < rows; r++) {
+        const float scale = r % 7 == 3 ? 1e-3f : r % 5 == 1 ? 40.f : 1.f;
+        for (int64_t i = 0; i < n; i++) row[i] = r == 2 ? 0.f : gauss() * scale;
+        REQUIRE(quantize_row_weight(wt, row, data + rb * (size_t)r, n) == 0, "cannot quantize %s",
+                ggml_type_name(wt));
+    }
+    free(row);
+    *W = (matrix){data, wt, n, rows, rb};
+    return data;
+}
+
+static float *make_acts(int64_t n, int T) {
+    float *x = malloc(sizeof(float) * (size_t)n * (size_t)T);
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = gauss() * (t % 3 == 1 ? 0.01f : 3.f);
+            if (t == 4) v = 0; /* a zero row */
+            if (t == 5 && i % 3 == 0) v = -0.0f;
+            x[(size_t)t * (size_t)n + (size_t)i] = v;
+        }
+    return x;
+}
+
+static int same_bits(const float *a, const float *b, size_t n, size_t *where) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float))) {
+            *where = i;
+            return 0;
+        }
+    return 1;
+}
+
+/* every ISA against scalar on one shape, through kernels_gemm on a row sub-range */
+static void gemm_case(uint32_t wt, int64_t n, int64_t rows, int T, int64_t r0, int64_t r1) {
+    matrix W;
+    void *data = make_weights(wt, n, rows, &W);
+    float *X = make_acts(n, T);
+    void *buf = malloc(kact_bytes(wt, n, T) + 64);
+    kact x;
+    kact_prepare(&x, wt, X, n, T, buf);
+    float *ref = malloc(sizeof(float) * (size_t)rows * (size_t)T), *got = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    for (size_t i = 0; i < (size_t)rows * (size_t)T; i++) ref[i] = got[i] = 12345.f;
+    kernels_select("scalar");
+    kernels_gemm(&W, r0, r1, &x, ref, rows);
+    for (const char *const *isa = kernels_available(); *isa; isa++) {
+        if (!strcmp(*isa, "scalar")) continue;
+        kernels_select(*isa);
+        for (size_t i = 0; i < (size_t)rows * (size_t)T; i++) got[i] = 12345.f;
+        kernels_gemm(&W, r0, r1, &x, got, rows);
+        size_t at = 0;
+        int ok = same_bits(ref, got, (size_t)rows * (size_t)T, &at);
+        CHECK(ok, "%s %s n=%lld rows=%lld [%lld,%lld) T=%d: token %zu row %zu: %.9g vs reference %.9g", *isa,
+              ggml_type_name(wt), (long long)n, (long long)rows, (long long)r0, (long long)r1, T, at / (size_t)rows,
+              at % (size_t)rows, got[at], ref[at]);
+    }
+    kernels_select("auto");
+    free(ref);
+    free(got);
+    free(buf);
+    free(X);
+    free(data);
+}
+
+static void test_gemm_bits(void) {
+    for (int k = 0; k < N_TYPES; k++) {
+        const uint32_t wt = types[k];
+        const int blk = (int)ggml_blck_size(wt);
+        int64_t ns[6];
+        int nn = 0;
+        if (blk == 1) {
+            const int64_t f[] = {1, 15, 16, 17, 100, 1024};
+            for (int i = 0; i < 6; i++) ns[nn++] = f[i];
+        } else {
+            ns[nn++] = blk;
+            ns[nn++] = 2 * blk;
+            ns[nn++] = 3 * blk;
+            ns[nn++] = blk == 32 ? 1024 : 1024;
+        }
+        for (int i = 0; i < nn; i++) {
+            for (int T = 1; T <= 17; T++) gemm_case(wt, ns[i], T % 4 == 0 ? 6 : 5, T, 0, T % 4 == 0 ? 6 : 5);
+            gemm_case(wt, ns[i], 7, 1, 1, 6);  /* sub-range starting on an odd row */
+            gemm_case(wt, ns[i], 9, 33, 2, 9); /* many tokens */
+        }
+        /* enough rows for several L2 chunks with many tokens */
+        gemm_case(wt, blk == 1 ? 512 : 1024, blk == 1 ? 130 : 401, 29, 0, blk == 1 ? 130 : 401);
+    }
+}
+
+/* activation preparation (quantize_activation + aux) is identical on every path */
+static void test_prep(void) {
+    const uint32_t wts[] = {GGML_Q8_0, GGML_Q4_K, GGML_Q4_1, GGML_F16, GGML_BF16, GGML_F32};
+    const int64_t n = 1024;
+    const int T = 9;
+    float *X = make_acts(n, T);
+    /* edge cases: halves that round to even, equal magnitudes of both signs (Q8_K takes the
+     * first), a lone tiny value, huge values */
+    for (int64_t i = 0; i < 64; i++) X[n * 6 + i] = (float)(i % 7) - 3.5f;
+    X[n * 7 + 3] = -2.0f, X[n * 7 + 9] = 2.0f;
+    X[n * 7 + 300] = 2.0f, X[n * 7 + 301] = -2.0f;
+    X[n * 8 + 5] = 1e-30f;
+    X[n * 8 + 700] = 3e38f;
+    for (size_t k = 0; k < sizeof wts / sizeof wts[0]; k++) {
+        const size_t bytes = kact_bytes(wts[k], n, T);
+        if (!bytes) continue;
+        uint8_t *ref = calloc(1, bytes), *got = calloc(1, bytes);
+        kact x;
+        kernels_select("scalar");
+        kact_prepare(&x, wts[k], X, n, T, ref);
+        for (const char *const *isa = kernels_available(); *isa; isa++) {
+            kernels_select(*isa);
+            memset(got, 0, bytes);
+            kact_prepare(&x, wts[k], X, n, T, got);
+            size_t at = 0;
+            while (at < bytes && ref[at] == got[at]) at++;
+            CHECK(at == bytes, "activations for %s prepared on %s differ at byte %zu (row %zu)", ggml_type_name(wts[k]),
+                  *isa, at, at / x.stride);
+        }
+        free(ref);
+        free(got);
+    }
+    kernels_select("auto");
+    free(X);
+}
+
+/* matmul / matmul_multi through the pool with 1 and 2 threads equal the scalar result */
+static void test_matmul_threads(void) {
+    const int64_t n = 512;
+    const int T_list[] = {1, 3, 40};
+    for (int k = 0; k < N_TYPES; k++) {
+        const uint32_t wt = types[k];
+        matrix A, B;
+        void *da = make_weights(wt, n, 70, &A), *db = make_weights(types[(k + 3) % N_TYPES], n, 33, &B);
+        for (size_t ti = 0; ti < sizeof T_list / sizeof T_list[0]; ti++) {
+            const int T = T_list[ti];
+            float *X = make_acts(n, T);
+            float *ra = malloc(sizeof(float) * 70 * (size_t)T), *rb = malloc(sizeof(float) * 33 * (size_t)T);
+            float *ga = malloc(sizeof(float) * 70 * (size_t)T), *gb = malloc(sizeof(float) * 33 * (size_t)T);
+            kernels_select("scalar");
+            pool_set_threads(1);
+            matmul(&A, X, T, ra);
+            matmul(&B, X, T, rb);
+            for (const char *const *isa = kernels_available(); *isa; isa++) {
+                kernels_select(*isa);
+                for (int th = 1; th <= 2; th++) {
+                    pool_set_threads(th);
+                    const matrix *Ws[2] = {&A, &B};
+                    float *Ys[2] = {ga, gb};
+                    matmul_multi(2, Ws, Ys, X, T);
+                    size_t at;
+                    CHECK(same_bits(ra, ga, 70 * (size_t)T, &at) && same_bits(rb, gb, 33 * (size_t)T, &at),
+                          "matmul_multi %s+%s on %s with %d threads, T=%d differs from the scalar reference",
+                          ggml_type_name(wt), ggml_type_name(B.type), *isa, th, T);
+                }
+            }
+            free(X);
+            free(ra);
+            free(rb);
+            free(ga);
+            free(gb);
+        }
+        free(da);
+        free(db);
+    }
+    kernels_select("auto");
+    pool_set_threads(2);
+}
+
+/* the reference is a dot product: compare with the float dot of dequantized values */
+static void test_ref_is_dot(void) {
+    const int64_t n = 1024;
+    float *w = malloc(sizeof(float) * n), *xd = malloc(sizeof(float) * n);
+    for (int k = 0; k < N_TYPES; k++) {
+        const uint32_t wt = types[k], dt = quant_dot_type(wt);
+        matrix W;
+        void *data = make_weights(wt, n, 4, &W);
+        float *X = make_acts(n, 1);
+        void *xq = malloc(quant_row_bytes(dt, n));
+        quantize_activation(dt, X, xq, n);
+        dequantize_row(dt == GGML_Q8_1 ? GGML_Q8_0 : dt, xq, xd, n); /* q8_1 starts like q8_0 with 2 more bytes */
+        if (dt == GGML_Q8_1) {
+            const block_q8_1 *b = xq;
+            for (int64_t i = 0; i < n; i++) xd[i] = fp16_to_f32(b[i / 32].d) * b[i / 32].qs[i % 32];
+        }
+        if (dt == GGML_Q8_K) {
+            const block_q8_K *b = xq;
+            for (int64_t i = 0; i < n; i++) xd[i] = b[i / 256].d * b[i / 256].qs[i % 256];
+        }
+        for (int r = 0; r < 4; r++) {
+            dequantize_row(wt, (const uint8_t *)data + W.row_bytes * (size_t)r, w, n);
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                exact += (double)w[i] * xd[i];
+                mag += fabs((double)w[i] * xd[i]);
+            }
+            if (dt == GGML_Q8_1) { /* llama.cpp uses s = fp16(d * sum(q)) for the min term */
+                const block_q8_1 *b = xq;
+                for (int64_t i = 0; i < n / 32; i++) {
+                    const uint8_t *wb = (const uint8_t *)data + W.row_bytes * (size_t)r +
+                                        (size_t)i * ggml_type_size(wt);
+                    const float m = fp16_to_f32(((const fp16_t *)wb)[1]); /* d, m lead both Q4_1 and Q5_1 */
+                    double sx = 0;
+                    for (int j = 0; j < 32; j++) sx += xd[32 * i + j];
+                    exact += m * (fp16_to_f32(b[i].s) - sx);
+                }
+            }
+            const float got = vec_dot_ref(wt, n, (const uint8_t *)data + W.row_bytes * (size_t)r, xq);
+            CHECK(fabs(got - exact) <= 1e-4 * mag + 1e-6, "%s row %d: reference dot %.7g vs %.7g", ggml_type_name(wt),
+                  r, got, exact);
+        }
+        free(xq);
+        free(X);
+        free(data);
+    }
+    free(w);
+    free(xd);
+}
+
+/* dequantize(quantize(x)) ~ x with the precision of each format */
+static void test_roundtrip(void) {
+    const int64_t n = 4096;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    void *q = malloc(n * 4);
+    for (int64_t i = 0; i < n; i++) x[i] = gauss();
+    static const struct {
+        uint32_t t;
+        double rel; /* rms error / rms value at most */
+    } lim[] = {{GGML_F32, 0}, {GGML_F16, 1e-3}, {GGML_BF16, 5e-3}, {GGML_Q8_0, 0.01}, {GGML_Q4_0, 0.15},
+               {GGML_Q5_0, 0.08}, {GGML_Q4_1, 0.15}, {GGML_Q5_1, 0.08}, {GGML_Q4_K, 0.12}, {GGML_Q5_K, 0.06},
+               {GGML_Q6_K, 0.03}};
+    for (size_t k = 0; k < sizeof lim / sizeof lim[0]; k++) {
+        REQUIRE(quantize_row_weight(lim[k].t, x, q, n) == 0, "quantize %s", ggml_type_name(lim[k].t));
+        dequantize_row(lim[k].t, q, y, n);
+        double e = 0, s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            e += (double)(y[i] - x[i]) * (y[i] - x[i]);
+            s += (double)x[i] * x[i];
+        }
+        const double rel = sqrt(e / s);
+        printf("  %-5s round trip: rms error %.4f of rms value\n", ggml_type_name(lim[k].t), rel);
+        CHECK(rel <= lim[k].rel, "%s round trip error %g > %g", ggml_type_name(lim[k].t), rel, lim[k].rel);
+    }
+    /* a block of zeros stays zero, and a constant block is exact in the formats with a min */
+    memset(x, 0, sizeof(float) * 256);
+    for (size_t k = 0; k < sizeof lim / sizeof lim[0]; k++) {
+        quantize_row_weight(lim[k].t, x, q, 256);
+        dequantize_row(lim[k].t, q, y, 256);
+        int zero = 1;
+        for (int i = 0; i < 256; i++) zero &= y[i] == 0;
+        CHECK(zero, "%s: zeros do not round-trip", ggml_type_name(lim[k].t));
+    }
+    /* activation quantizers: blocks decode back to x */
+    for (int64_t i = 0; i < n; i++) x[i] = gauss();
+    quantize_activation(GGML_Q8_K, x, q, n);
+    const block_q8_K *bk = q;
+    double e = 0;
+    int bs_ok = 1;
+    for (int64_t b = 0; b < n / 256; b++) {
+        for (int j = 0; j < 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += bk[b].qs[16 * j + l];
+            bs_ok &= s == bk[b].bsums[j];
+        }
+        for (int l = 0; l < 256; l++) e = fmax(e, fabs(bk[b].d * bk[b].qs[l] - x[256 * b + l]));
+    }
+    CHECK(bs_ok, "Q8_K bsums are not the sums of their 16 values");
+    CHECK(e < 0.05, "Q8_K activations decode with error %g", e);
+    quantize_activation(GGML_Q8_0, x, q, n);
+    dequantize_row(GGML_Q8_0, q, y, n);
+    e = 0;
+    for (int64_t i = 0; i < n; i++) e = fmax(e, fabs(y[i] - x[i]));
+    CHECK(e < 0.05, "Q8_0 activations decode with error %g", e);
+    free(x);
+    free(y);
+    free(q);
+}
+
+static void test_sum(void) {
+    const size_t n = 100003;
+    float *x = malloc(sizeof(float) * n);
+    double exact = 0;
+    for (size_t i = 0; i < n; i++) exact += x[i] = (float)(i % 17);
+    for (const char *const *isa = kernels_available(); *isa; isa++) {
+        kernels_select(*isa);
+        CHECK(fabs(kernels_sum_floats(x, n) - exact) < 1, "%s: sum %g vs %g", *isa, kernels_sum_floats(x, n), exact);
+    }
+    kernels_select("auto");
+    free(x);
+}
+
+/* ---- vector ops: every ISA's version equals ops.c's scalar reference bit for bit ---- */
+
+#define N_ISA_MAX 4
+typedef void (*op_case)(float *out, size_t *n_out); /* runs an op, writes its results */
+
+static void compare_isas(const char *what, op_case f, size_t cap) {
+    float *ref = malloc(sizeof(float) * cap), *got = malloc(sizeof(float) * cap);
+    size_t nr = 0, ng = 0, at = 0;
+    kernels_select("scalar");
+    f(ref, &nr);
+    for (const char *const *isa = kernels_available(); *isa; isa++) {
+        if (!strcmp(*isa, "scalar")) continue;
+        kernels_select(*isa);
+        f(got, &ng);
+        int ok = ng == nr && same_bits(ref, got, nr, &at);
+        CHECK(ok, "%s on %s differs from the reference at %zu: %.9g vs %.9g", what, *isa, at, got[at], ref[at]);
+    }
+    kernels_select("auto");
+    free(ref);
+    free(got);
+}
+
+/* exp_vec over a sweep of bit patterns (through vec_softmax_exp with max 0) */
+#define EXP_N (1 << 20)
+static float *exp_in;
+static void case_exp(float *out, size_t *n) {
+    double s = vec_softmax_exp(out, exp_in, 0.0f, EXP_N);
+    out[EXP_N] = (float)s;
+    *n = EXP_N + 1;
+}
+
+static float *vx, *vg; /* inputs of the elementwise cases */
+static void case_silu(float *out, size_t *n) {
+    size_t k = 0;
+    for (int len = 1; len <= 70; len += 3) {
+        vec_silu(out + k, vx, len);
+        k += (size_t)len;
+        vec_swiglu(out + k, vx + 100, vg, len);
+        k += (size_t)len;
+        const double sum = vec_softmax_exp(out + k, vx + 7, 0.5f, len);
+        k += (size_t)len;
+        out[k++] = (float)sum;
+    }
+    *n = k;
+}
+
+static void case_dot(float *out, size_t *n) {
+    size_t k = 0;
+    const int lens[] = {1, 15, 16, 63, 64, 65, 80, 127, 128, 129, 200, 256, 333};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        out[k++] = dot_ggml(vx, vg, lens[i]);
+        float y[400];
+        memcpy(y, vg, sizeof y);
+        mad_ggml(y, vx, 0.37f, lens[i]);
+        memcpy(out + k, y, sizeof(float) * (size_t)lens[i]);
+        k += (size_t)lens[i];
+    }
+    *n = k;
+}
+
+static void case_gdn(float *out, size_t *n) {
+    size_t k = 0;
+    const int dks[] = {128, 64, 16, 80};
+    for (size_t i = 0; i < sizeof dks / sizeof dks[0]; i++) {
+        const int dk = dks[i], dv = dk;
+        float *S = malloc(sizeof(float) * (size_t)dk * dv), o[128];
+        for (int j = 0; j < dk * dv; j++) S[j] = vx[j % 1000] * 0.3f;
+        for (int tok = 0; tok < 3; tok++) {
+            gdn_head_step(S, dk, dv, vx + 10 * tok, vg + 5 * tok, vx + 500 + tok, 0.97f - 0.1f * tok, 0.6f,
+                          1.0f / sqrtf((float)dk), o);
+            memcpy(out + k, o, sizeof(float) * (size_t)dv);
+            k += (size_t)dv;
+        }
+        memcpy(out + k, S, sizeof(float) * (size_t)dk * dv);
+        k += (size_t)dk * dv;
+        free(S);
+    }
+    *n = k;
+}
+
+static void case_wsum(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 64, 20};
+    for (size_t h = 0; h < 3; h++)
+        for (int len = 1; len <= 40; len += 3) {
+            attn_weighted_sum(out + k, vx, 300, vg, len, hds[h]);
+            k += (size_t)hds[h];
+        }
+    *n = k;
+}
+
+static void case_conv(float *out, size_t *n) {
+    float st[300 * 3], w[300 * 4];
+    for (int i = 0; i < 900; i++) st[i] = vx[i];
+    for (int i = 0; i < 1200; i++) w[i] = vg[i];
+    size_t k = 0;
+    for (int t = 0; t < 5; t++) {
+        conv_step(st, w, 300, 4, vx + 1000 + 300 * t, out + k);
+        k += 300;
+    }
+    memcpy(out + k, st, sizeof st);
+    k += 900;
+    /* several tokens at once (the vectorized prefill form), including fewer than K */
+    const int lens[] = {9, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        conv_causal(st, w, 300, 4, vx + 3000, 310, out + k, 300, lens[i]);
+        k += 300 * (size_t)lens[i];
+        memcpy(out + k, st, sizeof st);
+        k += 900;
+    }
+    *n = k;
+}
+
+static void test_ops(void) {
+    exp_in = malloc(sizeof(float) * EXP_N);
+    for (uint32_t i = 0; i < EXP_N; i++) {
+        uint32_t bits = i * 4099u + 17u; /* all exponents and signs */
+        float f;
+        memcpy(&f, &bits, 4);
+        if (f != f) f = 1.0f; /* no NaNs */
+        if (i % 4 == 0) f = -110.f + 220.f * (float)i / EXP_N; /* dense over the interesting range */
+        exp_in[i] = f;
+    }
+    exp_in[0] = INFINITY, exp_in[1] = -INFINITY, exp_in[2] = 0.0f, exp_in[3] = -0.0f;
+    compare_isas("exp_vec", case_exp, EXP_N + 1);
+    vx = malloc(sizeof(float) * 20000);
+    vg = malloc(sizeof(float) * 20000);
+    for (int i = 0; i < 20000; i++) {
+        vx[i] = gauss() * (i % 9 == 0 ? 30.f : 2.f);
+        vg[i] = gauss();
+    }
+    compare_isas("silu/swiglu/softmax", case_silu, 10000);
+    compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
+    compare_isas("gdn_head_step", case_gdn, 40000);
+    compare_isas("attn_weighted_sum", case_wsum, 10000);
+    compare_isas("conv_step/conv_causal", case_conv, 12000);
+    /* the ops agree with plain math */
+    kernels_select("auto");
+    float y[64];
+    vec_silu(y, vx, 64);
+    double e = 0;
+    for (int i = 0; i < 64; i++) e = fmax(e, fabs(y[i] - vx[i] / (1 + exp(-(double)vx[i]))));
+    CHECK(e < 1e-4, "silu is off by %g", e);
+    free(exp_in);
+    free(vx);
+    free(vg);
+}
+
+int main(void) {
+    printf("  kernel sets on this CPU:");
+    for (const char *const *isa = kernels_available(); *isa; isa++) printf(" %s", *isa);
+    printf("\n");
+    pool_set_threads(2);
+    test_roundtrip();
+    test_ref_is_dot();
+    test_prep();
+    test_gemm_bits();
+    test_matmul_threads();
+    test_sum();
+    test_ops();
+    pool_shutdown();
+    return check_report("test_kernels");
+}
