@@ -97,22 +97,43 @@ def main():
     ap.add_argument("--ssm-v-heads", type=int, default=4)
     ap.add_argument("--ssm-head-dim", type=int, default=48)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--schedule", choices=["steps", "time"], default="steps",
                     help="cosine LR schedule over --steps (reproducible) or over the --minutes budget")
+    ap.add_argument("--procs", type=int, default=2,
+                    help="data-parallel training processes (1 thread each, gradients averaged with gloo)")
     a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    if a.procs > 1:
+        init = os.path.join(a.workdir, "ddp_init")
+        if os.path.exists(init):
+            os.remove(init)
+        import torch.multiprocessing as mp
+        mp.spawn(run, args=(a.procs, a), nprocs=a.procs, join=True)
+    else:
+        run(0, 1, a)
 
+
+def run(rank, world, a):
+    """One training process. Every rank builds the same held-out set, tokenizer and initial weights; each
+    trains on its own data stream; gradients are averaged every step. Rank 0 exports and evaluates."""
+    global log
+    if rank != 0:
+        log = lambda *x: None      # noqa: E731
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(a.workdir, "ddp_init"),
+                                rank=rank, world_size=world)
     t_start = time.time()
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)     # decays exp(g) underflow: denormals make CPU training ~5x slower
     torch.manual_seed(a.seed)
-    os.makedirs(a.workdir, exist_ok=True)
 
     # 1. held-out set (fixed seed) -- written so the C test-suite can evaluate the engine on it
     items = corpus.heldout_items()
-    with open(a.heldout, "w") as f:
+    with open(a.heldout if rank == 0 else os.devnull, "w") as f:
         for it in items:
             f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
                                 "check": it["check"]}, ensure_ascii=False) + "\n")
@@ -139,42 +160,60 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
 
-    def lr_at(step):
+    def lr_at(step, elapsed):
         if step < a.warmup:
             return a.lr * (step + 1) / a.warmup
         pr = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
         if a.schedule == "time":      # progress = fraction of the time budget used (not reproducible)
-            pr = max(pr, min(1.0, (time.time() - t0) / limit))
+            pr = max(pr, min(1.0, elapsed / limit))
         return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * pr)))
 
     # 4. training
-    stream = corpus.TrainStream(seed=a.seed, heldout=items)
-    data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed)
+    stream = corpus.TrainStream(seed=a.seed + 7919 * rank, heldout=items)
+    data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed + rank)
+    params = list(model.parameters())
     model.train()
     t0 = time.time()
     limit = a.minutes * 60.0
     ema, ntok, step = None, 0, 0
+    el = 0.0          # elapsed training time, averaged over ranks (identical on every rank)
     for step in range(a.steps):
         for gr in opt.param_groups:
-            gr["lr"] = lr_at(step)
+            gr["lr"] = lr_at(step, el)
         x, y = next(data)
         sel = (y >= 0).reshape(-1)
         h = model.hidden(x).reshape(-1, cfg.n_embd)[sel]      # logits only where there is a target
         loss = F.cross_entropy(model.logits(h), y.reshape(-1)[sel])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if world > 1:
+            flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.tensor([time.time() - t0])])
+            dist.all_reduce(flat)
+            flat /= world
+            o = 0
+            for p in params:
+                n = p.numel()
+                p.grad.copy_(flat[o:o + n].view_as(p))
+                o += n
+            el = float(flat[-1])
+        else:
+            el = time.time() - t0
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        ntok += x.numel()
+        ntok += x.numel() * world
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
-        el = time.time() - t0
         if step % a.log_every == 0 or step == a.steps - 1:
-            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (step, ema, lr_at(step), ntok / el, el / 60))
+            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (
+                step, ema, lr_at(step, el), ntok / (time.time() - t0), el / 60))
         if el > limit:
             log("time limit reached at step %d" % step)
             break
     train_min = (time.time() - t0) / 60
     log("trained %d steps in %.1f min (%d conversations rejected as held-out)" % (step + 1, train_min, stream.rejected))
+    if world > 1:
+        dist.destroy_process_group()
+    if rank != 0:
+        return
 
     # 5. export
     ck = os.path.join(a.workdir, "checkpoint.pt")
