@@ -318,10 +318,13 @@ static int load_entries(ckpt_store *s) {
     return 0;
 }
 
+int cs_migrate(sqlite3 *db, char *err, size_t errlen) {
+    return db_migrate(db, "checkpoints", migrations, (int)(sizeof migrations / sizeof migrations[0]), err, errlen);
+}
+
 int cs_sql_open(ckpt_store *s, char *err, size_t errlen) {
     char e[256];
-    if (db_migrate(s->db, "checkpoints", migrations, (int)(sizeof migrations / sizeof migrations[0]), e, sizeof e) !=
-        0) {
+    if (cs_migrate(s->db, e, sizeof e) != 0) {
         if (strstr(e, "newer than")) {
             snprintf(err, errlen, "%s", e);
             return -1;

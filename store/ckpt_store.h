@@ -56,6 +56,9 @@ typedef struct {
  * RAM-only, with a warning in err (the return value is still usable). NULL only when
  * out of memory or the database schema is newer than this build. */
 ckpt_store *cs_open(sqlite3 *db, const cs_model *m, const cs_config *c, char *err, size_t errlen);
+/* Creates or migrates the tables of module "checkpoints" (also ask_turns, the
+ * conversations of `chatfs ask`) without opening a store. 0 or -1 with err. */
+int cs_migrate(sqlite3 *db, char *err, size_t errlen);
 /* Flushes and frees. */
 void cs_close(ckpt_store *s);
 /* The seed of the token chain, h[0] (derived from the fingerprint). */
