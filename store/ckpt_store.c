@@ -135,7 +135,7 @@ static void ram_off(ckpt_store *s, cs_entry *e) {
             free(p->kv);
             p->kv = NULL;
         }
-    if (!e->on_disk) cs_page_maybe_free(s, last);
+    (void)last; /* pages are freed by drop_entry once neither tier needs them */
 }
 
 static void ram_on(ckpt_store *s, cs_entry *e) {
@@ -155,7 +155,6 @@ void cs_disk_drop(ckpt_store *s, cs_entry *e) {
             s->disk_bytes -= cs_page_bytes(s, p);
             p->on_disk = 0;
         }
-    if (!e->in_ram) cs_page_maybe_free(s, e->last);
 }
 
 static void remember_evicted(ckpt_store *s, const cs_entry *e) {
