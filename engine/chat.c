@@ -82,6 +82,7 @@ struct chat_engine {
     sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
     ckpt_store *cs;              /* checkpoints; used under cache_lock */
     pthread_mutex_t cache_lock;
+    double last_flush;           /* worker-only: when checkpoints were last written to the database */
     struct {
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;
@@ -501,7 +502,9 @@ static void checkpoint_next_turn(chat_engine *e, request *r) {
 }
 
 /* After a request: release its pin, write new checkpoints to the database when
- * nothing else waits (off the path of any request's first token). */
+ * nothing else waits (off the path of any request's first token), or at least every
+ * FLUSH_EVERY_MS under a steady load, so a crash loses little. */
+#define FLUSH_EVERY_MS 30000.0
 static void request_after(chat_engine *e, request *r, int how) {
     if (!e->cs) return;
     if (how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) checkpoint_next_turn(e, r);
@@ -511,7 +514,10 @@ static void request_after(chat_engine *e, request *r, int how) {
     pthread_mutex_lock(&e->cache_lock);
     cs_release(e->cs, &r->hit);
     cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens, r->r.computed_tokens);
-    if (idle && cs_persistent(e->cs)) cs_flush(e->cs);
+    if ((idle || now_ms() - e->last_flush > FLUSH_EVERY_MS) && cs_persistent(e->cs)) {
+        cs_flush(e->cs);
+        e->last_flush = now_ms();
+    }
     pthread_mutex_unlock(&e->cache_lock);
 }
 
