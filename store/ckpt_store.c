@@ -456,7 +456,7 @@ static int restore_entry(ckpt_store *s, cs_entry *e, cs_put_rows put, void *ud, 
 /* Page-only restore for trimmable models: the deepest stored prefix, cut back. */
 static int restore_pages(ckpt_store *s, const int *t, int upto, cs_put_rows put, void *ud, int *from_disk,
                          int *corrupt) {
-    for (;;) {
+    for (int attempt = 0; attempt < 8; attempt++) { /* a bad page a pinned entry still holds may stay */
         cs_page *path[4096];
         int np, L = tree_match(s, t, upto, path, 4096, &np);
         if (L == 0) return 0;
@@ -475,6 +475,7 @@ static int restore_pages(ckpt_store *s, const int *t, int upto, cs_put_rows put,
         *from_disk = rc == 1;
         return L;
     }
+    return 0;
 }
 
 static void set_miss(ckpt_store *s, cs_hit *hit, const int *t, const uint64_t *h, int n, int corrupt) {
@@ -510,7 +511,7 @@ int cs_restore(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_put_row
     hit->source = "none";
     cs_db_lost_cleanup(s);
     int corrupt = 0;
-    for (;;) {
+    for (int attempt = 0; attempt < 64; attempt++) { /* each failed attempt drops an entry */
         cs_entry *best = NULL;
         for (int i = 0; i < s->n_e; i++) {
             cs_entry *e = s->e[i];
