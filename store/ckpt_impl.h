@@ -81,7 +81,9 @@ void cs_disk_drop(ckpt_store *s, cs_entry *e);
 /* the tables (ckpt_sql.c); each returns 0 or -1 */
 int cs_sql_open(ckpt_store *s, char *err, size_t errlen);
 int cs_sql_flush(ckpt_store *s);
-int cs_sql_read_page(ckpt_store *s, cs_page *p, void *kv_out);
+/* reads page p's KV, verifies it and hands SQLite's buffer to use (no copy); returns
+ * use's result, or -1 when the row is missing or fails its checks */
+int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void *kv), void *ud);
 int cs_sql_read_entry(ckpt_store *s, cs_entry *e, void *rec_out, void *logits_out);
 int cs_sql_delete_entry(ckpt_store *s, const cs_entry *e);
 int cs_sql_delete_page(ckpt_store *s, const cs_page *p);

@@ -462,12 +462,12 @@ int cs_sql_flush(ckpt_store *s) {
 
 /* ------------------------------------------------------------------ read, delete */
 
-int cs_sql_read_page(ckpt_store *s, cs_page *p, void *kv_out) {
+int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void *kv), void *ud) {
     sqlite3_stmt *st = prep(s, "SELECT tokens, kv, checksum FROM ckpt_pages WHERE model=? AND key=?");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, s->model_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)p->key);
-    int ok = 0;
+    int rc = -1;
     if (sqlite3_step(st) == SQLITE_ROW) {
         const void *tok = sqlite3_column_blob(st, 0);
         size_t tok_len = (size_t)sqlite3_column_bytes(st, 0);
@@ -475,14 +475,12 @@ int cs_sql_read_page(ckpt_store *s, cs_page *p, void *kv_out) {
         size_t kv_len = (size_t)sqlite3_column_bytes(st, 1);
         uint64_t sum = (uint64_t)sqlite3_column_int64(st, 2);
         size_t want = cs_page_bytes(s, p);
-        if (tok && tok_len == sizeof(int) * (size_t)p->n && !memcmp(tok, p->tokens, tok_len) &&
-            kv_len == want && (kv || want == 0) && sum == p->checksum) {
-            if (want) memcpy(kv_out, kv, want);
-            ok = cs_page_checksum(s, p, kv_out) == sum;
-        }
+        if (tok && tok_len == sizeof(int) * (size_t)p->n && !memcmp(tok, p->tokens, tok_len) && kv_len == want &&
+            (kv || want == 0) && sum == p->checksum && cs_page_checksum(s, p, kv) == sum)
+            rc = use(ud, kv);
     }
     sqlite3_finalize(st);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 int cs_sql_read_entry(ckpt_store *s, cs_entry *e, void *rec_out, void *logits_out) {

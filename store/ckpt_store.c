@@ -351,9 +351,32 @@ static void drop_page_users(ckpt_store *s, cs_page *p) {
     if (s->db) cs_sql_end(s, 1);
 }
 
+/* Hands one page read from the database to put, and keeps a RAM copy when asked. */
+typedef struct {
+    ckpt_store *s;
+    cs_page *p;
+    int rows, keep, put_failed;
+    cs_put_rows put;
+    void *ud;
+} page_use;
+
+static int use_page(void *arg, const void *kv) {
+    page_use *u = arg;
+    if (u->put(u->ud, u->p->pos0, u->rows, kv) != 0) {
+        u->put_failed = 1;
+        return -1;
+    }
+    if (u->keep && !u->p->kv && (u->p->kv = malloc(cs_page_bytes(u->s, u->p) + 1))) {
+        memcpy(u->p->kv, kv, cs_page_bytes(u->s, u->p));
+        u->s->ram_bytes += cs_page_bytes(u->s, u->p);
+    }
+    return 0;
+}
+
 /* Puts pages' rows [0, upto) of a chain (first page first). A page only in the
- * database is read and verified; read copies are kept in RAM when keep is set.
- * Returns 0, 1 when a page came from the database, or -1 with *bad set. */
+ * database is read, verified and put straight from SQLite's buffer; a RAM copy is
+ * kept when keep is set. Returns 0, 1 when a page came from the database, -1 with
+ * *bad set when a page failed its checks, -2 on other failures. */
 static int put_pages(ckpt_store *s, cs_page **chain, int n_chain, int upto, cs_put_rows put, void *ud, int keep,
                      cs_page **bad) {
     int from_disk = 0;
@@ -361,27 +384,17 @@ static int put_pages(ckpt_store *s, cs_page **chain, int n_chain, int upto, cs_p
         cs_page *p = chain[i];
         int rows = (p->pos0 + p->n < upto ? p->pos0 + p->n : upto) - p->pos0;
         if (rows <= 0) break;
-        const void *data = p->kv;
-        void *tmp = NULL;
-        if (!data) {
-            tmp = malloc(cs_page_bytes(s, p) + 1);
-            if (!tmp) return -1;
-            if (!s->db || cs_sql_read_page(s, p, tmp) != 0) {
-                free(tmp);
-                *bad = p;
-                return -1;
-            }
-            data = tmp;
-            from_disk = 1;
+        if (p->kv) {
+            if (put(ud, p->pos0, rows, p->kv) != 0) return -2;
+            continue;
         }
-        int rc = put(ud, p->pos0, rows, data);
-        if (tmp && keep && rc == 0) {
-            p->kv = tmp;
-            s->ram_bytes += cs_page_bytes(s, p);
-        } else {
-            free(tmp);
+        page_use u = {s, p, rows, keep, 0, put, ud};
+        if (!s->db || cs_sql_read_page(s, p, use_page, &u) != 0) {
+            if (u.put_failed) return -2;
+            *bad = p;
+            return -1;
         }
-        if (rc != 0) return -2;
+        from_disk = 1;
     }
     return from_disk;
 }
