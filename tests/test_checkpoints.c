@@ -34,6 +34,15 @@
 extern char **environ;
 #define MODEL FIXTURES "qwen35-tiny-f32.gguf"
 static const char *self;
+static char dir[512]; /* the test binary's directory: databases go there (one per build) */
+
+static const char *tmp_path(const char *name) {
+    static char buf[4][600];
+    static int k;
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+    return b;
+}
 
 static void rm_db(const char *path) {
     char p[512];
@@ -134,7 +143,7 @@ static void restore_at_k(const char *path, unsigned seed) {
     arena a = {0};
     float *ref = scratch_logits(m, t, PROMPT_LEN, &a);
     /* checkpoints at every split, taken while prefilling */
-    const char *db_path = "build/tests/ckpt_restore.db";
+    const char *db_path = tmp_path("ckpt_restore.db");
     rm_db(db_path);
     sqlite3 *db = db_open(db_path, err, sizeof err);
     REQUIRE(db, "%s", err);
@@ -547,7 +556,7 @@ static double stat_of(chat_engine *e, const char *tier, const char *key) {
 }
 
 static void storage_bytes(void) {
-    const char *db = "build/tests/ckpt_bytes.db";
+    const char *db = tmp_path("ckpt_bytes.db");
     rm_db(db);
     rig g;
     rig_open(&g, db, 0);
@@ -579,7 +588,7 @@ static void storage_bytes(void) {
 }
 
 static void corrupt_blob(void) {
-    const char *db = "build/tests/ckpt_corrupt.db";
+    const char *db = tmp_path("ckpt_corrupt.db");
     rm_db(db);
     rig g;
     rig_open(&g, db, 1);
@@ -624,6 +633,10 @@ static void corrupt_blob(void) {
 
 int main(int argc, char **argv) {
     self = argv[0];
+    snprintf(dir, sizeof dir, "%s", self);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
     pool_set_threads(2);
     if (argc == 5 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3], (unsigned)atoi(argv[4]));
     glob_t gl;
@@ -633,7 +646,7 @@ int main(int argc, char **argv) {
     }
     placement();
     five_messages(NULL);
-    const char *db = "build/tests/ckpt_turns.db";
+    const char *db = tmp_path("ckpt_turns.db");
     rm_db(db);
     ten_turns(db, "qwen35");
     rm_db(db);

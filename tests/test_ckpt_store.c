@@ -147,10 +147,10 @@ static void basics_and_sharing(void) {
     cs_close(s);
 }
 
-static const char *DB = "build/tests/ckpt_store_test.db";
+static char DB[600]; /* beside the test binary: one per build */
 
 static void fresh_db(void) {
-    char p[256];
+    char p[640];
     unlink(DB);
     snprintf(p, sizeof p, "%s-wal", DB);
     unlink(p);
@@ -331,7 +331,11 @@ static void trimmable(void) {
     cs_close(s);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    snprintf(DB, sizeof DB, "%s", argv[0]);
+    char *slash = strrchr(DB, '/');
+    snprintf(slash ? slash + 1 : DB, sizeof DB - (size_t)(slash ? slash + 1 - DB : 0), "ckpt_store_test.db");
     basics_and_sharing();
     persistence();
     corruption();
