@@ -146,14 +146,6 @@ static int model_row(ckpt_store *s) {
     sqlite3_bind_int64(st, 2, s->model_id);
     if (sqlite3_step(st) == SQLITE_ROW) s->fp_mismatch = sqlite3_column_int(st, 0) > 0;
     sqlite3_finalize(st);
-    /* other models' checkpoints count against the disk budget too */
-    st = prep(s, "SELECT (SELECT coalesce(sum(bytes),0) FROM ckpt_pages WHERE model<>?1)"
-                 " + (SELECT coalesce(sum(bytes),0) FROM ckpt_entries WHERE model<>?1)");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, s->model_id);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0)
-        s->disk_bytes += (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
     return 0;
 }
 
