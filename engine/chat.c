@@ -734,6 +734,11 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
              (unsigned long long)e->stats.generated_tokens);
+    /* busy: requests waiting or running, including a finished one's checkpoint work */
+    int queued = 0;
+    for (request *r = e->queue; r; r = r->next) queued++;
+    size_t l0 = strlen(s);
+    snprintf(s + l0 - 1, 512 - (l0 - 1), ",\"queued\":%d,\"active\":%d}", queued, e->active != NULL);
     pthread_mutex_unlock(&e->lock);
     /* then the checkpoint counters, as members of the same object */
     pthread_mutex_lock(&e->cache_lock);
