@@ -6,7 +6,9 @@
  *   conversation with its 2nd user message edited; a restart (TTFT from the
  *   database); and a 10-turn conversation's bytes on disk against one KV copy.
  *
- * usage: cache_bench MODEL.gguf DB_DIR [SYSTEM_TOKENS]   (default 2700; 8 new tokens per request, greedy) */
+ * usage: cache_bench MODEL.gguf DB_DIR [SYSTEM_TOKENS [restore]]
+ *   SYSTEM_TOKENS: default 2700; 8 new tokens per request, greedy. "restore" only
+ *   times restoring the first request's prompt from the database a full run left. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +128,9 @@ int main(int argc, char **argv) {
     char db[1024], db10[1024];
     snprintf(db, sizeof db, "%s/cache-bench.db", argv[2]);
     snprintf(db10, sizeof db10, "%s/cache-bench-10.db", argv[2]);
-    for (int i = 0; i < 2; i++) {
+    /* "restore": only the restore-cost requests, on the database a full run left */
+    int restore_only = argc > 4 && !strcmp(argv[4], "restore");
+    for (int i = 0; i < 2 && !restore_only; i++) {
         char p[1100];
         const char *base = i ? db10 : db;
         unlink(base);
@@ -158,6 +162,20 @@ int main(int argc, char **argv) {
         words = (int)((double)words * sys_tokens / k);
     }
     conv c = {0};
+    if (restore_only) {
+        engine_close(e);
+        e = open_engine(model_path, db);
+        add(&c, "system", system);
+        add(&c, "user", users[0]);
+        gen_report d = ask(e, &c, "regenerate after restart (database)");
+        c.n--;
+        free(c.own[c.n]);
+        gen_report r = ask(e, &c, "regenerate again (RAM)");
+        printf("  restore only (0 computed): %.1f ms from the database, %.1f ms from RAM (%d tokens)\n", d.ttft_ms,
+               r.ttft_ms, d.reused_tokens);
+        engine_close(e);
+        return 0;
+    }
     add(&c, "system", system);
     add(&c, "user", users[0]);
     gen_report cold = ask(e, &c, "cold: system + message 1");
@@ -204,6 +222,15 @@ int main(int argc, char **argv) {
     add(&c, "user", users[5]);
     gen_report restart = ask(e, &c, "after a restart (database)");
     conv_free(&c);
+    /* pure restore cost: the first request again, whose prompt-end checkpoint (b) has
+     * the logits, so nothing is computed - once from the database, once from RAM */
+    add(&c, "system", system);
+    add(&c, "user", users[0]);
+    gen_report regen_disk = ask(e, &c, "regenerate after restart (database)");
+    c.n--;
+    free(c.own[c.n]);
+    gen_report regen_ram = ask(e, &c, "regenerate again (RAM)");
+    conv_free(&c);
     engine_close(e);
 
     /* 10 turns in a database of their own: bytes against one KV copy */
@@ -239,6 +266,8 @@ int main(int argc, char **argv) {
            ed.prompt_tokens);
     printf("  after restart TTFT         %8.1f ms  reused %d of %d from %s (%.2fx warm)\n", restart.ttft_ms,
            restart.reused_tokens, restart.prompt_tokens, restart.source, restart.ttft_ms / (warm_sum / 4));
+    printf("  restore only (0 computed)  %8.1f ms from the database, %.1f ms from RAM (%d tokens)\n",
+           regen_disk.ttft_ms, regen_ram.ttft_ms, regen_disk.reused_tokens);
     printf("  10 turns: %d tokens; KV pages on disk %.1f MB = %.3fx one KV copy (%.1f MB); "
            "%d checkpoints' states %.1f MB (%.1f MB each)\n",
            conv_tokens, kv / 1e6, kv / one_kv, one_kv / 1e6, (int)entries, st / 1e6, rec_one / 1e6);
