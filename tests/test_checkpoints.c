@@ -482,11 +482,8 @@ static void placement(void) {
     add(&c, "user", "Second question here.");
     turn(&g, &c, "(a) first");
     int n_pa, *pa = render_with(m, &g.tmpl, &c, &n_pa);
-    c.n--;
-    c.n--;
-    free(c.own[c.n]);
+    for (int i = 0; i < 2; i++) free(c.own[--c.n]); /* drop the reply and the last question */
     add(&c, "user", "A different second question.");
-    c.own[c.n - 2] = c.own[c.n - 2]; /* keep ownership consistent */
     gen_report r = turn(&g, &c, "(a) second");
     CHECK(decoded_ends_with(m, g.last_prompt, r.reused_tokens, "<|im_start|>user\n"),
           "(a): the reused prefix does not end where the user message begins");
