@@ -37,7 +37,7 @@ $(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=of
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
 
-.PHONY: all run test check deps bench asan tsan fuzz clean
+.PHONY: all run test check deps bench bench-cache asan tsan fuzz clean
 all: chatfs
 
 deps:
@@ -103,8 +103,15 @@ fuzz-smoke: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -runs=20000 -max_len=4096 build-fuzz/corpus 2>&1 | tail -n 2
 
-bench: chatfs
+bench: chatfs $(BUILD)/bench/cache_bench
 	BUILD=$(BUILD) bench/run.sh
+
+# The checkpoint benchmark (bench/cache.sh): cold, warm and after-restart TTFT.
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+bench-cache: chatfs $(BUILD)/bench/cache_bench
+	bench/cache.sh
 
 clean:
 	rm -rf build build-* chatfs chatfs-asan

@@ -14,6 +14,9 @@ static const char usage[] =
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
     "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
     "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n"
+    "  ask -m MODEL.gguf [--db DB] [--system TEXT|@FILE] [--conversation NAME] [-n MAX_TOKENS]\n"
+    "      [--stats] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B] TEXT|@FILE\n"
+    "      one user turn of a stored conversation, with checkpoints\n"
     "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
     "      prompt/decode speed, memory bandwidth, RSS as one JSON line\n"
     "  synth --shape SHAPE --type TYPE --out FILE [--seed S]\n"
@@ -109,7 +112,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"bench", cmd_bench}, {"synth", cmd_synth}};
+    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"ask", cmd_ask}, {"bench", cmd_bench}, {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     cli_error("unknown command '%s' (chatfs --help lists the commands)", argv[1]);

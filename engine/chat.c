@@ -19,13 +19,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
 #include "engine/threadpool.h"
+#include "store/db.h"
+#include "store/hash.h"
 
 #define DEFAULT_CTX 32768
 #define DEFAULT_CHUNK 512
 #define TEXT_CAP 4096
+/* (c) after generation: most tokens recomputed to reach the next turn's boundary when
+ * the rendered history diverges from what was generated (reasoning dropped) */
+#define POST_MAX_COMPUTE 4096
 
 typedef struct request {
     uint64_t id;
@@ -45,6 +51,19 @@ typedef struct request {
     int cancelled;
     gen_report r;
     double t_submit, t_prefill, t_first, t_done;
+
+    /* checkpoints (prefix_cache.h) */
+    chat_template tmpl;       /* the template the prompt was rendered with */
+    chat_msg *msgs;           /* a copy of the conversation, for (c) */
+    int n_msgs;
+    uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
+    pc_mark *marks;           /* where prefill stops to checkpoint */
+    int n_marks, next_mark;
+    int *gen;                 /* generated tokens fed to the model */
+    int n_gen, cap_gen;
+    char *reply;              /* the text streamed to the caller */
+    size_t n_reply, cap_reply;
+    cs_hit hit;               /* the checkpoint restored (pinned while the request runs) */
 } request;
 
 struct chat_engine {
@@ -60,6 +79,10 @@ struct chat_engine {
     uint64_t next_id;
     arena arena;                 /* worker-only */
     float *logits;               /* worker-only: n_vocab */
+    sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
+    ckpt_store *cs;              /* checkpoints; used under cache_lock */
+    pthread_mutex_t cache_lock;
+    double last_flush;           /* worker-only: when checkpoints were last written to the database */
     struct {
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;
@@ -90,12 +113,13 @@ void gen_settings_defaults(gen_settings *s) {
 /* Renders messages with the engine's template (or a forced one) and the generation
  * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
 static int render_tokens(const chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out,
-                         char *err, size_t errlen) {
+                         char *err, size_t errlen, chat_template *used) {
     chat_template t = e->m->tmpl;
     if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
         snprintf(err, errlen, "unknown template '%s'", tmpl_name);
         return -1;
     }
+    if (used) *used = t;
     char *text = template_render(&t, msgs, n, 1);
     if (!text) {
         snprintf(err, errlen, "the messages cannot be rendered (a role other than system, user, assistant?)");
@@ -110,7 +134,7 @@ static int render_tokens(const chat_engine *e, const chat_msg *msgs, int n, cons
 int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name) {
     int *ids = NULL;
     char err[128];
-    int k = render_tokens(e, msgs, n, template_name, &ids, err, sizeof err);
+    int k = render_tokens(e, msgs, n, template_name, &ids, err, sizeof err, NULL);
     free(ids);
     return k;
 }
@@ -121,7 +145,18 @@ const model *engine_model(const chat_engine *e) { return e->m; }
 /* ---------------------------------------------------------------- text out */
 
 static void emit(request *r, const char *text, size_t len) {
-    if (len && r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
+    if (!len) return;
+    if (r->n_reply + len + 1 > r->cap_reply) { /* kept for the post-generation checkpoint */
+        size_t cap = (r->n_reply + len + 1) * 2;
+        char *g = realloc(r->reply, cap);
+        if (g) r->reply = g, r->cap_reply = cap;
+    }
+    if (r->n_reply + len + 1 <= r->cap_reply) {
+        memcpy(r->reply + r->n_reply, text, len);
+        r->n_reply += len;
+        r->reply[r->n_reply] = 0;
+    }
+    if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
 }
 
 /* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
@@ -178,7 +213,29 @@ static void request_free(request *r) {
     free(r->held);
     state_free(r->state);
     sampler_free(&r->smp);
+    if (r->msgs)
+        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
+    free(r->msgs);
+    free(r->h);
+    free(r->marks);
+    free(r->gen);
+    free(r->reply);
     free(r);
+}
+
+/* A deep copy of the conversation (roles are one of three literals after rendering
+ * succeeded, so they are mapped, not copied). */
+static int copy_msgs(request *r, const chat_msg *msgs, int n) {
+    r->msgs = calloc((size_t)n + 1, sizeof *r->msgs);
+    if (!r->msgs) return -1;
+    r->n_msgs = n;
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role;
+        r->msgs[i].role = !strcmp(role, "system") ? "system" : !strcmp(role, "user") ? "user" : "assistant";
+        r->msgs[i].content = strdup(msgs[i].content ? msgs[i].content : "");
+        if (!r->msgs[i].content) return -1;
+    }
+    return 0;
 }
 
 /* Copies the settings' strings into one block owned by the request. */
@@ -226,7 +283,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         snprintf(err, errlen, "out of memory");
         return 0;
     }
-    r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen);
+    r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
     if (r->n_prompt < 0) {
         request_free(r);
         return 0;
@@ -242,6 +299,16 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         request_free(r);
         snprintf(err, errlen, "out of memory");
         return 0;
+    }
+    if (s->checkpoints && e->cs) { /* placement: done here, on the caller's thread */
+        r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
+        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
+        if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
+            request_free(r);
+            snprintf(err, errlen, "out of memory");
+            return 0;
+        }
+        token_chain_all(cs_seed(e->cs), r->prompt, r->n_prompt, r->h);
     }
     detok_init(&r->ds, 0);
     if (cb) r->cb = *cb;
@@ -313,13 +380,145 @@ static int accept_token(chat_engine *e, request *r, int tok) {
         r->t_first = now_ms();
         r->r.ttft_ms = r->t_first - r->t_submit;
     }
-    if (tokenizer_is_eog(e->m->tok, tok)) return FINISH_EOG;
+    if (tokenizer_is_eog(e->m->tok, tok) && !r->s.ignore_eog) return FINISH_EOG;
     char buf[512];
     size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
     if (push_text(r, buf, k)) return FINISH_STOP;
     if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
     if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;
     return FINISH_NONE;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+static int use_cache(const chat_engine *e, const request *r) { return e->cs && r->s.checkpoints && r->h; }
+
+/* CHATFS_DEBUG_CKPT=1 traces restores and saves on stderr. */
+static int debug_ckpt(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("CHATFS_DEBUG_CKPT") && *getenv("CHATFS_DEBUG_CKPT") == '1';
+    return v;
+}
+
+/* At the start: the longest checkpoint of the prompt goes into the state. Returns 1
+ * when it came with the logits after the whole prompt (nothing left to compute). */
+static int restore_prompt(chat_engine *e, request *r) {
+    if (!use_cache(e, r)) {
+        if (e->cs) {
+            pthread_mutex_lock(&e->cache_lock);
+            cs_count_miss(e->cs, "disabled");
+            pthread_mutex_unlock(&e->cache_lock);
+        }
+        return 0;
+    }
+    pthread_mutex_lock(&e->cache_lock);
+    int k = pc_restore(e->cs, r->state, r->prompt, r->h, r->n_prompt, e->logits, &r->hit);
+    pthread_mutex_unlock(&e->cache_lock);
+    r->r.reused_tokens = k;
+    r->r.prefill_done = k;
+    r->r.source = r->hit.source;
+    snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", r->hit.miss_reason);
+    if (debug_ckpt()) {
+        fprintf(stderr, "ckpt: prompt %d tokens, restored %d from %s%s%s; marks", r->n_prompt, k, r->hit.source,
+                k ? "" : ", ", r->hit.miss_reason);
+        for (int i = 0; i < r->n_marks; i++) fprintf(stderr, " %c@%d", r->marks[i].kind, r->marks[i].pos);
+        fputc('\n', stderr);
+    }
+    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos <= k) r->next_mark++;
+    return k == r->n_prompt && r->hit.has_logits;
+}
+
+/* After a prefill chunk: a checkpoint when the state stands on a mark. */
+static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
+    if (!use_cache(e, r) || r->next_mark >= r->n_marks) return;
+    const pc_mark *mk = &r->marks[r->next_mark];
+    if (r->state->n_past != mk->pos) return;
+    r->next_mark++;
+    pthread_mutex_lock(&e->cache_lock);
+    int at_end = mk->pos == r->n_prompt && logits_ready;
+    int rc = pc_save(e->cs, r->state, r->prompt, r->h, mk->pos, at_end ? e->logits : NULL, mk->kind, r->s.session);
+    pthread_mutex_unlock(&e->cache_lock);
+    if (debug_ckpt()) fprintf(stderr, "ckpt: save (%c) at %d of %d: %d\n", mk->kind, mk->pos, r->n_prompt, rc);
+}
+
+/* Runs tokens[from..to) through the model in chunks (no logits). 0 or -1. */
+static int feed(chat_engine *e, request *r, const int *tokens, int from, int to) {
+    const int chunk = e->cfg.prefill_chunk > 0 ? e->cfg.prefill_chunk : DEFAULT_CHUNK;
+    for (int i = from; i < to; i += chunk) {
+        batch_seq b = {r->state, tokens + i, to - i < chunk ? to - i : chunk, 0, NULL};
+        if (model_forward(e->m, &b, 1, &e->arena) != 0) return -1;
+    }
+    return 0;
+}
+
+/* (c) after generation: checkpoint the end of this turn as the next prompt will
+ * render it. When the conversation so far (prompt + generated tokens) is a prefix of
+ * that rendering, the tail is fed to the live state; when it is not (the template
+ * drops reasoning from history, or the reply re-tokenizes differently), the
+ * longest checkpoint before the divergence is restored and the rest recomputed. */
+static void checkpoint_next_turn(chat_engine *e, request *r) {
+    if (!use_cache(e, r) || !r->state) return;
+    int *c = NULL;
+    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", &c);
+    uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
+    if (!hc) {
+        free(c);
+        return;
+    }
+    token_chain_all(cs_seed(e->cs), c, nc, hc);
+    pthread_mutex_lock(&e->cache_lock);
+    int have = cs_has(e->cs, hc, nc);
+    pthread_mutex_unlock(&e->cache_lock);
+    /* what the live state consumed: the prompt, then the generated tokens fed back */
+    int np = r->n_prompt, n_past = r->state->n_past;
+    int same = n_past <= nc && pc_common_prefix(r->prompt, np, c, nc) == np &&
+               pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
+    int ok = !have;
+    if (ok && !same) {
+        cs_hit hit;
+        pthread_mutex_lock(&e->cache_lock);
+        int k = pc_restore(e->cs, r->state, c, hc, nc, NULL, &hit);
+        cs_release(e->cs, &hit);
+        pthread_mutex_unlock(&e->cache_lock);
+        n_past = k;
+    }
+    /* bounded work; smaller while the engine closes (it waits for this) */
+    pthread_mutex_lock(&e->lock);
+    int limit = e->stopping ? POST_MAX_COMPUTE / 8 : POST_MAX_COMPUTE;
+    pthread_mutex_unlock(&e->lock);
+    ok = ok && nc - n_past <= limit;
+    if (debug_ckpt())
+        fprintf(stderr, "ckpt: (c) next turn prefix %d tokens, stored %d, live state %s, compute from %d\n", nc, have,
+                same ? "continues" : "diverges", n_past);
+    if (ok) ok = feed(e, r, c, n_past, nc) == 0;
+    if (ok) {
+        pthread_mutex_lock(&e->cache_lock);
+        int rc = pc_save(e->cs, r->state, c, hc, nc, NULL, PC_NEXT, r->s.session);
+        pthread_mutex_unlock(&e->cache_lock);
+        if (debug_ckpt()) fprintf(stderr, "ckpt: save (c) at %d: %d\n", nc, rc);
+    }
+    free(c);
+    free(hc);
+}
+
+/* After a request: release its pin, write new checkpoints to the database when
+ * nothing else waits (off the path of any request's first token), or at least every
+ * FLUSH_EVERY_MS under a steady load, so a crash loses little. */
+#define FLUSH_EVERY_MS 30000.0
+static void request_after(chat_engine *e, request *r, int how) {
+    if (!e->cs) return;
+    if (how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) checkpoint_next_turn(e, r);
+    pthread_mutex_lock(&e->lock);
+    int idle = !e->queue || e->stopping;
+    pthread_mutex_unlock(&e->lock);
+    pthread_mutex_lock(&e->cache_lock);
+    cs_release(e->cs, &r->hit);
+    cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens, r->r.computed_tokens);
+    if ((idle || now_ms() - e->last_flush > FLUSH_EVERY_MS) && cs_persistent(e->cs)) {
+        cs_flush(e->cs);
+        e->last_flush = now_ms();
+    }
+    pthread_mutex_unlock(&e->cache_lock);
 }
 
 /* One step of a request. Returns a gen_finish value when the request ended. */
@@ -332,12 +531,20 @@ static int step(chat_engine *e, request *r, const char **error) {
         }
         r->r.phase = GEN_PREFILL;
         r->t_prefill = now_ms();
+        if (restore_prompt(e, r)) { /* the whole prompt, with its logits */
+            r->r.phase = GEN_GENERATING;
+            progress(r);
+            return accept_token(e, r, sampler_sample(&r->smp, e->logits));
+        }
         progress(r);
         return FINISH_NONE;
     }
     if (r->r.phase == GEN_PREFILL) {
         const int chunk = e->cfg.prefill_chunk > 0 ? e->cfg.prefill_chunk : DEFAULT_CHUNK;
-        const int done = r->state->n_past, k = r->n_prompt - done < chunk ? r->n_prompt - done : chunk;
+        const int done = r->state->n_past;
+        int k = r->n_prompt - done < chunk ? r->n_prompt - done : chunk;
+        if (use_cache(e, r) && r->next_mark < r->n_marks && r->marks[r->next_mark].pos - done < k)
+            k = r->marks[r->next_mark].pos - done; /* stop on the next checkpoint position */
         const int last = done + k == r->n_prompt;
         batch_seq b = {r->state, r->prompt + done, k, last, e->logits};
         if (model_forward(e->m, &b, 1, &e->arena) != 0) {
@@ -351,8 +558,11 @@ static int step(chat_engine *e, request *r, const char **error) {
             if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
             r->r.phase = GEN_GENERATING;
             progress(r);
-            return accept_token(e, r, sampler_sample(&r->smp, e->logits));
+            int how = accept_token(e, r, sampler_sample(&r->smp, e->logits));
+            checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
+            return how;
         }
+        checkpoint_mark(e, r, 0);
         progress(r);
         return FINISH_NONE;
     }
@@ -361,6 +571,16 @@ static int step(chat_engine *e, request *r, const char **error) {
     if (model_forward(e->m, &b, 1, &e->arena) != 0) {
         *error = "the model failed while generating";
         return FINISH_ERROR;
+    }
+    if (r->n_gen == r->cap_gen) {
+        int cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        int *g = realloc(r->gen, sizeof *g * (size_t)cap);
+        if (g) r->gen = g, r->cap_gen = cap;
+    }
+    if (r->n_gen < r->cap_gen) r->gen[r->n_gen++] = r->last_token;
+    else { /* cannot track the tokens: no post-generation checkpoint */
+        free(r->h);
+        r->h = NULL;
     }
     int how = accept_token(e, r, sampler_sample(&r->smp, e->logits));
     if (r->t_first > 0) {
@@ -400,6 +620,7 @@ static void *worker_main(void *arg) {
             how = step(e, r, &error);
         }
         finish(e, r, how, how == FINISH_ERROR ? (error ? error : "generation failed") : NULL);
+        request_after(e, r, how);
         pthread_mutex_lock(&e->lock);
         e->active = NULL;
         pthread_mutex_unlock(&e->lock);
@@ -446,6 +667,26 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     pool_set_threads(cfg->threads);
+    pthread_mutex_init(&e->cache_lock, NULL);
+    if (cfg->db_path && *cfg->db_path) {
+        char dberr[512];
+        e->db = db_open(cfg->db_path, dberr, sizeof dberr);
+        if (!e->db) fprintf(stderr, "chatfs: %s; checkpoints stay in RAM\n", dberr);
+    }
+    {
+        char cerr[512] = "";
+        cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
+        e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
+        if (!e->cs) {
+            snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
+            db_close(e->db);
+            free(e->logits);
+            model_free(e->m);
+            free(e);
+            return NULL;
+        }
+        if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
+    }
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     if (pthread_create(&e->worker, NULL, worker_main, e) != 0) {
@@ -465,6 +706,9 @@ void engine_close(chat_engine *e) {
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
     pthread_join(e->worker, NULL);
+    cs_close(e->cs); /* writes what is still only in RAM */
+    db_close(e->db);
+    pthread_mutex_destroy(&e->cache_lock);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->wake);
     arena_free(&e->arena);
@@ -474,8 +718,9 @@ void engine_close(chat_engine *e) {
 }
 
 void engine_forget_session(chat_engine *e, const char *session) {
-    (void)e; /* no per-session state without the checkpoint store */
-    (void)session;
+    pthread_mutex_lock(&e->cache_lock);
+    cs_forget_session(e->cs, session);
+    pthread_mutex_unlock(&e->cache_lock);
 }
 
 char *engine_stats_json(chat_engine *e) {
@@ -489,7 +734,26 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
              (unsigned long long)e->stats.generated_tokens);
+    /* busy: requests waiting or running, including a finished one's checkpoint work */
+    int queued = 0;
+    for (request *r = e->queue; r; r = r->next) queued++;
+    size_t l0 = strlen(s);
+    snprintf(s + l0 - 1, 512 - (l0 - 1), ",\"queued\":%d,\"active\":%d}", queued, e->active != NULL);
     pthread_mutex_unlock(&e->lock);
+    /* then the checkpoint counters, as members of the same object */
+    pthread_mutex_lock(&e->cache_lock);
+    char *c = cs_stats_json(e->cs);
+    pthread_mutex_unlock(&e->cache_lock);
+    size_t ls = strlen(s), lc = c ? strlen(c) : 0;
+    char *all = c && lc > 2 ? malloc(ls + lc + 2) : NULL;
+    if (all) {
+        memcpy(all, s, ls - 1); /* without '}' */
+        all[ls - 1] = ',';
+        memcpy(all + ls, c + 1, lc); /* without '{', with the NUL */
+        free(s);
+        s = all;
+    }
+    free(c);
     return s;
 }
 

@@ -38,6 +38,7 @@ typedef struct {
     float min_p;
     uint64_t seed;
     int max_tokens;          /* 0: until end of generation or the context is full */
+    int ignore_eog;          /* 1: an end-of-generation token does not end the reply (benchmarks, tests) */
     const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
     int n_stop;
     int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */

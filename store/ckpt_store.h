@@ -1,0 +1,126 @@
+/* ckpt_store.h - checkpoints of sequence state, in RAM and in SQLite.
+ *
+ * A checkpoint is the state of one model after the token prefix t[0..n). The store
+ * knows nothing about models beyond what cs_model says: an opaque fingerprint, the
+ * bytes of attention KV per token (row_bytes), of the recurrent blob (rec_bytes) and
+ * of one logits vector. It keeps:
+ *
+ *  - pages: runs of at most page_tokens tokens with their KV rows (row-major:
+ *    row t holds all of token t's K and V), keyed by the chained hash of the whole
+ *    prefix up to the page's end (store/hash.h), with a pointer to the parent page.
+ *    Pages form a tree shared by every checkpoint with that prefix, so attention KV
+ *    is stored once. A checkpoint may end inside its last page (causal attention:
+ *    rows before n do not depend on tokens after it).
+ *  - entries: one per checkpoint: (prefix hash, n), its last page, its recurrent
+ *    blob and, for checkpoints at the end of a prompt, the logits that follow.
+ *
+ * Two tiers with byte budgets: RAM (hot; restores are memcpy) and the database
+ * (written by cs_flush in one transaction; survives restarts). Every database blob
+ * carries a hash64 checksum that is checked before use; a bad one is dropped and
+ * counted. Eviction weighs tokens saved per byte and recency; pinned entries stay.
+ *
+ * Not thread-safe: one thread (the engine's worker) owns a store. */
+#ifndef CHATFS_CKPT_STORE_H
+#define CHATFS_CKPT_STORE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CS_DEFAULT_RAM_BUDGET ((size_t)1 << 30)   /* 1 GiB */
+#define CS_DEFAULT_DISK_BUDGET ((size_t)8 << 30)  /* 8 GiB */
+#define CS_DEFAULT_PAGE_TOKENS 256
+
+typedef struct ckpt_store ckpt_store;
+typedef struct cs_entry cs_entry;
+
+typedef struct {
+    const uint8_t *fingerprint; /* identifies the model (weights, shapes, tokenizer, template) */
+    size_t fp_len;              /* at most 64 */
+    const char *name;           /* for people, and to tell a changed model ("fingerprint mismatch") */
+    size_t row_bytes;           /* KV bytes per token (0 for models without attention) */
+    size_t rec_bytes;           /* recurrent-state bytes per checkpoint (0 for attention-only models) */
+    size_t logits_bytes;        /* bytes of one logits vector */
+    int trimmable;              /* 1: every layer is attention, a longer prefix may be cut back */
+} cs_model;
+
+typedef struct {
+    size_t ram_budget;  /* 0: CS_DEFAULT_RAM_BUDGET */
+    size_t disk_budget; /* 0: CS_DEFAULT_DISK_BUDGET */
+    int page_tokens;    /* 0: CS_DEFAULT_PAGE_TOKENS */
+} cs_config;
+
+/* Opens the store for one model. db may be NULL (RAM only). The checkpoint tables
+ * are created or migrated (module "checkpoints"); rows that fail validation are
+ * deleted and counted as corrupt. A database that cannot be read leaves the store
+ * RAM-only, with a warning in err (the return value is still usable). NULL only when
+ * out of memory or the database schema is newer than this build. */
+ckpt_store *cs_open(sqlite3 *db, const cs_model *m, const cs_config *c, char *err, size_t errlen);
+/* Creates or migrates the tables of module "checkpoints" (also ask_turns, the
+ * conversations of `chatfs ask`) without opening a store. 0 or -1 with err. */
+int cs_migrate(sqlite3 *db, char *err, size_t errlen);
+/* Flushes and frees. */
+void cs_close(ckpt_store *s);
+/* The seed of the token chain, h[0] (derived from the fingerprint). */
+uint64_t cs_seed(const ckpt_store *s);
+int cs_page_tokens(const ckpt_store *s);
+/* 1 when the store writes to a database. */
+int cs_persistent(const ckpt_store *s);
+
+/* Receives restored KV rows [pos0, pos0+rows), row-major, already verified. 0 or -1. */
+typedef int (*cs_put_rows)(void *ud, int pos0, int rows, const void *data);
+/* Fills dst with the KV rows [pos0, pos0+rows) of the live state, row-major. */
+typedef void (*cs_get_rows)(void *ud, int pos0, int rows, void *dst);
+
+typedef struct {
+    int n;                /* tokens the restored state covers (0: nothing restored) */
+    int has_logits;       /* logits after t[n-1] were written (only when n is the whole prompt) */
+    const char *source;   /* "ram", "disk" or "none" */
+    char miss_reason[96]; /* empty on a hit */
+    cs_entry *entry;      /* pinned until cs_release (NULL for a page-only restore or a miss) */
+} cs_hit;
+
+/* Finds the longest checkpoint whose tokens are a prefix of t[0..n) (h: token chain
+ * of t, n+1 values) and restores it: KV rows through put, the recurrent blob into rec
+ * (rec_bytes), and, when the checkpoint is at exactly n and has them, the logits into
+ * logits (may be NULL: then only checkpoints shorter than n are used). For trimmable
+ * models a longer stored prefix is cut back. A checkpoint that fails its checksum is
+ * dropped and the next one tried. The caller resets its state before a retry: put
+ * always starts again at position 0. Fills hit; returns hit->n. */
+int cs_restore(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_put_rows put, void *ud, void *rec,
+               void *logits, cs_hit *hit);
+void cs_release(ckpt_store *s, cs_hit *hit);
+
+/* 1 when a checkpoint at (h[n], n) exists. */
+int cs_has(const ckpt_store *s, const uint64_t *h, int n);
+/* Stores the checkpoint at n: pages not yet stored are read through get, rec and
+ * logits (may be NULL) are copied. kind is a one-letter placement tag ('a'..'e'),
+ * session may be NULL. Then the RAM budget is enforced. Returns 1 stored, 0 already
+ * there (its recency is refreshed), -1 on failure (out of memory, larger than the
+ * RAM budget, a hash collision). */
+int cs_save(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_get_rows get, void *ud, const void *rec,
+            const void *logits, int kind, const char *session);
+/* Writes every checkpoint that is only in RAM to the database, in one transaction,
+ * then enforces the disk budget. 0, or -1 (the RAM copies stay dirty). */
+int cs_flush(ckpt_store *s);
+/* The session's checkpoints become the first to be evicted. */
+void cs_forget_session(ckpt_store *s, const char *session);
+/* Adds a request's token counts to the counters. */
+void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed);
+
+typedef struct {
+    uint64_t hits, hits_ram, hits_disk, misses;
+    uint64_t miss_none, miss_diverged, miss_evicted, miss_fingerprint, miss_corrupt, miss_disabled;
+    uint64_t tokens_prompt, tokens_reused, tokens_computed;
+    uint64_t entries_ram, entries_disk, pages_ram, pages_disk;
+    uint64_t bytes_ram, bytes_disk, kv_bytes_disk, rec_bytes_disk;
+    uint64_t evictions_ram, evictions_disk, corrupt_dropped, saves, flushes, write_errors;
+} cs_stats;
+
+void cs_get_stats(const ckpt_store *s, cs_stats *out);
+/* The counters as a JSON object (malloc'd). */
+char *cs_stats_json(const ckpt_store *s);
+/* Counts a miss the store did not see (e.g. checkpoints disabled for a request). */
+void cs_count_miss(ckpt_store *s, const char *reason);
+
+#endif
