@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_mount(int argc, char **argv);
 
 /* Loads a model or prints "chatfs: <reason>" and returns NULL. */
 model *cli_load_model(const char *path);

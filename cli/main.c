@@ -12,7 +12,9 @@ static const char usage[] =
     "\n"
     "  info MODEL.gguf [--json]          architecture, parameters, tensor types, layers, tokenizer, template\n"
     "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--stop] [--ids]\n"
-    "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n";
+    "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n"
+    "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [-f] [-o FUSE_OPTIONS]\n"
+    "                                    conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n";
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -90,7 +92,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}};
+    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"mount", cmd_mount}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     cli_error("unknown command '%s'", argv[1]);
