@@ -1,7 +1,8 @@
 # chatfs - chats with a local language model as plain files.
 #
 #   make              build ./chatfs
-#   make test         build and run every test (the command CI runs)
+#   make run          install what is missing, build, and run chatfs on the bundled model
+#   make test         install what is missing, build, and run every test (the command CI runs)
 #   make bench        benchmarks on synthetic models (see bench/)
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
 #   make tsan         ThreadSanitizer build of the concurrency tests
@@ -34,8 +35,17 @@ $(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c
 
-.PHONY: all test bench asan tsan fuzz clean
+.PHONY: all run test check deps bench asan tsan fuzz clean
 all: chatfs
+
+deps:
+	@tools/deps.sh
+
+DEFAULT_MODEL ?= models/chatfs-default.gguf
+run:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory chatfs
+	./chatfs run -m $(DEFAULT_MODEL) --chat --stop -n 64 -p "What is 17 + 25?"
 
 chatfs: $(MAIN_OBJ) $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -51,10 +61,47 @@ $(BUILD)/%.o: %.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-test: chatfs $(TEST_BIN)
+test:
+	@tools/deps.sh
+	@$(MAKE) --no-print-directory check
+
+check: chatfs $(TEST_BIN) sanitized-gguf fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
+# The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
+# always runs that test in a sanitizer build too.
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+.PHONY: sanitized-gguf
+sanitized-gguf:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken
+	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_gguf_broken
+
+# Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
+asan:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a \
+	    $(TEST_SRC:tests/%.c=build-asan/tests/%) chatfs-asan
+	BUILD=build-asan CHATFS=./chatfs-asan tests/run.sh
+
+chatfs-asan: $(LIB_SRC) $(CLI_SRC)
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a $(CLI_SRC:%.c=build-asan/%.o)
+	$(CC) -O1 -g $(SAN) -o $@ $(CLI_SRC:%.c=build-asan/%.o) build-asan/libchatfs.a $(LDLIBS)
+
+# libFuzzer target for the GGUF reader (Debian's clang). FUZZ_SECONDS of fuzzing,
+# starting from the fixtures.
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := build-fuzz/fuzz_gguf
+$(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
+	@mkdir -p build-fuzz/corpus
+	clang -std=gnu11 -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_gguf.c engine/gguf.c
+fuzz: $(FUZZ_BIN)
+	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
+.PHONY: fuzz-smoke
+fuzz-smoke: $(FUZZ_BIN)
+	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
+	$(FUZZ_BIN) -runs=20000 -max_len=4096 build-fuzz/corpus 2>&1 | tail -n 2
+
 clean:
-	rm -rf build build-* chatfs
+	rm -rf build build-* chatfs chatfs-asan
 
 -include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_BIN:=.d)

@@ -95,7 +95,6 @@ int main(int argc, char **argv) {
     } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"mount", cmd_mount}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    cli_error("unknown command '%s'", argv[1]);
-    fputs(usage, stderr);
+    cli_error("unknown command '%s' (chatfs --help lists the commands)", argv[1]);
     return 1;
 }

@@ -178,11 +178,13 @@ static gguf_file *parse(const uint8_t *map, uint64_t size, const char *name, cha
     if (!read_u64(&c, &f->n_tensors, "the header") || !read_u64(&c, &f->n_kv, "the header")) goto bad;
     /* a key/value pair takes at least 12 bytes and a tensor info at least 24 */
     if (f->n_kv > remaining(&c) / 12) {
-        fail(&c, "header claims %llu metadata entries, more than the file can hold", (unsigned long long)f->n_kv);
+        fail(&c, "file is truncated or corrupt: the header claims %llu metadata entries, more than %llu bytes hold",
+             (unsigned long long)f->n_kv, (unsigned long long)size);
         goto bad;
     }
     if (f->n_tensors > remaining(&c) / 24) {
-        fail(&c, "header claims %llu tensors, more than the file can hold", (unsigned long long)f->n_tensors);
+        fail(&c, "file is truncated or corrupt: the header claims %llu tensors, more than %llu bytes hold",
+             (unsigned long long)f->n_tensors, (unsigned long long)size);
         goto bad;
     }
     f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);

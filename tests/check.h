@@ -9,22 +9,25 @@
 
 static int check_failures, check_count;
 
-#define CHECK(cond, ...)                                                        \
+#define CHECK_AS(ok, text, ...)                                                 \
     do {                                                                        \
         check_count++;                                                          \
-        if (!(cond)) {                                                          \
+        if (!(ok)) {                                                            \
             check_failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, text);      \
             fprintf(stderr, __VA_ARGS__);                                       \
             fputc('\n', stderr);                                                \
         }                                                                       \
     } while (0)
 
+#define CHECK(cond, ...) CHECK_AS(cond, #cond, __VA_ARGS__)
+
 /* a fatal check: stop the test when the rest cannot run */
 #define REQUIRE(cond, ...)                                                      \
     do {                                                                        \
-        CHECK(cond, __VA_ARGS__);                                               \
-        if (!(cond)) exit(check_report_fatal(__FILE__));                        \
+        int require_ok_ = (cond) ? 1 : 0; /* evaluated once */                 \
+        CHECK_AS(require_ok_, #cond, __VA_ARGS__);                              \
+        if (!require_ok_) exit(check_report_fatal(__FILE__));                   \
     } while (0)
 
 static inline int check_report_fatal(const char *file) {

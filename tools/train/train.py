@@ -77,42 +77,65 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "chatfs-default.gguf"))
     ap.add_argument("--workdir", default=os.path.join(HERE, "build"), help="checkpoints and logs (not committed)")
     ap.add_argument("--heldout", default=os.path.join(HERE, "heldout.jsonl"))
-    ap.add_argument("--steps", type=int, default=6000)
-    ap.add_argument("--minutes", type=float, default=52.0, help="training time limit (wall clock)")
-    ap.add_argument("--tokens-per-batch", type=int, default=6144)
+    ap.add_argument("--steps", type=int, default=100000)
+    ap.add_argument("--minutes", type=float, default=50.0, help="training time limit (wall clock)")
+    ap.add_argument("--tokens-per-batch", type=int, default=2048, help="per process")
     ap.add_argument("--max-len", type=int, default=192)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.05)
-    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--wd", type=float, default=0.05)
     ap.add_argument("--n-vocab", type=int, default=1024)
-    ap.add_argument("--n-embd", type=int, default=192)
+    ap.add_argument("--n-embd", type=int, default=128)
     ap.add_argument("--n-layer", type=int, default=8)
     ap.add_argument("--n-ff", type=int, default=512)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-head-kv", type=int, default=2)
-    ap.add_argument("--head-dim", type=int, default=48)
+    ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--n-rot", type=int, default=16)
     ap.add_argument("--ssm-k-heads", type=int, default=2)
     ap.add_argument("--ssm-v-heads", type=int, default=4)
-    ap.add_argument("--ssm-head-dim", type=int, default=48)
+    ap.add_argument("--ssm-head-dim", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--schedule", choices=["steps", "time"], default="steps",
-                    help="cosine LR schedule over --steps (reproducible) or over the --minutes budget")
+    ap.add_argument("--schedule", choices=["auto", "steps", "time"], default="auto",
+                    help="cosine LR schedule over: 'steps' = --steps steps (reproducible); 'auto' = the number of "
+                         "steps that fits in --minutes at the speed measured over the first 30 steps (printed; "
+                         "rerun with --schedule steps --steps N to reproduce); 'time' = the time budget")
+    ap.add_argument("--procs", type=int, default=2,
+                    help="data-parallel training processes (1 thread each, gradients averaged with gloo)")
     a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    if a.procs > 1:
+        init = os.path.join(a.workdir, "ddp_init")
+        if os.path.exists(init):
+            os.remove(init)
+        import torch.multiprocessing as mp
+        mp.spawn(run, args=(a.procs, a), nprocs=a.procs, join=True)
+    else:
+        run(0, 1, a)
 
+
+def run(rank, world, a):
+    """One training process. Every rank builds the same held-out set, tokenizer and initial weights; each
+    trains on its own data stream; gradients are averaged every step. Rank 0 exports and evaluates."""
+    global log
+    if rank != 0:
+        log = lambda *x: None      # noqa: E731
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(a.workdir, "ddp_init"),
+                                rank=rank, world_size=world)
     t_start = time.time()
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)     # decays exp(g) underflow: denormals make CPU training ~5x slower
     torch.manual_seed(a.seed)
-    os.makedirs(a.workdir, exist_ok=True)
 
     # 1. held-out set (fixed seed) -- written so the C test-suite can evaluate the engine on it
     items = corpus.heldout_items()
-    with open(a.heldout, "w") as f:
+    with open(a.heldout if rank == 0 else os.devnull, "w") as f:
         for it in items:
             f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
                                 "check": it["check"]}, ensure_ascii=False) + "\n")
@@ -139,47 +162,73 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
 
-    def lr_at(step):
+    total = [a.steps]
+
+    def lr_at(step, elapsed):
         if step < a.warmup:
             return a.lr * (step + 1) / a.warmup
-        pr = min(1.0, (step - a.warmup) / max(1, a.steps - a.warmup))
+        pr = min(1.0, (step - a.warmup) / max(1, total[0] - a.warmup))
         if a.schedule == "time":      # progress = fraction of the time budget used (not reproducible)
-            pr = max(pr, min(1.0, (time.time() - t0) / limit))
+            pr = max(pr, min(1.0, elapsed / limit))
         return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * pr)))
 
     # 4. training
-    stream = corpus.TrainStream(seed=a.seed, heldout=items)
-    data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed)
+    stream = corpus.TrainStream(seed=a.seed + 7919 * rank, heldout=items)
+    data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed + rank)
+    params = list(model.parameters())
     model.train()
     t0 = time.time()
     limit = a.minutes * 60.0
-    ema, ntok, step = None, 0, 0
+    ema, ntok, step, done = None, 0, 0, 0
+    el = 0.0          # elapsed training time, averaged over ranks (identical on every rank)
     for step in range(a.steps):
+        if step >= total[0]:
+            break
+        if a.schedule == "auto" and step == 30:
+            total[0] = min(a.steps, 30 + int((limit - el) / (el / 30) * 0.93))
+            log("schedule: %d steps (%.2f s/step)" % (total[0], el / 30))
         for gr in opt.param_groups:
-            gr["lr"] = lr_at(step)
+            gr["lr"] = lr_at(step, el)
         x, y = next(data)
         sel = (y >= 0).reshape(-1)
         h = model.hidden(x).reshape(-1, cfg.n_embd)[sel]      # logits only where there is a target
         loss = F.cross_entropy(model.logits(h), y.reshape(-1)[sel])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if world > 1:
+            flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.tensor([time.time() - t0])])
+            dist.all_reduce(flat)
+            flat /= world
+            o = 0
+            for p in params:
+                n = p.numel()
+                p.grad.copy_(flat[o:o + n].view_as(p))
+                o += n
+            el = float(flat[-1])
+        else:
+            el = time.time() - t0
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        ntok += x.numel()
+        done += 1
+        ntok += x.numel() * world
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
-        el = time.time() - t0
         if step % a.log_every == 0 or step == a.steps - 1:
-            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (step, ema, lr_at(step), ntok / el, el / 60))
+            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (
+                step, ema, lr_at(step, el), ntok / (time.time() - t0), el / 60))
         if el > limit:
             log("time limit reached at step %d" % step)
             break
     train_min = (time.time() - t0) / 60
-    log("trained %d steps in %.1f min (%d conversations rejected as held-out)" % (step + 1, train_min, stream.rejected))
+    log("trained %d steps in %.1f min (%d conversations rejected as held-out)" % (done, train_min, stream.rejected))
+    if world > 1:
+        dist.destroy_process_group()
+    if rank != 0:
+        return
 
     # 5. export
     ck = os.path.join(a.workdir, "checkpoint.pt")
     torch.save({"config": cfg.to_dict(), "model": model.state_dict(), "merges": [list(m) for m in merges],
-                "args": vars(a), "steps": step + 1}, ck)
+                "args": vars(a), "steps": done}, ck)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     nbytes = export(model, tok, a.out,
                     description="chatfs default model: tiny qwen35 hybrid trained on generated chat tasks "
@@ -187,7 +236,7 @@ def main():
     log("wrote %s (%d bytes)" % (a.out, nbytes))
 
     # 6. evaluate the exported file
-    result = {"steps": step + 1, "train_minutes": round(train_min, 1), "params": n_params(model),
+    result = {"steps": done, "train_minutes": round(train_min, 1), "params": n_params(model),
               "gguf_bytes": nbytes, "config": cfg.to_dict()}
     if not a.no_eval:
         m2, tok2 = load(a.out)

@@ -1,0 +1,174 @@
+#define _GNU_SOURCE /* memmem */
+/* test_chat.c - the engine API (chat.h): requests run, stream, stop and cancel. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/chat.h"
+#include "engine/sampler.h"
+#include "engine/state.h"
+#include "tests/check.h"
+
+#define MODEL "tests/fixtures/qwen35-tiny-f32.gguf"
+
+typedef struct {
+    char text[65536];
+    size_t n;
+    int pieces;
+} sink;
+
+static void collect(void *ud, const char *t, size_t n) {
+    sink *s = ud;
+    if (s->n + n < sizeof s->text) memcpy(s->text + s->n, t, n), s->n += n;
+    s->pieces++;
+}
+
+/* The engine's greedy reply must be what model_prefill + argmax gives directly. */
+static void same_as_direct(chat_engine *e) {
+    const model *m = engine_model(e);
+    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.max_tokens = 12;
+    sink out = {0};
+    gen_report r;
+    char err[256];
+    CHECK(engine_run(e, &msg, 1, &s, collect, &out, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(r.finish == FINISH_LENGTH || r.finish == FINISH_EOG, "finish %d", r.finish);
+    CHECK(r.prompt_tokens > 0 && r.computed_tokens == r.prompt_tokens, "prompt %d computed %d", r.prompt_tokens,
+          r.computed_tokens);
+
+    /* direct: render, tokenize, prefill, greedy */
+    char *text = template_render(&m->tmpl, &msg, 1, 1);
+    int *ids = NULL, n = tokenizer_encode(m->tok, text, strlen(text), 1, 1, &ids);
+    CHECK(n == r.prompt_tokens, "prompt tokens %d vs %d", n, r.prompt_tokens);
+    seq_state *st = state_new(m, 0);
+    arena a = {0};
+    float *lg = malloc(sizeof(float) * m->n_vocab);
+    model_prefill(m, st, ids, n, 0, lg, &a);
+    int gen[12], k = 0;
+    for (; k < r.generated_tokens; k++) {
+        gen[k] = argmax(lg, m->n_vocab);
+        if (tokenizer_is_eog(m->tok, gen[k])) {
+            k++;
+            break;
+        }
+        batch_seq b = {st, &gen[k], 1, 1, lg};
+        model_forward(m, &b, 1, &a);
+    }
+    /* the same streaming detokenizer the engine uses (EOG tokens give no text) */
+    detok_stream ds;
+    detok_init(&ds, 0);
+    char direct[8192];
+    size_t dn = 0;
+    for (int i = 0; i < k; i++)
+        if (!tokenizer_is_eog(m->tok, gen[i])) dn += detok_push(m->tok, &ds, gen[i], direct + dn, sizeof direct - dn);
+    dn += detok_flush(&ds, direct + dn, sizeof direct - dn);
+    CHECK(dn == out.n && !memcmp(direct, out.text, out.n), "engine text differs from direct decode");
+    free(lg);
+    arena_free(&a);
+    state_free(st);
+    free(ids);
+    free(text);
+}
+
+static void stop_strings(chat_engine *e) {
+    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.max_tokens = 40;
+    sink full = {0};
+    gen_report r;
+    char err[256];
+    CHECK(engine_run(e, &msg, 1, &s, collect, &full, &r, err, sizeof err) == 0, "%s", err);
+    if (full.n < 6) return;
+    /* stop at a piece of the text the model is known to produce */
+    char stop[8];
+    memcpy(stop, full.text + full.n / 2, 3);
+    stop[3] = 0;
+    const char *first = memmem(full.text, full.n, stop, 3);
+    s.stop[0] = stop;
+    s.n_stop = 1;
+    sink cut = {0};
+    CHECK(engine_run(e, &msg, 1, &s, collect, &cut, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(r.finish == FINISH_STOP, "finish %d, expected the stop string", r.finish);
+    CHECK(cut.n == (size_t)(first - full.text) && !memcmp(cut.text, full.text, cut.n),
+          "text before the stop string differs (%zu vs %zu bytes)", cut.n, (size_t)(first - full.text));
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    int done, finish;
+} waiter;
+
+static void on_done(void *ud, const gen_report *r, const char *error) {
+    waiter *w = ud;
+    pthread_mutex_lock(&w->lock);
+    w->done++;
+    w->finish = r->finish;
+    pthread_mutex_unlock(&w->lock);
+    (void)error;
+}
+
+static void cancel_and_close(void) {
+    engine_config cfg = {.model_path = MODEL, .threads = 2};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "%s", err);
+    chat_msg msg = {"user", "Tell me a long story."};
+    gen_settings s;
+    gen_settings_defaults(&s); /* no max_tokens: runs until the context is full */
+    waiter w[3] = {{PTHREAD_MUTEX_INITIALIZER, 0, 0}, {PTHREAD_MUTEX_INITIALIZER, 0, 0},
+                   {PTHREAD_MUTEX_INITIALIZER, 0, 0}};
+    uint64_t id[3];
+    for (int i = 0; i < 3; i++) {
+        gen_callbacks cb = {NULL, NULL, on_done, &w[i]};
+        id[i] = engine_submit(e, &msg, 1, &s, &cb, err, sizeof err);
+        CHECK(id[i] > 0, "%s", err);
+    }
+    usleep(100 * 1000);
+    engine_cancel(e, id[0]);
+    for (int t = 0; t < 200 && !w[0].done; t++) usleep(10 * 1000);
+    CHECK(w[0].done == 1 && w[0].finish == FINISH_CANCELLED, "first request not cancelled (%d, %d)", w[0].done,
+          w[0].finish);
+    engine_close(e); /* cancels the running one and the queued one */
+    CHECK(w[1].done == 1 && w[2].done == 1, "close left requests without on_done (%d %d)", w[1].done, w[2].done);
+    CHECK(w[2].finish == FINISH_CANCELLED, "queued request finish %d", w[2].finish);
+}
+
+static void bad_requests(chat_engine *e) {
+    char err[256] = "";
+    chat_msg bad = {"wizard", "hi"};
+    CHECK(engine_submit(e, &bad, 1, NULL, NULL, err, sizeof err) == 0 && err[0], "a bad role was accepted");
+    chat_msg ok = {"user", "hi"};
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.template_name = "no-such-template";
+    CHECK(engine_submit(e, &ok, 1, &s, NULL, err, sizeof err) == 0 && strstr(err, "no-such-template"),
+          "an unknown template was accepted: %s", err);
+    /* a prompt longer than the context */
+    size_t big = (size_t)engine_context(e) * 4 + 16;
+    char *text = malloc(big + 1);
+    for (size_t i = 0; i < big; i++) text[i] = "ab cd "[i % 6];
+    text[big] = 0;
+    chat_msg huge = {"user", text};
+    CHECK(engine_count_tokens(e, &huge, 1, NULL) > engine_context(e), "count_tokens too small");
+    CHECK(engine_submit(e, &huge, 1, NULL, NULL, err, sizeof err) == 0 && strstr(err, "context"),
+          "an over-long prompt was accepted: %s", err);
+    free(text);
+}
+
+int main(void) {
+    engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 512};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "%s", err);
+    same_as_direct(e);
+    stop_strings(e);
+    bad_requests(e);
+    engine_close(e);
+    cancel_and_close();
+    return check_report("test_chat");
+}
