@@ -94,6 +94,7 @@ typedef struct conv {
     gen_report rep;   /* the last progress report */
     int finish;       /* of the last reply (enum gen_finish) */
     char *error;      /* the error file; NULL when fine */
+    char *fail;       /* why the last reply failed (status) */
     stream *reply;    /* the current or last reply */
     uint32_t fresh_tid;
     int64_t fresh_until;
@@ -299,6 +300,7 @@ static void conv_unref(conv *c) {
     free(c->name);
     free(c->system);
     free(c->error);
+    free(c->fail);
     settings_free(&c->st);
     stream_unref(c->reply);
     free(c);
@@ -382,6 +384,19 @@ static void reset_reply(conv *c) {
 }
 
 static int busy(const conv *c) { return c->gen != NULL; }
+
+/* Is the thread one of the copy tools that create files with O_EXCL in a directory
+ * they just made (cp -r, mv across filesystems)? See "fresh conversations". */
+static int copier(uint32_t tid) {
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%u/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+    fclose(f);
+    comm[strcspn(comm, "\n")] = 0;
+    return !strcmp(comm, "cp") || !strcmp(comm, "mv");
+}
 
 static int fresh_for(const conv *c, uint32_t tid) {
     return c->fresh_tid && c->fresh_tid == tid && mono_ns() < c->fresh_until;
@@ -518,6 +533,8 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         if (error) {
             c->state = ST_FAILED;
             set_error(c, "%s", error);
+            free(c->fail);
+            c->fail = strdup(error);
             fs->n_failed++;
         } else {
             c->state = ST_DONE;
@@ -719,7 +736,7 @@ static const char *finish_note(int finish) {
 
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
-    if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->error ? c->error : "failed");
+    if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
@@ -1437,8 +1454,7 @@ static int commit(chatfs *fs, const node *nd, int created, const char *data, siz
     case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, created); break;
     default: return is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
-    if (rc == 0 && c && c->state != ST_FAILED && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN)
-        clear_error(c);
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) clear_error(c);
     return rc;
 }
 
@@ -1545,7 +1561,7 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     if (!rc && !c) rc = -ENOMEM;
     if (rc) goto out;
     c->reply = stream_of_turn(NULL);
-    c->fresh_tid = tid;
+    c->fresh_tid = copier(tid) ? tid : 0;
     c->fresh_until = mono_ns() + FRESH_NS;
     fs->mtime_root = now_ns();
     nd = (node){K_CONV, c, 0, NULL};
@@ -2017,6 +2033,7 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
         h->sc->mtime = now_ns();
         goto out;
     }
+    h->written = 1; /* even when refused below: then release must not commit a truncation */
     /* refuse where shells look: at write, not at close */
     int v = 0;
     switch (h->kind) {
@@ -2039,7 +2056,7 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
         *len = old; /* the refused bytes are not kept */
         rc = v;
     } else {
-        h->dirty = h->written = 1;
+        h->dirty = 1;
     }
 out:
     pthread_mutex_unlock(&fs->mu);

@@ -192,7 +192,7 @@ char *settings_render(const conv_settings *s) {
 }
 
 void settings_to_gen(const conv_settings *s, gen_settings *g) {
-    memset(g, 0, sizeof *g);
+    gen_settings_defaults(g);
     g->temperature = (float)s->temperature;
     g->top_k = s->top_k;
     g->top_p = (float)s->top_p;
