@@ -65,7 +65,7 @@ test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: chatfs $(TEST_BIN) sanitized-gguf fuzz-smoke
+check: chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
 # The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
@@ -75,6 +75,18 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 sanitized-gguf:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_gguf_broken
+
+# The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
+# TSan: quick, so make test always runs both.
+.PHONY: sanitized-fs
+sanitized-fs:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_chatfs
+	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
+	$(MAKE) --no-print-directory tsan
+
+tsan:
+	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" build-tsan/tests/test_chatfs
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:

@@ -198,7 +198,7 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;
 }
@@ -701,27 +701,29 @@ static void render_transcript(const conv *c, sbuf *b) {
     }
 }
 
-static void render_messages(const conv *c, sbuf *b) {
-    cJSON *a = cJSON_CreateArray();
-    if (c->system[0]) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "role", "system");
-        cJSON_AddStringToObject(o, "content", c->system);
-        cJSON_AddItemToArray(a, o);
+/* one message per line: readable, and diff/grep-friendly */
+static void add_message_json(sbuf *b, const char *role, const char *content, int *first) {
+    cJSON *str = cJSON_CreateString(content);
+    char *t = str ? cJSON_PrintUnformatted(str) : NULL;
+    cJSON_Delete(str);
+    if (!t) {
+        b->oom = 1;
+        return;
     }
-    for (int i = 0; i < c->n_turns; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "role", c->turns[i].user ? "user" : "assistant");
-        cJSON_AddStringToObject(o, "content", c->turns[i].text);
-        cJSON_AddItemToArray(a, o);
-    }
-    char *t = cJSON_Print(a);
-    if (t) {
-        sb_str(b, t);
-        sb_str(b, "\n");
-    } else b->oom = 1;
+    sb_fmt(b, "%s{\"role\": \"%s\", \"content\": ", *first ? "\n  " : ",\n  ", role);
+    sb_str(b, t);
+    sb_str(b, "}");
     cJSON_free(t);
-    cJSON_Delete(a);
+    *first = 0;
+}
+
+static void render_messages(const conv *c, sbuf *b) {
+    int first = 1;
+    sb_str(b, "[");
+    if (c->system[0]) add_message_json(b, "system", c->system, &first);
+    for (int i = 0; i < c->n_turns; i++)
+        add_message_json(b, c->turns[i].user ? "user" : "assistant", c->turns[i].text, &first);
+    sb_str(b, first ? "]\n" : "\n]\n");
 }
 
 static const char *finish_note(int finish) {

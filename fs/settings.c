@@ -177,17 +177,31 @@ char *settings_render(const conv_settings *s) {
     cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
     if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
     else cJSON_AddNullToObject(o, "template");
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) return NULL;
-    size_t n = strlen(text);
-    char *out = malloc(n + 2);
-    if (out) {
-        memcpy(out, text, n);
-        out[n] = '\n';
-        out[n + 1] = 0;
+    /* one key per line, two-space indent: what people expect to edit */
+    size_t cap = 256, len = 0;
+    char *out = malloc(cap);
+    int ok = out != NULL;
+    if (ok) len = (size_t)snprintf(out, cap, "{");
+    for (cJSON *v = o->child; ok && v; v = v->next) {
+        char *val = cJSON_PrintUnformatted(v);
+        size_t need = len + strlen(v->string) + (val ? strlen(val) : 0) + 16;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            char *p = realloc(out, cap);
+            if (!p) ok = 0;
+            else out = p;
+        }
+        if (ok && val) len += (size_t)snprintf(out + len, cap - len, "%s\n  \"%s\": %s", v == o->child ? "" : ",",
+                                               v->string, val);
+        ok = ok && val;
+        cJSON_free(val);
     }
-    cJSON_free(text);
+    if (ok) snprintf(out + len, cap - len, "\n}\n");
+    cJSON_Delete(o);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
     return out;
 }
 
