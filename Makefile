@@ -42,10 +42,15 @@ deps:
 	@tools/deps.sh
 
 DEFAULT_MODEL ?= models/chatfs-default.gguf
+MOUNTPOINT ?= mnt
+# Mounts the conversations on ./mnt in the foreground (Ctrl-C unmounts); in another
+# terminal: mkdir mnt/c; echo 'What is 17 + 25?' > mnt/c/message; cat mnt/c/reply
 run:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory chatfs
-	./chatfs run -m $(DEFAULT_MODEL) --chat --stop -n 64 -p "What is 17 + 25?"
+	@mkdir -p $(MOUNTPOINT)
+	@echo "chatfs: mounted on $(MOUNTPOINT) (Ctrl-C unmounts). Try: mkdir $(MOUNTPOINT)/c; echo 'What is 17 + 25?' > $(MOUNTPOINT)/c/message; cat $(MOUNTPOINT)/c/reply"
+	./chatfs mount $(MOUNTPOINT) -f -m $(DEFAULT_MODEL)
 
 chatfs: $(MAIN_OBJ) $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -838,7 +838,6 @@ static char *stats_text(chatfs *fs, size_t *len) {
     cJSON_AddNumberToObject(f, "replies_failed", (double)fs->n_failed);
     cJSON_AddNumberToObject(f, "imports", (double)fs->n_imports);
     cJSON_AddNumberToObject(f, "scratch_files", scratch_n);
-    cJSON_AddNumberToObject(f, "uptime_s", (double)(now_ns() - fs->t_start) / 1e9);
     pthread_mutex_unlock(&fs->mu);
     char *t = cJSON_Print(o);
     cJSON_Delete(o);
@@ -953,7 +952,7 @@ static int attr_of(chatfs *fs, const node *nd, fs_attr *a) {
             if (conv_files[i].kind == nd->kind) a->mode = conv_files[i].mode;
     }
     if (nd->kind == K_STATS) {
-        a->size = 4096; /* rendered with the engine's lock; read with direct I/O anyway */
+        a->size = 0; /* see stats_size */
         return 0;
     }
     if (nd->kind == K_REPLY) {
@@ -1462,6 +1461,14 @@ static int commit(chatfs *fs, const node *nd, int created, const char *data, siz
 
 /* ---- public: names ---- */
 
+/* stats.json is rendered with the engine's lock, so its exact size (git, rsync) is
+ * measured after ours is released */
+static void stats_size(chatfs *fs, fs_attr *a) {
+    size_t len = 0;
+    free(stats_text(fs, &len));
+    a->size = len;
+}
+
 int fs_lookup(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_attr *out) {
     pthread_mutex_lock(&fs->mu);
     node dir, nd;
@@ -1469,6 +1476,7 @@ int fs_lookup(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_at
     if (!rc) rc = child(fs, tid, &dir, name, &nd);
     if (!rc) rc = attr_of(fs, &nd, out);
     pthread_mutex_unlock(&fs->mu);
+    if (!rc && nd.kind == K_STATS) stats_size(fs, out);
     return rc;
 }
 
@@ -1478,6 +1486,7 @@ int fs_getattr(chatfs *fs, uint64_t ino, fs_attr *out) {
     int rc = resolve(fs, ino, &nd);
     if (!rc) rc = attr_of(fs, &nd, out);
     pthread_mutex_unlock(&fs->mu);
+    if (!rc && nd.kind == K_STATS) stats_size(fs, out);
     return rc;
 }
 

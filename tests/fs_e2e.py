@@ -590,6 +590,23 @@ def test_daemon_mode_and_errors():
     check(not os.path.ismount(m.mnt), "unmounted")
 
 
+def test_examples():
+    ex = os.path.join(ROOT, "examples")
+    with Mount("examples") as m:
+        rc, out, err = sh("'%s/ask.sh' '%s' demo 'What is 17 + 25?'" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 17 + 25?"), "ask.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/fork.sh' '%s' demo other 'And times 2?'" % (ex, m.mnt))
+        check(rc == 0 and out.startswith(expected("And times 2?")) and "demo still has 2 turns, other has 4" in out,
+              "fork.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/edit-and-regenerate.sh' '%s' demo 1 'What is 6 * 7?'" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 6 * 7?") and len(turns(m, "demo")) == 2,
+              "edit-and-regenerate.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/edit-and-regenerate.sh' '%s' demo" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 6 * 7?") and len(turns(m, "demo")) == 2, "re-roll: %r" % out)
+        rc, out, err = sh("'%s/watch.sh' '%s' demo 'Watch this'" % (ex, m.mnt))
+        check(rc == 0 and expected("Watch this") in out and "done 12 tokens" in err, "watch.sh: %r %r" % (out, err))
+
+
 def test_real_engine():
     with Mount("real", model=MODEL, extra=["-t", "1"]) as m:
         write(m.p("settings.json"), '{"max_tokens": 12, "temperature": 0}')
@@ -611,6 +628,27 @@ def test_real_engine():
         check(rc != 0 and "File too large" in err, "EFBIG with the real engine: %r" % err)
         st = json.loads(read(m.p("stats.json")))
         check(st["backend"] == "engine" and st["engine"].get("requests", 0) >= 3, "engine stats %s" % st)
+        # a long reply (until the context is full): first byte, Ctrl-C on a reader, stop
+        os.mkdir(m.p("long"))
+        write(m.p("long", "settings.json"), '{"max_tokens": 0, "temperature": 0}')
+        with open(m.p("long", "message"), "w") as f:
+            f.write("Tell me everything.")
+        t0 = time.monotonic()
+        cat = subprocess.Popen(["cat", m.p("long", "reply")], stdout=subprocess.PIPE)
+        first = os.read(cat.stdout.fileno(), 1)
+        NUMBERS["first_byte_real_tiny_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(first, "first byte")
+        t0 = time.monotonic()
+        cat.send_signal(signal.SIGINT)
+        cat.wait(timeout=10)
+        NUMBERS["ctrl_c_real_engine_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(time.monotonic() - t0 < 0.2, "Ctrl-C with the real engine")
+        check(read(m.p("long", "status")).startswith(("prefill", "generating")), read(m.p("long", "status")))
+        check(sh("echo stop > long/ctl", cwd=m.mnt)[0] == 0, "stop")
+        st = read(m.p("long", "status"))
+        check(st.startswith("done") and "(stopped)" in st, "stopped: " + st)
+        size = os.stat(m.p("long", "reply")).st_size
+        check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
 
 
 TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
