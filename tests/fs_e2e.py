@@ -39,6 +39,8 @@ def check(cond, what):
 
 def sh(cmd, timeout=30, **kw):
     """runs a bash command (bash names write errors; dash says "I/O error"); returns (exit status, stdout, stderr)"""
+    if "input" not in kw:
+        kw["stdin"] = subprocess.DEVNULL  # CI has no standard input; vim -es would read it
     p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, **kw)
     return p.returncode, p.stdout, p.stderr
 
