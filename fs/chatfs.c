@@ -546,12 +546,16 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         plan_save(fs, g, 1, &ps);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
     }
-    fs->n_running--;
-    pthread_cond_broadcast(&fs->cv);
     gen_unref(g);
+    fs->wake_pending = 0;
     pthread_mutex_unlock(&fs->mu);
     do_save(fs, &ps);
     notify(fs);
+    /* last: chatfs_stop waits for this, and may free what the lines above use */
+    pthread_mutex_lock(&fs->mu);
+    fs->n_running--;
+    pthread_cond_broadcast(&fs->cv);
+    pthread_mutex_unlock(&fs->mu);
 }
 
 /* Stops c's generation at once for everyone here: readers get the end of the reply,
@@ -651,6 +655,7 @@ static int start_gen(chatfs *fs, conv *c, int drop_user) {
         fs->n_running--;
         pthread_cond_broadcast(&fs->cv);
         if (!g->detached) {
+            finish_stream(g, 1); /* a reader that already opened the reply gets EIO */
             g->detached = 1;
             c->gen = NULL;
             g->refs--;
@@ -2021,7 +2026,7 @@ int fs_poll_ready(chatfs *fs, fs_handle *h) {
 }
 
 ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t size) {
-    if (!h->wr) return -EBADF;
+    if (!h->wr) return -EBADF; /* wr and discard never change after open */
     if (h->discard) return (ssize_t)size;
     pthread_mutex_lock(&fs->mu);
     ssize_t rc = (ssize_t)size;
@@ -2076,10 +2081,9 @@ out:
 
 /* Commit rule: a flush (close) commits what was written since the last commit. */
 int fs_flush(chatfs *fs, fs_handle *h) {
-    if (!h->dirty || h->discard) return 0;
-    pthread_mutex_lock(&fs->mu);
+    pthread_mutex_lock(&fs->mu); /* also for h: a write may come on another thread */
     int rc = 0;
-    if (h->dirty) {
+    if (h->dirty && !h->discard) {
         h->dirty = 0;
         node nd;
         rc = resolve(fs, h->ino, &nd);

@@ -390,7 +390,8 @@ static void test_concurrency(void) {
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
 }
 
-/* random operations on a few names: nothing may crash, leak or deadlock */
+/* random operations on a few names: nothing may crash, leak or deadlock. For a longer
+ * run: CHATFS_SOAK=ITERATIONS[:SEED] build-asan/tests/test_chatfs */
 static void test_soak(void) {
     static const char *names[] = {"s", "t", "s/message", "s/system", "s/settings.json", "s/ctl", "s/messages.json",
                                   "s/turns/001-user.md", "s/turns/002-assistant.md", "s/turns/003-user.md", "s/x~",
@@ -399,7 +400,13 @@ static void test_soak(void) {
                                   "stop", "regenerate", "{", "\n", "garbage ]"};
     const int nn = sizeof names / sizeof *names, nt = sizeof texts / sizeof *texts;
     unsigned seed = 12345;
-    for (int i = 0; i < 3000; i++) {
+    int iterations = 3000;
+    const char *env = getenv("CHATFS_SOAK");
+    if (env) {
+        iterations = atoi(env);
+        if (strchr(env, ':')) seed = (unsigned)atoi(strchr(env, ':') + 1);
+    }
+    for (int i = 0; i < iterations; i++) {
         const char *n1 = names[rand_r(&seed) % nn], *n2 = names[rand_r(&seed) % nn], *tx = texts[rand_r(&seed) % nt];
         const char *leaf;
         uint64_t p1 = parent_of(n1, &leaf);
