@@ -690,6 +690,10 @@ def main():
             # whatever a failed test left: lazy unmounts, then the daemons it started
             while MOUNTS:
                 MOUNTS.pop().stop()
+    if not failed:  # keep what a failure left for a look; else tidy up
+        for d in os.listdir(TMP):
+            if not os.path.ismount(os.path.join(TMP, d, "mnt")):
+                shutil.rmtree(os.path.join(TMP, d), ignore_errors=True)
     if NUMBERS:
         print("fs numbers: " + json.dumps(NUMBERS))
     print("fs: %d passed, %d failed" % (passed, failed))
