@@ -44,10 +44,15 @@ deps:
 	@tools/deps.sh
 
 DEFAULT_MODEL ?= models/chatfs-default.gguf
+MOUNTPOINT ?= mnt
+# Mounts the conversations on ./mnt in the foreground (Ctrl-C unmounts); in another
+# terminal: mkdir mnt/c; echo 'What is 17 + 25?' > mnt/c/message; cat mnt/c/reply
 run:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory chatfs
-	./chatfs run -m $(DEFAULT_MODEL) --chat --stop -n 64 -p "What is 17 + 25?"
+	@mkdir -p $(MOUNTPOINT)
+	@echo "chatfs: mounted on $(MOUNTPOINT) (Ctrl-C unmounts). Try: mkdir $(MOUNTPOINT)/c; echo 'What is 17 + 25?' > $(MOUNTPOINT)/c/message; cat $(MOUNTPOINT)/c/reply"
+	./chatfs mount $(MOUNTPOINT) -f -m $(DEFAULT_MODEL)
 
 chatfs: $(MAIN_OBJ) $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -67,7 +72,7 @@ test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: chatfs $(TEST_BIN) sanitized-gguf fuzz-smoke
+check: chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
 # The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
@@ -77,6 +82,18 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 sanitized-gguf:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_gguf_broken
+
+# The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
+# TSan: quick, so make test always runs both.
+.PHONY: sanitized-fs
+sanitized-fs:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_chatfs
+	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
+	$(MAKE) --no-print-directory tsan
+
+tsan:
+	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" build-tsan/tests/test_chatfs
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:

@@ -6,6 +6,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_mount(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_ask(int argc, char **argv);

@@ -10,6 +10,8 @@
 static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
     "\n"
+    "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [-f] [-o FUSE_OPTIONS]\n"
+    "      conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
     "  info MODEL.gguf [--json] [--template NAME]\n"
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
     "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
@@ -112,7 +114,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"info", cmd_info}, {"run", cmd_run}, {"ask", cmd_ask}, {"bench", cmd_bench}, {"synth", cmd_synth}};
+    } cmds[] = {{"mount", cmd_mount}, {"info", cmd_info}, {"run", cmd_run}, {"ask", cmd_ask}, {"bench", cmd_bench}, {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
     cli_error("unknown command '%s' (chatfs --help lists the commands)", argv[1]);

@@ -1,0 +1,20 @@
+/* mount.h - `chatfs mount`: opens the database and the engine, mounts, serves until
+ * unmounted (fusermount3 -u) or signalled, then stops generation and closes. */
+#ifndef CHATFS_FS_MOUNT_H
+#define CHATFS_FS_MOUNT_H
+
+typedef struct {
+    const char *mountpoint;
+    const char *model;       /* GGUF path (the real engine) */
+    const char *fake;        /* or a fake engine spec (backend.h); for tests */
+    const char *db;          /* database path; NULL: db_default_path */
+    int threads;             /* engine threads; 0: every core */
+    int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
+    int debug;               /* -d: libfuse's request log (implies -f) */
+    const char *fuse_opts;   /* -o, passed to libfuse */
+} mount_opts;
+
+/* Returns the process exit status. */
+int chatfs_mount(const mount_opts *o);
+
+#endif

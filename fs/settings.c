@@ -1,0 +1,222 @@
+/* settings.c - settings.json parsing, validation and rendering (see settings.h). */
+#include "fs/settings.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "engine/template.h"
+
+void settings_builtin(conv_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->temperature = 0.7;
+    s->top_p = 0.95;
+    s->min_p = 0.05;
+    s->top_k = 40;
+    s->seed = -1;
+}
+
+void settings_free(conv_settings *s) {
+    for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    free(s->template_name);
+    memset(s, 0, sizeof *s);
+}
+
+void settings_copy(conv_settings *dst, const conv_settings *src) {
+    conv_settings t = *src;
+    for (int i = 0; i < t.n_stop; i++) t.stop[i] = strdup(src->stop[i]);
+    t.template_name = src->template_name ? strdup(src->template_name) : NULL;
+    *dst = t;
+}
+
+int settings_equal(const conv_settings *a, const conv_settings *b) {
+    char *x = settings_render(a), *y = settings_render(b);
+    int eq = x && y && !strcmp(x, y);
+    free(x);
+    free(y);
+    return eq;
+}
+
+static int number(const cJSON *v, const char *key, double lo, double hi, double *out, char *err, size_t n) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
+        snprintf(err, n, "%s must be a number from %g to %g", key, lo, hi);
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int integer(const cJSON *v, const char *key, double lo, double hi, double *out, char *err, size_t n) {
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
+        snprintf(err, n, "%s must be an integer from %.0f to %.0f", key, lo, hi);
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static const char *const templates[] = {"chatml", "qwen3", "qwen35", "llama3", "granite", "lfm2", "nemotron"};
+
+int settings_parse(const char *text, size_t len, const conv_settings *defaults, conv_settings *out, char *err,
+                   size_t errlen) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        /* an error with nothing but whitespace after it: a writer still writing */
+        size_t at = end ? (size_t)(end - text) : 0;
+        int more = 0;
+        for (size_t i = at + 1; i < len; i++) more |= !strchr(" \t\r\n", text[i]);
+        snprintf(err, errlen, "settings.json: not valid JSON (at byte %zu)", at);
+        return more ? -1 : 0;
+    }
+    for (size_t i = end - text; i < len; i++)
+        if (!strchr(" \t\r\n", text[i])) {
+            snprintf(err, errlen, "settings.json: text after the JSON object");
+            cJSON_Delete(root);
+            return -1;
+        }
+    conv_settings s;
+    settings_copy(&s, defaults);
+    int rc = 1;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "settings.json must be a JSON object");
+        rc = -1;
+    }
+    for (cJSON *v = rc > 0 ? root->child : NULL; v && rc > 0; v = v->next) {
+        const char *k = v->string;
+        double d = 0;
+        if (!strcmp(k, "temperature")) rc = number(v, k, 0, 100, &s.temperature, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "top_p")) rc = number(v, k, 0, 1, &s.top_p, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "min_p")) rc = number(v, k, 0, 1, &s.min_p, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "top_k")) {
+            rc = integer(v, k, 0, 1 << 20, &d, err, errlen) ? -1 : 1;
+            s.top_k = (int)d;
+        } else if (!strcmp(k, "max_tokens")) {
+            rc = integer(v, k, 0, 1 << 24, &d, err, errlen) ? -1 : 1;
+            s.max_tokens = (int)d;
+        } else if (!strcmp(k, "checkpoint_interval")) {
+            rc = integer(v, k, 0, 1 << 24, &d, err, errlen) ? -1 : 1;
+            s.checkpoint_interval = (int)d;
+        } else if (!strcmp(k, "seed")) {
+            if (cJSON_IsNull(v)) s.seed = -1;
+            else {
+                rc = integer(v, "seed (or null for random)", 0, 9007199254740991.0, &d, err, errlen) ? -1 : 1;
+                s.seed = (int64_t)d;
+            }
+        } else if (!strcmp(k, "stop")) {
+            int n = cJSON_GetArraySize(v);
+            if (!cJSON_IsArray(v) || n > GEN_MAX_STOP) {
+                snprintf(err, errlen, "stop must be an array of at most %d strings", GEN_MAX_STOP);
+                rc = -1;
+                break;
+            }
+            for (int i = 0; i < s.n_stop; i++) free(s.stop[i]);
+            s.n_stop = 0;
+            for (cJSON *e = v->child; e; e = e->next) {
+                if (!cJSON_IsString(e) || !e->valuestring[0]) {
+                    snprintf(err, errlen, "stop must be an array of non-empty strings");
+                    rc = -1;
+                    break;
+                }
+                s.stop[s.n_stop++] = strdup(e->valuestring);
+            }
+        } else if (!strcmp(k, "template")) {
+            free(s.template_name);
+            s.template_name = NULL;
+            if (cJSON_IsNull(v)) continue;
+            int ok = 0;
+            for (size_t i = 0; cJSON_IsString(v) && i < sizeof templates / sizeof *templates; i++)
+                ok |= !strcmp(v->valuestring, templates[i]);
+            if (!ok) {
+                snprintf(err, errlen,
+                         "template must be null (the model's own) or one of chatml, qwen3, qwen35, llama3, granite, "
+                         "lfm2, nemotron");
+                rc = -1;
+            } else
+                s.template_name = strdup(v->valuestring);
+        } else {
+            snprintf(err, errlen,
+                     "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
+                     "checkpoint_interval, template)",
+                     k);
+            rc = -1;
+        }
+    }
+    cJSON_Delete(root);
+    if (rc < 0) {
+        settings_free(&s);
+        return -1;
+    }
+    *out = s;
+    return 1;
+}
+
+char *settings_render(const conv_settings *s) {
+    cJSON *o = cJSON_CreateObject();
+    char num[32];
+    /* %.6g keeps 0.7 as 0.7 instead of 0.69999999999999996 */
+    snprintf(num, sizeof num, "%.6g", s->temperature);
+    cJSON_AddRawToObject(o, "temperature", num);
+    snprintf(num, sizeof num, "%.6g", s->top_p);
+    cJSON_AddRawToObject(o, "top_p", num);
+    cJSON_AddNumberToObject(o, "top_k", s->top_k);
+    snprintf(num, sizeof num, "%.6g", s->min_p);
+    cJSON_AddRawToObject(o, "min_p", num);
+    if (s->seed < 0) cJSON_AddNullToObject(o, "seed");
+    else {
+        snprintf(num, sizeof num, "%lld", (long long)s->seed);
+        cJSON_AddRawToObject(o, "seed", num);
+    }
+    cJSON_AddNumberToObject(o, "max_tokens", s->max_tokens);
+    cJSON *stop = cJSON_AddArrayToObject(o, "stop");
+    for (int i = 0; i < s->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(s->stop[i]));
+    cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
+    if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
+    else cJSON_AddNullToObject(o, "template");
+    /* one key per line, two-space indent: what people expect to edit */
+    size_t cap = 256, len = 0;
+    char *out = malloc(cap);
+    int ok = out != NULL;
+    if (ok) len = (size_t)snprintf(out, cap, "{");
+    for (cJSON *v = o->child; ok && v; v = v->next) {
+        char *val = cJSON_PrintUnformatted(v);
+        size_t need = len + strlen(v->string) + (val ? strlen(val) : 0) + 16;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            char *p = realloc(out, cap);
+            if (!p) ok = 0;
+            else out = p;
+        }
+        if (ok && val) len += (size_t)snprintf(out + len, cap - len, "%s\n  \"%s\": %s", v == o->child ? "" : ",",
+                                               v->string, val);
+        ok = ok && val;
+        cJSON_free(val);
+    }
+    if (ok) snprintf(out + len, cap - len, "\n}\n");
+    cJSON_Delete(o);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+void settings_to_gen(const conv_settings *s, gen_settings *g) {
+    gen_settings_defaults(g);
+    g->temperature = (float)s->temperature;
+    g->top_k = s->top_k;
+    g->top_p = (float)s->top_p;
+    g->min_p = (float)s->min_p;
+    if (s->seed >= 0) g->seed = (uint64_t)s->seed;
+    else if (getrandom(&g->seed, sizeof g->seed, 0) != sizeof g->seed) g->seed = (uint64_t)time(NULL);
+    g->max_tokens = s->max_tokens;
+    for (int i = 0; i < s->n_stop; i++) g->stop[i] = s->stop[i];
+    g->n_stop = s->n_stop;
+    g->checkpoint_interval = s->checkpoint_interval;
+    g->template_name = s->template_name;
+    g->checkpoints = 1;
+}

@@ -1,0 +1,704 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `chatfs mount` with the real tools (run by tests/t_fs.sh).
+
+Every test mounts in a child process under tests/tmp/ (not /tmp: vim skips its backup
+under /tmp), with a per-test alarm, and always unmounts with `fusermount3 -uz` and
+kills the daemon it started. Most tests use the fake engine (`--fake-engine`:
+deterministic words at a set pace, see fs/backend.h); the last ones use the real engine
+with tests/fixtures/qwen35-tiny-f32.gguf (random weights: gibberish, deterministic).
+
+Usage: fs_e2e.py [-v] [NAME_SUBSTRING ...]
+"""
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHATFS = os.environ.get("CHATFS", os.path.join(ROOT, "chatfs"))
+TMP = os.path.join(ROOT, "tests", "tmp", "fs")
+MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
+VERBOSE = "-v" in sys.argv
+NUMBERS = {}
+MOUNTS = []  # every Mount started, stopped again after each test whatever happened
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def sh(cmd, timeout=30, **kw):
+    """runs a bash command (bash names write errors; dash says "I/O error"); returns (exit status, stdout, stderr)"""
+    if "input" not in kw:
+        kw["stdin"] = subprocess.DEVNULL  # CI has no standard input; vim -es would read it
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout, **kw)
+    return p.returncode, p.stdout, p.stderr
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read().decode()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def wait_for(cond, timeout=10.0, step=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def expected(msg, n=12):
+    """the fake engine's reply to msg with n tokens (backend_fake.c)"""
+    return ("Reply to: %s." % msg[:40]) + "".join(" w%d" % i for i in range(1, n)) + "\n"
+
+
+class Mount:
+    """chatfs mounted in a child process; a context manager"""
+
+    def __init__(self, name, fake="delay=20", model=None, db=None, extra=(), daemon=False):
+        self.dir = os.path.join(TMP, name)
+        self.mnt = os.path.join(self.dir, "mnt")
+        self.db = db or os.path.join(self.dir, "chatfs.db")
+        self.fake, self.model, self.extra, self.daemon = fake, model, list(extra), daemon
+        self.proc = None
+        self.pid = None
+        MOUNTS.append(self)
+
+    def cmd(self):
+        c = [CHATFS, "mount", self.mnt, "--db", self.db]
+        c += ["-m", self.model] if self.model else ["--fake-engine", self.fake]
+        return c + ([] if self.daemon else ["-f"]) + self.extra
+
+    def start(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        if self.daemon:
+            p = subprocess.run(self.cmd(), capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0, "daemon mount failed: %s" % p.stderr)
+            self.pid = int(sh("pgrep -f -n -x '%s'" % " ".join(self.cmd()))[1].strip() or 0)
+        else:
+            self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+            self.proc = subprocess.Popen(self.cmd(), stdout=self.log, stderr=subprocess.STDOUT)
+            self.pid = self.proc.pid
+        ok = wait_for(lambda: os.path.ismount(self.mnt) or (self.proc and self.proc.poll() is not None), 60)
+        check(ok and os.path.ismount(self.mnt), "not mounted: %s" % self.log_text())
+        return self
+
+    def log_text(self):
+        try:
+            return read(os.path.join(self.dir, "daemon.log"))
+        except OSError:
+            return ""
+
+    def p(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def stop(self, lazy=True):
+        subprocess.run(["fusermount3", "-u" + ("z" if lazy else ""), self.mnt], capture_output=True)
+        if self.proc:
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.log.close()
+        elif self.pid:
+            wait_for(lambda: not os.path.exists("/proc/%d" % self.pid) or
+                     "zombie" in sh("ps -o stat= -p %d" % self.pid)[1], 15)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.stop()
+
+
+def send(m, conv, text):
+    rc, out, err = sh("cat > '%s'" % m.p(conv, "message"), timeout=30, input=text + "\n")
+    return rc, err
+
+
+def turns(m, conv):
+    return sorted(os.listdir(m.p(conv, "turns")))
+
+
+def wait_done(m, conv, timeout=30):
+    ok = wait_for(lambda: read(m.p(conv, "status")).startswith(("done", "error", "idle")), timeout)
+    check(ok, "%s never finished: %s" % (conv, read(m.p(conv, "status"))))
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_echo_cat():
+    with Mount("echo") as m:
+        check(sorted(os.listdir(m.mnt)) == ["README", "settings.json", "stats.json"], "root listing")
+        os.mkdir(m.p("a"))
+        names = sorted(os.listdir(m.p("a")))
+        check(names == sorted(["message", "reply", "system", "settings.json", "transcript.md", "messages.json",
+                               "status", "error", "ctl", "turns"]), "conversation listing %s" % names)
+        rc, out, err = sh("echo 'hello world' > a/message && cat a/reply", cwd=m.mnt)
+        check(rc == 0 and out == expected("hello world"), "echo/cat: %r %r" % (out, err))
+        check(read(m.p("a", "status")).startswith("done 12 tokens"), "status: " + read(m.p("a", "status")))
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "turns %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "hello world\n", "user turn")
+        check(read(m.p("a", "turns", "002-assistant.md")) == expected("hello world"), "assistant turn")
+        check(os.stat(m.p("a", "reply")).st_size == len(expected("hello world")), "reply size exact once done")
+        check(read(m.p("a", "message")) == "" and os.stat(m.p("a", "message")).st_size == 0, "message reads empty")
+        tr = read(m.p("a", "transcript.md"))
+        check("## user\n\nhello world\n" in tr and expected("hello world") in tr, "transcript: " + tr)
+        msgs = json.loads(read(m.p("a", "messages.json")))
+        check(msgs == [{"role": "user", "content": "hello world"},
+                       {"role": "assistant", "content": expected("hello world")[:-1]}], "messages.json %s" % msgs)
+        check(read(m.p("a", "error")) == "", "error empty")
+        check("chatfs" in read(m.p("README")), "README")
+        st = json.loads(read(m.p("stats.json")))
+        check(st["filesystem"]["messages_sent"] == 1 and "engine" in st, "stats.json %s" % st)
+        # the second message continues the conversation
+        rc, out, err = sh("echo again > a/message && cat a/reply", cwd=m.mnt)
+        check(out == expected("again") and len(turns(m, "a")) == 4, "second message")
+
+
+def test_printf_several_writes():
+    with Mount("printf") as m:
+        os.mkdir(m.p("a"))
+        rc, _, err = sh("{ printf 'one '; printf 'two '; printf 'three\\n'; } > a/message", cwd=m.mnt)
+        check(rc == 0, err)
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "exactly one message %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "one two three\n", "the writes joined")
+        # >> appends are messages too; an empty write sends nothing
+        sh(": > a/message; echo > a/message", cwd=m.mnt)
+        time.sleep(0.2)
+        check(len(turns(m, "a")) == 2, "empty message sent nothing")
+
+
+def test_python_writes():
+    with Mount("python") as m:
+        os.mkdir(m.p("a"))
+        f = open(m.p("a", "message"), "w")
+        f.write("part one, ")
+        f.flush()  # a WRITE, not a FLUSH: nothing is sent yet
+        f.write("part two")
+        f.flush()
+        time.sleep(0.2)
+        check(turns(m, "a") == [], "sent before close")
+        f.close()  # FLUSH: sent before close() returns
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "sent at close")
+        check(read(m.p("a", "turns", "001-user.md")) == "part one, part two\n", "content")
+        out = read(m.p("a", "reply"))
+        check(out == expected("part one, part two"), "reply %r" % out)
+
+
+def test_vim():
+    with Mount("vim") as m:
+        os.mkdir(m.p("a"))
+        env = dict(os.environ, HOME=m.dir)
+        # default settings: swap file, 4913 probe, rename(message, message~), write, unlink message~
+        rc, out, err = sh("vim -u DEFAULTS -i NONE -es -c 'set backupskip=' -c 'call setline(1, \"from vim\")' "
+                          "-c wq a/message", cwd=m.mnt, env=env)
+        check(rc == 0, "vim rename path: %s %s" % (out, err))
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "vim sent one message %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "from vim\n", "vim text")
+        check(sorted(x for x in os.listdir(m.p("a")) if x.startswith(".") or x.endswith("~") or x == "4913") == [],
+              "vim's scratch files are gone")
+        # in place (backupcopy=yes: open, truncate, write)
+        rc, out, err = sh("vim -u DEFAULTS -i NONE -es -c 'set backupcopy=yes' -c 'call setline(1, \"in place\")' "
+                          "-c wq a/message", cwd=m.mnt, env=env)
+        check(rc == 0, "vim in place: %s %s" % (out, err))
+        wait_done(m, "a")
+        check(len(turns(m, "a")) == 4 and read(m.p("a", "turns", "003-user.md")) == "in place\n",
+              "vim in place sent one message %s" % turns(m, "a"))
+        # editing a user turn: later turns go, the reply is generated again
+        rc, out, err = sh("vim -u DEFAULTS -i NONE -es -c 'set backupskip=' -c 'call setline(1, \"edited\")' "
+                          "-c wq a/turns/001-user.md", cwd=m.mnt, env=env)
+        check(rc == 0, "vim on a turn: %s %s" % (out, err))
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "regenerated from turn 1 %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "002-assistant.md")) == expected("edited"), "regenerated reply")
+        check([x for x in os.listdir(m.p("a", "turns")) if not x[0].isdigit()] == [], "no scratch left in turns/")
+        # saving an unchanged turn changes nothing
+        sh("vim -u DEFAULTS -i NONE -es -c 'set backupskip=' -c wq a/turns/001-user.md", cwd=m.mnt, env=env)
+        time.sleep(0.2)
+        check(read(m.p("a", "status")).startswith("done") and len(turns(m, "a")) == 2, "unchanged save is a no-op")
+
+
+def test_nano():
+    if not shutil.which("tmux") or not shutil.which("nano"):
+        raise Fail("nano and tmux are needed (.ci/packages)")
+    with Mount("nano") as m:
+        os.mkdir(m.p("a"))
+        s = "chatfs-nano-%d" % os.getpid()
+        sh("tmux kill-session -t %s 2>/dev/null" % s)
+        rc, _, err = sh("tmux new-session -d -s %s -x 100 -y 20 \"cd '%s' && HOME='%s' nano a/message\"" %
+                        (s, m.mnt, m.dir))
+        check(rc == 0, "tmux: " + err)
+        try:
+            check(wait_for(lambda: "GNU nano" in sh("tmux capture-pane -p -t " + s)[1], 10), "nano started")
+            check(os.path.exists(m.p("a", ".message.swp")), "nano's lock file is a scratch file")
+            sh("tmux send-keys -t %s 'from nano'" % s)
+            time.sleep(0.2)
+            sh("tmux send-keys -t %s C-o" % s)
+            time.sleep(0.3)
+            sh("tmux send-keys -t %s Enter" % s)
+            check(wait_for(lambda: "Wrote" in sh("tmux capture-pane -p -t " + s)[1], 10),
+                  "nano saved: " + sh("tmux capture-pane -p -t " + s)[1])
+            sh("tmux send-keys -t %s C-x" % s)
+            wait_for(lambda: sh("tmux has-session -t " + s)[0] != 0, 5)
+        finally:
+            sh("tmux kill-session -t %s 2>/dev/null" % s)
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "nano sent one message %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "from nano\n", "nano text")
+        check(not os.path.exists(m.p("a", ".message.swp")), "nano's lock file is gone")
+
+
+def test_emacs():
+    with Mount("emacs") as m:
+        os.mkdir(m.p("a"))
+        env = dict(os.environ, HOME=m.dir)
+        rc, out, err = sh("emacs --batch a/message --eval '(progn (insert \"from emacs\") (save-buffer))'",
+                          cwd=m.mnt, env=env, timeout=60)
+        check(rc == 0, "emacs: " + err)
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "emacs sent one message %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "from emacs\n", "emacs text")
+        check(os.path.exists(m.p("a", "message~")), "emacs's backup is a scratch file")
+        # a second save (backup exists already) sends exactly one more
+        rc, out, err = sh("emacs --batch a/message --eval '(progn (insert \"again\") (save-buffer))'",
+                          cwd=m.mnt, env=env, timeout=60)
+        wait_done(m, "a")
+        check(len(turns(m, "a")) == 4, "second emacs save %s" % turns(m, "a"))
+        # the scratch file is not history and goes with rm
+        os.unlink(m.p("a", "message~"))
+        check("message~" not in os.listdir(m.p("a")), "scratch removed")
+
+
+def test_cp_fork_and_copies_out():
+    with Mount("cp") as m:
+        os.mkdir(m.p("a"))
+        write(m.p("a", "system"), "You are terse.\n")
+        write(m.p("a", "settings.json"), '{"temperature": 0.2, "seed": 7, "stop": ["END"]}')
+        check(sh("echo first > a/message && cat a/reply >/dev/null && echo second > a/message && "
+                 "cat a/reply > /dev/null", cwd=m.mnt)[0] == 0, "conversation a")
+        rc, out, err = sh("cp -r a b", cwd=m.mnt)
+        check(rc == 0 and err == "", "cp -r exits 0 quietly: %d %r" % (rc, err))
+        for f in ["system", "settings.json", "messages.json", "transcript.md", "reply"]:
+            check(read(m.p("a", f)) == read(m.p("b", f)), "fork's %s" % f)
+        check(turns(m, "a") == turns(m, "b"), "fork's turns")
+        for t in turns(m, "a"):
+            check(read(m.p("a", "turns", t)) == read(m.p("b", "turns", t)), "fork's " + t)
+        check(read(m.p("b", "status")) == "idle\n", "the fork did not generate: " + read(m.p("b", "status")))
+        sh("echo third > b/message && cat b/reply > /dev/null", cwd=m.mnt)
+        check(len(turns(m, "b")) == 6 and len(turns(m, "a")) == 4, "fork goes its own way")
+        # copies out of the mount: cp, rsync, tar, grep, git
+        out = os.path.join(m.dir, "out")
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        rc, _, err = sh("rsync -a '%s/' '%s/rs/'" % (m.p("a"), out))
+        check(rc == 0, "rsync -a: " + err)
+        check(read(os.path.join(out, "rs", "turns", "002-assistant.md")) == read(m.p("a", "turns", "002-assistant.md")),
+              "rsync copied the turns with their sizes")
+        check(read(os.path.join(out, "rs", "messages.json")) == read(m.p("a", "messages.json")), "rsync messages.json")
+        rc, _, err = sh("tar -C '%s' -cf '%s/a.tar' a && mkdir '%s/t' && tar -C '%s/t' -xf '%s/a.tar'" %
+                        (m.mnt, out, out, out, out))
+        check(rc == 0 and read(os.path.join(out, "t", "a", "system")) == "You are terse.\n", "tar: " + err)
+        rc, o, err = sh("grep -r -l first '%s'" % m.p("a"))
+        check(rc == 0 and "001-user.md" in o, "grep -r: %r %r" % (o, err))
+        rc, o, err = sh("cp -r '%s' '%s/g' && cd '%s/g' && git init -q && git add . && "
+                        "git -c user.email=t@t -c user.name=t commit -qm x && git status --porcelain && "
+                        "git hash-object turns/001-user.md" % (m.p("a"), out, out))
+        blob = sh("printf 'first\\n' | git hash-object --stdin")[1]
+        check(rc == 0 and o.strip().endswith(blob.strip()), "git add: %r %r" % (o, err))
+
+
+def test_tail_f():
+    with Mount("tail", fake="delay=100") as m:
+        os.mkdir(m.p("a"))
+        tail = subprocess.Popen(["tail", "-f", m.p("a", "transcript.md")], stdout=subprocess.PIPE)
+        try:
+            send(m, "a", "watch me #tokens=25")
+            wait_done(m, "a")
+            time.sleep(2.5)  # tail -f polls fstat once a second on FUSE
+        finally:
+            tail.terminate()
+        out = tail.communicate(timeout=5)[0].decode()
+        check(expected("watch me #tokens=25", 25) in out, "tail -f followed: %r" % out)
+
+
+def test_ctrl_c_blocked_cat():
+    with Mount("ctrlc", fake="delay=1500") as m:
+        os.mkdir(m.p("a"))
+        send(m, "a", "slow #tokens=6")
+        cat = subprocess.Popen(["cat", m.p("a", "reply")], stdout=subprocess.PIPE)
+        first = os.read(cat.stdout.fileno(), 100)  # the first token, then cat blocks again
+        check(first.startswith(b"Reply to:"), "first token %r" % first)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cat.send_signal(signal.SIGINT)
+        cat.wait(timeout=10)
+        dt = time.monotonic() - t0
+        NUMBERS["ctrl_c_ms"] = round(dt * 1000, 1)
+        check(dt < 0.2, "Ctrl-C took %.0f ms" % (dt * 1000))
+        check(read(m.p("a", "status")).startswith("generating"), "generation goes on: " + read(m.p("a", "status")))
+        # kill -9 of a blocked reader does not leave it in D state either
+        cat = subprocess.Popen(["cat", m.p("a", "reply")], stdout=subprocess.PIPE)
+        os.read(cat.stdout.fileno(), 100)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cat.kill()
+        cat.wait(timeout=10)
+        NUMBERS["kill_9_reader_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(time.monotonic() - t0 < 0.2, "kill -9 of a blocked reader")
+        check(read(m.p("a", "status")).startswith("generating"), "generation goes on after kill")
+
+
+def test_ten_blocked_readers_stat_fast():
+    with Mount("ten", fake="delay=3000") as m:
+        os.mkdir(m.p("a"))
+        send(m, "a", "very slow #tokens=3")
+        cats = [subprocess.Popen(["cat", m.p("a", "reply")], stdout=subprocess.PIPE) for _ in range(10)]
+        try:
+            for c in cats:
+                check(os.read(c.stdout.fileno(), 100).startswith(b"Reply to:"), "reader got the first token")
+            time.sleep(0.3)  # all ten are parked now, waiting for token 2
+            times = []
+            for _ in range(5):
+                t0 = time.monotonic()
+                os.stat(m.p("a", "status"))
+                os.listdir(m.p("a"))
+                read(m.p("a", "status"))
+                times.append(time.monotonic() - t0)
+            NUMBERS["stat_with_10_blocked_readers_ms"] = round(max(times) * 1000, 2)
+            check(max(times) < 0.25, "stat/ls/cat took %.0f ms with 10 blocked readers" % (max(times) * 1000))
+            # another conversation works meanwhile
+            os.mkdir(m.p("b"))
+            check(read(m.p("b", "status")) == "idle\n", "other conversation")
+        finally:
+            for c in cats:
+                c.kill()
+                c.wait()
+
+
+def test_poll_epoll_nonblock_first_byte():
+    with Mount("poll", fake="delay=300") as m:
+        os.mkdir(m.p("a"))
+        send(m, "a", "poll me #tokens=3")
+        fd = os.open(m.p("a", "reply"), os.O_RDONLY)
+        ep = select.epoll()
+        ep.register(fd, select.EPOLLIN)
+        t0 = time.monotonic()
+        ev = ep.poll(5)
+        dt = time.monotonic() - t0
+        check(ev and dt > 0.15, "epoll woke after %.3f s with %s (the first token comes after 0.3 s)" % (dt, ev))
+        data = os.read(fd, 4096)
+        check(data.startswith(b"Reply to:"), "read after epoll %r" % data)
+        # nothing unread now: not ready until the next token
+        check(ep.poll(0.05) == [], "not ready right after reading everything")
+        check(ep.poll(5) != [], "ready at the next token")
+        # select() too
+        r, _, _ = select.select([fd], [], [], 5)
+        check(r == [fd], "select")
+        ep.close()
+        while os.read(fd, 4096):
+            pass
+        os.close(fd)
+        # O_NONBLOCK: EAGAIN instead of waiting
+        send(m, "a", "again #tokens=2 #delay=500")
+        fd = os.open(m.p("a", "reply"), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            os.read(fd, 100)
+            check(False, "O_NONBLOCK read did not fail")
+        except BlockingIOError as e:
+            check(e.errno == errno.EAGAIN, "EAGAIN")
+        os.close(fd)
+        wait_done(m, "a")
+        # first-byte latency: close() of message to the first byte of reply (20 ms per token)
+        lat = []
+        for i in range(5):
+            with open(m.p("a", "message"), "w") as f:
+                f.write("latency %d #delay=20 #tokens=2" % i)
+            t0 = time.monotonic()
+            with open(m.p("a", "reply"), "rb", buffering=0) as f:
+                f.read(1)
+                lat.append(time.monotonic() - t0)
+                f.read()
+        NUMBERS["first_byte_fake_20ms_token_ms"] = round(sorted(lat)[len(lat) // 2] * 1000, 1)
+
+
+def test_errors():
+    with Mount("errors", fake="delay=50,ctx=200") as m:
+        os.mkdir(m.p("a"))
+        send(m, "a", "busy #tokens=40")
+        rc, out, err = sh("echo more > a/message", cwd=m.mnt)
+        check(rc != 0 and "Device or resource busy" in err, "EBUSY at open: %d %r" % (rc, err))
+        check("being generated" in read(m.p("a", "error")), "EBUSY reason in error")
+        rc, out, err = sh("echo stop > a/ctl", cwd=m.mnt)
+        check(rc == 0, "stop: " + err)
+        check(read(m.p("a", "status")).startswith("done") and "(stopped)" in read(m.p("a", "status")),
+              "stopped: " + read(m.p("a", "status")))
+        # EFBIG: longer than the context (200 fake tokens = about 800 bytes)
+        rc, out, err = sh("head -c 2000 /dev/zero | tr '\\0' x > a/message", cwd=m.mnt)
+        check(rc != 0 and "File too large" in err, "EFBIG at write: %d %r" % (rc, err))
+        check("context" in read(m.p("a", "error")), "EFBIG reason: " + read(m.p("a", "error")))
+        check(len(turns(m, "a")) == 2, "nothing sent")
+        # engine failure: partial text, then EIO
+        rc, out, err = sh("echo 'break #fail=3' > a/message && cat a/reply", cwd=m.mnt)
+        check(rc != 0 and out.startswith("Reply to: break") and "Input/output error" in err,
+              "EIO after partial text: %d %r %r" % (rc, out, err))
+        check(read(m.p("a", "error")) == "fake engine failure\n", "failure reason: " + read(m.p("a", "error")))
+        check(read(m.p("a", "status")).startswith("error: fake engine failure"), "status error")
+        # settings: EINVAL at write with the reason
+        rc, out, err = sh("echo '{\"temperature\": -1}' > a/settings.json", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "EINVAL: %r" % err)
+        check("temperature" in read(m.p("a", "error")), "settings reason: " + read(m.p("a", "error")))
+        rc, out, err = sh("echo '{\"nonsense\": 1}' > a/settings.json", cwd=m.mnt)
+        check(rc != 0 and "unknown setting" in read(m.p("a", "error")), "unknown key")
+        rc, _, err = sh("echo '{\"top_k\": 5, \"max_tokens\": 3}' > a/settings.json", cwd=m.mnt)
+        s = json.loads(read(m.p("a", "settings.json")))
+        check(rc == 0 and s["top_k"] == 5 and s["max_tokens"] == 3 and s["top_p"] == 0.95, "partial settings %s" % s)
+        check(read(m.p("a", "error")) == "", "error cleared by a good write")
+        rc, out, err = sh("echo dance > a/ctl", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err and "dance" in read(m.p("a", "error")), "bad ctl verb")
+        # derived files refuse writes outside a copy
+        rc, out, err = sh("echo x > a/reply", cwd=m.mnt)
+        check(rc != 0 and "Permission denied" in err, "reply is read-only: %r" % err)
+        # names
+        check(sh("mkdir \"$(printf 'bad\\001name')\"", cwd=m.mnt)[0] != 0, "control characters refused")
+        check(sh("mkdir %s" % ("x" * 256), cwd=m.mnt)[0] != 0, "256 bytes refused")
+        check(sh("mkdir %s" % ("y" * 255), cwd=m.mnt)[0] == 0, "255 bytes accepted")
+        check(sh("mkdir a", cwd=m.mnt)[0] != 0, "EEXIST")
+
+
+def test_import_regenerate_rename_rm():
+    with Mount("import") as m:
+        os.mkdir(m.p("a"))
+        msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"},
+                {"role": "system", "content": "Use English."}, {"role": "user", "content": "there"},
+                {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
+        write(m.p("a", "messages.json"), json.dumps(msgs))
+        check(read(m.p("a", "system")) == "Be brief.\n\nUse English.\n", "system messages merged to the front")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "consecutive roles merged %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "hi\n\nthere\n", "merged user text")
+        check(read(m.p("a", "status")) == "idle\n", "an import does not generate")
+        rc, _, err = sh("echo '[{\"role\": \"tool\", \"content\": \"x\"}]' > a/messages.json", cwd=m.mnt)
+        check(rc != 0 and "role 'tool'" in read(m.p("a", "error")), "bad role refused: " + read(m.p("a", "error")))
+        rc, _, err = sh("echo '[{\"role\": \"user\"}]' > a/messages.json", cwd=m.mnt)
+        check(rc != 0 and "content" in read(m.p("a", "error")), "missing content refused")
+        check(len(turns(m, "a")) == 2, "refused imports changed nothing")
+        # re-roll: rm the last assistant turn, regenerate
+        os.unlink(m.p("a", "turns", "002-assistant.md"))
+        check(turns(m, "a") == ["001-user.md"], "last turn removed")
+        rc, out, err = sh("echo regenerate > a/ctl && cat a/reply", cwd=m.mnt)
+        check(out == expected("hi\n\nthere"), "regenerated %r" % out)
+        # appending turns by hand does not generate
+        write(m.p("a", "turns", "003-user.md"), "added\n")
+        check(turns(m, "a")[-1] == "003-user.md" and read(m.p("a", "status")).startswith("done"), "appended a turn")
+        check(sh("echo x > a/turns/009-user.md", cwd=m.mnt)[0] != 0, "turns are numbered in sequence")
+        rc, out, err = sh("echo regenerate > a/ctl && cat a/reply", cwd=m.mnt)
+        check(out == expected("added") and len(turns(m, "a")) == 4, "regenerate after a user turn")
+        # mv renames, rm -r deletes (also while it generates)
+        os.rename(m.p("a"), m.p("b"))
+        check(sorted(os.listdir(m.mnt))[-1] == "stats.json" and os.path.isdir(m.p("b")), "mv")
+        send(m, "b", "long #tokens=100")
+        rc, _, err = sh("rm -r b", cwd=m.mnt)
+        check(rc == 0 and not os.path.exists(m.p("b")), "rm -r: " + err)
+        check(sh("rmdir b", cwd=m.mnt)[0] != 0, "gone")
+
+
+def test_persistence_kill9_unmount():
+    m = Mount("persist", fake="delay=100").start()
+    try:
+        os.mkdir(m.p("a"))
+        write(m.p("a", "system"), "sys\n")
+        write(m.p("a", "settings.json"), '{"seed": 3}')
+        check(sh("echo kept > a/message && cat a/reply >/dev/null", cwd=m.mnt)[0] == 0, "first")
+        send(m, "a", "interrupted #tokens=200")
+        fd = os.open(m.p("a", "reply"), os.O_RDONLY)
+        got = b""
+        while len(got) < 30:
+            got += os.read(fd, 100)
+        time.sleep(0.6)  # a growing reply reaches the database every 0.2 s
+        os.close(fd)
+        before = read(m.p("a", "turns", "004-assistant.md"))
+        os.kill(m.pid, signal.SIGKILL)
+        m.proc.wait()
+    finally:
+        m.stop()
+    m = Mount("persist", fake="delay=100").start()
+    try:
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md", "003-user.md", "004-assistant.md"],
+              "after kill -9: %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "003-user.md")) == "interrupted #tokens=200\n", "the sent message survived")
+        part = read(m.p("a", "turns", "004-assistant.md"))
+        check(len(part) >= 20 and before.startswith(part.rstrip("\n")), "partial reply kept: %r vs %r" % (part, before))
+        check("incomplete" in read(m.p("a", "status")) and "incomplete" in read(m.p("a", "error")),
+              "marked incomplete: " + read(m.p("a", "status")))
+        check("incomplete" in read(m.p("a", "transcript.md")), "transcript marks it")
+        check(read(m.p("a", "system")) == "sys\n" and json.loads(read(m.p("a", "settings.json")))["seed"] == 3,
+              "system and settings survived")
+        # a clean unmount stops generation and keeps what was produced
+        send(m, "a", "stopped by unmount #tokens=200")
+        time.sleep(0.5)
+        subprocess.run(["fusermount3", "-u", m.mnt], check=True)
+        m.proc.wait(timeout=15)
+        check(m.proc.returncode == 0, "daemon exit status %s" % m.proc.returncode)
+    finally:
+        m.stop()
+    m = Mount("persist", fake="delay=100").start()
+    try:
+        t = turns(m, "a")
+        check(len(t) == 6 and read(m.p("a", "turns", t[-1])).startswith("Reply to: stopped"),
+              "after unmount: %s" % t)
+        check(read(m.p("a", "status")) == "idle\n", "a stopped reply is complete")
+    finally:
+        m.stop()
+
+
+def test_daemon_mode_and_errors():
+    rc, out, err = sh("'%s' mount '%s' -m /nonexistent.gguf --db '%s/x.db'" % (CHATFS, TMP, TMP))
+    check(rc == 1 and "nonexistent.gguf" in err, "a bad model fails in the terminal: %r" % err)
+    rc, out, err = sh("'%s' mount /nonexistent-dir --fake-engine ''" % CHATFS)
+    check(rc == 1 and "nonexistent-dir" in err, "a bad mountpoint: %r" % err)
+    m = Mount("daemon", daemon=True)
+    m.start()
+    try:
+        os.mkdir(m.p("a"))
+        rc, out, _ = sh("echo hi > a/message && cat a/reply", cwd=m.mnt)
+        check(out == expected("hi"), "daemon serves")
+    finally:
+        m.stop(lazy=False)
+    check(not os.path.ismount(m.mnt), "unmounted")
+
+
+def test_examples():
+    ex = os.path.join(ROOT, "examples")
+    with Mount("examples") as m:
+        rc, out, err = sh("'%s/ask.sh' '%s' demo 'What is 17 + 25?'" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 17 + 25?"), "ask.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/fork.sh' '%s' demo other 'And times 2?'" % (ex, m.mnt))
+        check(rc == 0 and out.startswith(expected("And times 2?")) and "demo still has 2 turns, other has 4" in out,
+              "fork.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/edit-and-regenerate.sh' '%s' demo 1 'What is 6 * 7?'" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 6 * 7?") and len(turns(m, "demo")) == 2,
+              "edit-and-regenerate.sh: %r %r" % (out, err))
+        rc, out, err = sh("'%s/edit-and-regenerate.sh' '%s' demo" % (ex, m.mnt))
+        check(rc == 0 and out == expected("What is 6 * 7?") and len(turns(m, "demo")) == 2, "re-roll: %r" % out)
+        rc, out, err = sh("'%s/watch.sh' '%s' demo 'Watch this'" % (ex, m.mnt))
+        check(rc == 0 and expected("Watch this") in out and "done 12 tokens" in err, "watch.sh: %r %r" % (out, err))
+
+
+def test_real_engine():
+    with Mount("real", model=MODEL, extra=["-t", "1"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 12, "temperature": 0}')
+        os.mkdir(m.p("a"))
+        t0 = time.monotonic()
+        rc, out, err = sh("echo 'Hello there' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
+        NUMBERS["real_engine_tiny_reply_s"] = round(time.monotonic() - t0, 3)
+        check(rc == 0 and len(out) > 0, "real reply: %d %r %r" % (rc, out, err))
+        st = read(m.p("a", "status"))
+        check(st.startswith("done 12 tokens"), "status " + st)
+        check(os.stat(m.p("a", "reply")).st_size == len(out.encode()), "size exact")
+        # greedy: the fork's next message gives the same reply as the original's
+        check(sh("cp -r a b", cwd=m.mnt)[0] == 0, "fork")
+        r1 = sh("echo next > a/message && cat a/reply", cwd=m.mnt, timeout=120)[1]
+        r2 = sh("echo next > b/message && cat b/reply", cwd=m.mnt, timeout=120)[1]
+        check(r1 == r2 and r1, "fork and original agree: %r %r" % (r1, r2))
+        # EFBIG from the real tokenizer's count
+        rc, _, err = sh("head -c 200000 /dev/urandom | base64 > a/message", cwd=m.mnt, timeout=120)
+        check(rc != 0 and "File too large" in err, "EFBIG with the real engine: %r" % err)
+        st = json.loads(read(m.p("stats.json")))
+        check(st["backend"] == "engine" and st["engine"].get("requests", 0) >= 3, "engine stats %s" % st)
+        # a long reply (until the context is full): first byte, Ctrl-C on a reader, stop
+        os.mkdir(m.p("long"))
+        write(m.p("long", "settings.json"), '{"max_tokens": 0, "temperature": 0}')
+        with open(m.p("long", "message"), "w") as f:
+            f.write("Tell me everything.")
+        t0 = time.monotonic()
+        cat = subprocess.Popen(["cat", m.p("long", "reply")], stdout=subprocess.PIPE)
+        first = os.read(cat.stdout.fileno(), 1)
+        NUMBERS["first_byte_real_tiny_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(first, "first byte")
+        t0 = time.monotonic()
+        cat.send_signal(signal.SIGINT)
+        cat.wait(timeout=10)
+        NUMBERS["ctrl_c_real_engine_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(time.monotonic() - t0 < 0.2, "Ctrl-C with the real engine")
+        st = read(m.p("long", "status"))
+        running = st.startswith(("prefill", "generating"))
+        check(running or "(context full)" in st, "Ctrl-C on a reader does not stop generation: " + st)
+        check(sh("echo stop > long/ctl", cwd=m.mnt)[0] == 0, "stop")
+        st = read(m.p("long", "status"))
+        check(st.startswith("done") and ("(stopped)" in st or not running), "stopped: " + st)
+        size = os.stat(m.p("long", "reply")).st_size
+        check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
+
+
+TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
+
+
+def main():
+    want = [a for a in sys.argv[1:] if not a.startswith("-")]
+    os.makedirs(TMP, exist_ok=True)
+    passed = failed = 0
+    for name, fn in TESTS:
+        if want and not any(w in name for w in want):
+            continue
+        for d in os.listdir(TMP):  # a clean slate (never through a mount that is still there)
+            if not os.path.ismount(os.path.join(TMP, d, "mnt")):
+                shutil.rmtree(os.path.join(TMP, d), ignore_errors=True)
+
+        def alarm(*a):
+            raise Fail("timed out")
+
+        signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(180)
+        t0 = time.monotonic()
+        try:
+            fn()
+            passed += 1
+            print("ok   fs %-34s %.1f s" % (name, time.monotonic() - t0), flush=True)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            failed += 1
+            print("FAIL fs %-34s %s: %s" % (name, type(e).__name__, e), flush=True)
+            log = os.path.join(TMP, name, "daemon.log")
+            if os.path.exists(log) and VERBOSE:
+                print(read(log)[-3000:])
+        finally:
+            signal.alarm(0)
+            # whatever a failed test left: lazy unmounts, then the daemons it started
+            while MOUNTS:
+                MOUNTS.pop().stop()
+    if not failed:  # keep what a failure left for a look; else tidy up
+        for d in os.listdir(TMP):
+            if not os.path.ismount(os.path.join(TMP, d, "mnt")):
+                shutil.rmtree(os.path.join(TMP, d), ignore_errors=True)
+    if NUMBERS:
+        print("fs numbers: " + json.dumps(NUMBERS))
+    print("fs: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

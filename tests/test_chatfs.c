@@ -1,0 +1,470 @@
+/* test_chatfs.c - the filesystem's logic without FUSE (fs/chatfs.h) on the fake engine:
+ * the commit rules as shells and editors exercise them (the syscall sequences of
+ * shared/reference/fuse-interface.md replayed as calls), fresh copies, errnos, imports,
+ * turns, persistence across a reopen, a random-operation soak and concurrent readers
+ * (also meant for ASan/UBSan and TSan builds). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/chatfs.h"
+#include "tests/check.h"
+
+static fs_backend *be;
+static fs_store *st;
+static chatfs *fs;
+static char dbpath[256];
+static uint32_t me;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void open_fs(const char *fake) {
+    char err[512];
+    be = backend_fake_open(fake, err, sizeof err);
+    REQUIRE(be, "fake: %s", err);
+    st = store_open(dbpath, err, sizeof err);
+    REQUIRE(st, "store: %s", err);
+    fs = chatfs_new(be, st, err, sizeof err);
+    REQUIRE(fs, "chatfs: %s", err);
+}
+
+static void close_fs(void) {
+    chatfs_stop(fs);
+    be->close(be);
+    chatfs_free(fs);
+    store_close(st);
+}
+
+/* path lookup: "a/turns/001-user.md" -> ino, or negative errno */
+static int64_t ino_of(const char *path) {
+    uint64_t ino = FS_ROOT_INO;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *p = strtok_r(buf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+        fs_attr a;
+        int rc = fs_lookup(fs, me, ino, p, &a);
+        if (rc) return rc;
+        ino = a.ino;
+    }
+    return (int64_t)ino;
+}
+
+static uint64_t parent_of(const char *path, const char **name) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *slash = strrchr(buf, '/');
+    *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (!slash) return FS_ROOT_INO;
+    *slash = 0;
+    return (uint64_t)ino_of(buf);
+}
+
+/* Reads a whole file, waiting while a reply streams. Returns malloc'd text or NULL,
+ * with the final status (0 or -errno) in *rc. */
+static char *cat(const char *path, int *rc) {
+    int64_t ino = ino_of(path);
+    *rc = (int)ino;
+    if (ino < 0) return NULL;
+    fs_handle *h;
+    *rc = fs_open(fs, me, (uint64_t)ino, O_RDONLY, &h);
+    if (*rc) return NULL;
+    size_t len = 0;
+    char *out = calloc(1, 1);
+    char buf[100];
+    for (int spins = 0; spins < 5000;) {
+        ssize_t n = fs_read(fs, h, (off_t)len, sizeof buf, buf);
+        if (n == -EAGAIN) {
+            sleep_ms(2);
+            spins++;
+            continue;
+        }
+        if (n <= 0) {
+            *rc = (int)n;
+            break;
+        }
+        out = realloc(out, len + n + 1);
+        memcpy(out + len, buf, n);
+        len += n;
+        out[len] = 0;
+    }
+    fs_release(fs, h);
+    return out;
+}
+
+static int text_is(const char *path, const char *want) {
+    int rc;
+    char *t = cat(path, &rc);
+    int ok = t && !strcmp(t, want);
+    if (!ok) fprintf(stderr, "  %s: got %s%s%s, want \"%s\"\n", path, t ? "\"" : "", t ? t : "(error)", t ? "\"" : "", want);
+    free(t);
+    return ok;
+}
+
+/* echo TEXT > path, as bash does it: open(O_TRUNC), empty flush (dup2), write, flush,
+ * release. Returns the first error (open, write or flush). */
+static int echo_to(const char *path, const char *text) {
+    const char *name;
+    uint64_t parent = parent_of(path, &name);
+    int64_t ino = ino_of(path);
+    fs_handle *h = NULL;
+    fs_attr a;
+    int rc = ino >= 0 ? fs_open(fs, me, (uint64_t)ino, O_WRONLY | O_TRUNC, &h)
+                      : fs_create(fs, me, parent, name, 0644, O_WRONLY | O_CREAT | O_TRUNC, &h, &a);
+    if (rc) return rc;
+    fs_flush(fs, h);
+    ssize_t n = fs_write(fs, h, 0, text, strlen(text));
+    rc = n < 0 ? (int)n : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+static void wait_idle(const char *conv) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/status", conv);
+    for (int i = 0; i < 2000; i++) {
+        int rc;
+        char *t = cat(p, &rc);
+        int busy = t && (!strncmp(t, "queued", 6) || !strncmp(t, "prefill", 7) || !strncmp(t, "generating", 10));
+        free(t);
+        if (!busy) return;
+        sleep_ms(5);
+    }
+    CHECK(0, "%s never finished", conv);
+}
+
+static int count_turns(const char *conv) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/turns", conv);
+    fs_dirent *e;
+    int n;
+    if (fs_readdir(fs, (uint64_t)ino_of(p), &e, &n)) return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++) k += e[i].name[0] >= '0' && e[i].name[0] <= '9';
+    fs_dirents_free(e, n);
+    return k;
+}
+
+static const char *reply_to(const char *msg, int n) {
+    static char buf[512];
+    int k = snprintf(buf, sizeof buf, "Reply to: %.40s.", msg);
+    for (int i = 1; i < n; i++) k += snprintf(buf + k, sizeof buf - k, " w%d", i);
+    snprintf(buf + k, sizeof buf - k, "\n");
+    return buf;
+}
+
+static void test_basics(void) {
+    fs_attr a;
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == 0, "mkdir");
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == -EEXIST, "mkdir twice");
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "bad\001", &a) == -EINVAL, "control character");
+    char longname[300];
+    memset(longname, 'x', 256);
+    longname[256] = 0;
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
+    CHECK(ino_of("a/reply") > 0 && ino_of("a/turns") > 0 && ino_of("a/nothing") == -ENOENT, "lookups");
+    CHECK(text_is("a/status", "idle\n") && text_is("a/message", "") && text_is("a/reply", ""), "fresh files");
+    CHECK(echo_to("a/message", "hello\n") == 0, "echo");
+    CHECK(text_is("a/reply", reply_to("hello", 12)), "reply");
+    CHECK(count_turns("a") == 2, "one message, one reply");
+    CHECK(text_is("a/turns/001-user.md", "hello\n"), "user turn");
+    fs_getattr(fs, (uint64_t)ino_of("a/reply"), &a);
+    CHECK(a.size == strlen(reply_to("hello", 12)), "reply size %llu", (unsigned long long)a.size);
+    /* an empty flush and a blank message send nothing */
+    CHECK(echo_to("a/message", "\n") == 0 && count_turns("a") == 2, "blank message");
+    /* derived files refuse writers; unlink of a conversation file is a no-op */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("a/reply"), O_WRONLY, &h) == -EACCES, "reply read-only");
+    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("a"), "status") == 0 && ino_of("a/status") > 0, "unlink view");
+    CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "a") == -ENOTEMPTY, "rmdir with turns");
+}
+
+static void test_writes_and_errors(void) {
+    fs_attr a;
+    fs_mkdir(fs, me, FS_ROOT_INO, "w", &a);
+    /* several writes, one flush: one message; a second flush with nothing new: nothing */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("w/message"), O_WRONLY | O_TRUNC, &h) == 0, "open");
+    fs_write(fs, h, 0, "one ", 4);
+    fs_write(fs, h, 4, "two", 3);
+    CHECK(count_turns("w") == 0, "not before flush");
+    CHECK(fs_flush(fs, h) == 0 && count_turns("w") == 2, "sent at flush");
+    CHECK(fs_flush(fs, h) == 0 && count_turns("w") == 2, "second flush sends nothing");
+    fs_release(fs, h);
+    CHECK(text_is("w/turns/001-user.md", "one two\n"), "joined");
+    /* EBUSY at open while it generates, then stop */
+    wait_idle("w");
+    CHECK(echo_to("w/message", "long #tokens=500 #delay=5\n") == 0, "long");
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("w/message"), O_WRONLY, &h) == -EBUSY, "EBUSY");
+    CHECK(text_is("w/error", "a reply is being generated: wait for it or write 'stop' to ctl\n"), "EBUSY reason");
+    CHECK(echo_to("w/ctl", "stop\n") == 0, "stop");
+    int rc;
+    char *s = cat("w/status", &rc);
+    CHECK(s && strstr(s, "(stopped)"), "stopped: %s", s);
+    free(s);
+    /* EFBIG: the fake's context is 4096 tokens of 4 bytes */
+    char *big = malloc(20001);
+    memset(big, 'x', 20000);
+    big[20000] = 0;
+    CHECK(echo_to("w/message", big) == -EFBIG, "EFBIG");
+    free(big);
+    CHECK(count_turns("w") == 4, "EFBIG sent nothing");
+    /* EIO after the partial text */
+    CHECK(echo_to("w/message", "x #fail=2") == 0, "fail");
+    char *t = cat("w/reply", &rc);
+    CHECK(rc == -EIO && t && !strncmp(t, "Reply to: x", 11), "EIO after partial: %d %s", rc, t);
+    free(t);
+    CHECK(text_is("w/error", "fake engine failure\n"), "failure reason");
+    /* settings: refused at write, partial JSON across writes, truncation resets */
+    CHECK(echo_to("w/settings.json", "{\"top_p\": 2}") == -EINVAL, "bad top_p");
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("w/settings.json"), O_WRONLY | O_TRUNC, &h) == 0, "open settings");
+    CHECK(fs_write(fs, h, 0, "{\"seed\": ", 9) == 9, "partial JSON is fine");
+    CHECK(fs_write(fs, h, 9, "5}", 2) == 2 && fs_flush(fs, h) == 0, "completed");
+    fs_release(fs, h);
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"seed\": 5"), "seed set: %s", s);
+    free(s);
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("w/settings.json"), O_WRONLY | O_TRUNC, &h) == 0, ": > settings.json");
+    fs_flush(fs, h);
+    fs_release(fs, h);
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"seed\": null"), "reset: %s", s);
+    free(s);
+    CHECK(echo_to("w/ctl", "jump\n") == -EINVAL, "unknown verb");
+}
+
+/* vim 9 with defaults, as traced in fuse-interface.md section 2.7 */
+static void test_vim_sequence(void) {
+    fs_attr a;
+    fs_mkdir(fs, me, FS_ROOT_INO, "v", &a);
+    uint64_t dir = (uint64_t)ino_of("v");
+    fs_handle *swp, *h;
+    CHECK(fs_create(fs, me, dir, ".message.swp", 0600, O_RDWR | O_CREAT | O_EXCL, &swp, &a) == 0, "swap file");
+    fs_write(fs, swp, 0, "swapdata", 8);
+    CHECK(fs_create(fs, me, dir, "4913", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == 0, "4913");
+    fs_release(fs, h);
+    CHECK(fs_unlink(fs, me, dir, "4913") == 0, "unlink 4913");
+    CHECK(fs_rename(fs, me, dir, "message", dir, "message~", 0) == 0, "rename to backup");
+    CHECK(ino_of("v/message") > 0 && ino_of("v/message~") > 0, "both names exist");
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("v/message"), O_WRONLY, &h) == 0, "open for write");
+    fs_setattr_in in = {FS_SET_SIZE, 0, 0, 0};
+    CHECK(fs_setattr(fs, me, (uint64_t)ino_of("v/message"), h, &in, &a) == 0, "ftruncate");
+    fs_write(fs, h, 0, "from vim\n", 9);
+    in = (fs_setattr_in){FS_SET_MODE, 0, 0100644, 0};
+    fs_setattr(fs, me, (uint64_t)ino_of("v/message"), h, &in, &a);
+    CHECK(fs_flush(fs, h) == 0, "flush");
+    fs_release(fs, h);
+    CHECK(fs_unlink(fs, me, dir, "message~") == 0, "drop backup");
+    fs_release(fs, swp);
+    CHECK(fs_unlink(fs, me, dir, ".message.swp") == 0, "drop swap");
+    CHECK(count_turns("v") == 2 && text_is("v/turns/001-user.md", "from vim\n"), "one message");
+    wait_idle("v");
+    /* an editor's temporary renamed onto message sends it */
+    CHECK(fs_create(fs, me, dir, ".message.tmp", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == 0, "tmp");
+    fs_write(fs, h, 0, "renamed in\n", 11);
+    fs_flush(fs, h);
+    fs_release(fs, h);
+    CHECK(count_turns("v") == 2, "a scratch file is not a message");
+    CHECK(fs_rename(fs, me, dir, ".message.tmp", dir, "message", 0) == 0, "rename onto message");
+    CHECK(count_turns("v") == 4 && ino_of("v/.message.tmp") == -ENOENT, "sent by rename");
+    wait_idle("v");
+    /* a turn rewritten in place regenerates; the same text again does nothing */
+    CHECK(echo_to("v/turns/001-user.md", "edited\n") == 0, "rewrite turn");
+    CHECK(count_turns("v") == 2, "later turns dropped");
+    CHECK(text_is("v/reply", reply_to("edited", 12)), "regenerated");
+    CHECK(echo_to("v/turns/001-user.md", "edited\n") == 0 && count_turns("v") == 2, "same text: no-op");
+    /* new turns are appended in sequence without generating */
+    CHECK(echo_to("v/turns/003-user.md", "appended\n") == 0 && count_turns("v") == 3, "append");
+    CHECK(echo_to("v/turns/005-user.md", "gap\n") == -EACCES, "a gap is refused");
+    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("v/turns"), "002-assistant.md") == 0 && count_turns("v") == 1,
+          "unlink drops the turn and later ones");
+    CHECK(echo_to("v/ctl", "regenerate\n") == 0 && text_is("v/reply", reply_to("edited", 12)), "regenerate");
+}
+
+static void test_import(void) {
+    fs_attr a;
+    fs_mkdir(fs, me, FS_ROOT_INO, "i", &a);
+    CHECK(echo_to("i/messages.json",
+                  "[{\"role\":\"developer\",\"content\":\"A\"},{\"role\":\"user\",\"content\":\"u1\"},"
+                  "{\"role\":\"system\",\"content\":\"B\"},{\"role\":\"user\",\"content\":\"u2\"},"
+                  "{\"role\":\"assistant\",\"content\":\"r\"}]") == 0,
+          "import");
+    CHECK(text_is("i/system", "A\n\nB\n") && count_turns("i") == 2 && text_is("i/turns/001-user.md", "u1\n\nu2\n"),
+          "normalised");
+    CHECK(text_is("i/status", "idle\n"), "no generation");
+    CHECK(text_is("i/messages.json", "[\n  {\"role\": \"system\", \"content\": \"A\\n\\nB\"},\n"
+                                     "  {\"role\": \"user\", \"content\": \"u1\\n\\nu2\"},\n"
+                                     "  {\"role\": \"assistant\", \"content\": \"r\"}\n]\n"),
+          "rendered");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"tool\",\"content\":\"x\"}]") == -EINVAL, "bad role");
+    CHECK(echo_to("i/messages.json", "{}") == -EINVAL, "not an array");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":null}]") == -EINVAL, "null content");
+    CHECK(count_turns("i") == 2, "unchanged");
+    CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 0 && text_is("i/system", ""), "clear");
+}
+
+/* cp -r a b: cp makes b, then creates each file with O_EXCL */
+static void test_cp_fresh(void) {
+    fs_attr a;
+    char old[32] = "";
+    prctl(PR_GET_NAME, old);
+    prctl(PR_SET_NAME, "cp");
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "copy", &a) == 0, "mkdir by cp");
+    CHECK(ino_of("copy/reply") == -ENOENT && ino_of("copy/system") == -ENOENT, "hidden from cp");
+    uint64_t dir = (uint64_t)ino_of("copy");
+    fs_handle *h;
+    CHECK(fs_create(fs, me, dir, "reply", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == 0, "create reply");
+    CHECK(fs_write(fs, h, 0, "ignored", 7) == 7 && fs_flush(fs, h) == 0, "discarded");
+    fs_release(fs, h);
+    CHECK(fs_create(fs, me, dir, "system", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == 0, "create system");
+    fs_write(fs, h, 0, "copied\n", 7);
+    fs_flush(fs, h);
+    fs_release(fs, h);
+    CHECK(fs_mkdir(fs, me, dir, "turns", &a) == 0, "mkdir turns");
+    CHECK(fs_create(fs, me, (uint64_t)ino_of("copy/turns"), "001-user.md", 0644, O_WRONLY | O_CREAT | O_EXCL, &h,
+                    &a) == 0,
+          "create turn");
+    fs_write(fs, h, 0, "q\n", 2);
+    fs_flush(fs, h);
+    fs_release(fs, h);
+    prctl(PR_SET_NAME, old);
+    CHECK(text_is("copy/system", "copied\n") && text_is("copy/reply", "") && count_turns("copy") == 1, "imported");
+    CHECK(text_is("copy/status", "idle\n"), "no generation");
+    /* others see everything at once */
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "plain", &a) == 0 && ino_of("plain/reply") > 0, "not hidden");
+    CHECK(fs_create(fs, me, (uint64_t)ino_of("plain"), "reply", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EEXIST,
+          "O_EXCL");
+}
+
+static void test_persistence(void) {
+    CHECK(echo_to("a/system", "be nice\n") == 0, "system");
+    CHECK(echo_to("a/message", "cut short #tokens=400 #delay=2") == 0, "long");
+    sleep_ms(300);
+    fs_rename(fs, me, FS_ROOT_INO, "plain", FS_ROOT_INO, "renamed", 0);
+    close_fs(); /* an unmount: stopped, kept */
+    open_fs("delay=1");
+    CHECK(ino_of("renamed") > 0 && ino_of("plain") == -ENOENT, "rename kept");
+    CHECK(text_is("a/system", "be nice\n") && count_turns("a") == 4, "turns kept");
+    int rc;
+    char *t = cat("a/turns/004-assistant.md", &rc);
+    CHECK(t && !strncmp(t, "Reply to: cut short", 19) && strlen(t) > 30, "partial kept: %s", t);
+    free(t);
+    CHECK(text_is("a/status", "idle\n"), "complete after a clean stop");
+    CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "renamed") == 0 && ino_of("renamed") == -ENOENT, "rmdir");
+}
+
+/* readers on several threads while the reply streams and the conversation is removed */
+static void *reader(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        int rc;
+        free(cat("r/reply", &rc));
+        free(cat("r/transcript.md", &rc));
+        free(cat("stats.json", &rc));
+    }
+    return NULL;
+}
+
+static void test_concurrency(void) {
+    fs_attr a;
+    fs_mkdir(fs, me, FS_ROOT_INO, "r", &a);
+    echo_to("r/message", "streams #tokens=60 #delay=1");
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, reader, NULL);
+    sleep_ms(20);
+    uint64_t turns = (uint64_t)ino_of("r/turns");
+    fs_unlink(fs, me, turns, "002-assistant.md");
+    fs_unlink(fs, me, turns, "001-user.md");
+    fs_rmdir(fs, me, (uint64_t)ino_of("r"), "turns");
+    CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "r") == 0, "rm -r while streaming");
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+}
+
+/* random operations on a few names: nothing may crash, leak or deadlock. For a longer
+ * run: CHATFS_SOAK=ITERATIONS[:SEED] build-asan/tests/test_chatfs */
+static void test_soak(void) {
+    static const char *names[] = {"s", "t", "s/message", "s/system", "s/settings.json", "s/ctl", "s/messages.json",
+                                  "s/turns/001-user.md", "s/turns/002-assistant.md", "s/turns/003-user.md", "s/x~",
+                                  "s/turns/.x.swp", "s/reply", "t/message", "settings.json", ".root.swp"};
+    static const char *texts[] = {"hi #tokens=3 #delay=0", "", "{\"seed\": 1}", "[{\"role\":\"user\",\"content\":\"u\"}]",
+                                  "stop", "regenerate", "{", "\n", "garbage ]"};
+    const int nn = sizeof names / sizeof *names, nt = sizeof texts / sizeof *texts;
+    unsigned seed = 12345;
+    int iterations = 3000;
+    const char *env = getenv("CHATFS_SOAK");
+    if (env) {
+        iterations = atoi(env);
+        if (strchr(env, ':')) seed = (unsigned)atoi(strchr(env, ':') + 1);
+    }
+    for (int i = 0; i < iterations; i++) {
+        const char *n1 = names[rand_r(&seed) % nn], *n2 = names[rand_r(&seed) % nn], *tx = texts[rand_r(&seed) % nt];
+        const char *leaf;
+        uint64_t p1 = parent_of(n1, &leaf);
+        fs_attr a;
+        fs_handle *h;
+        int rc;
+        switch (rand_r(&seed) % 9) {
+        case 0: fs_mkdir(fs, me, p1, leaf, &a); break;
+        case 1: echo_to(n1, tx); break;
+        case 2: free(cat(n1, &rc)); break;
+        case 3: fs_unlink(fs, me, p1, leaf); break;
+        case 4: {
+            const char *leaf2;
+            uint64_t p2 = parent_of(n2, &leaf2);
+            fs_rename(fs, me, p1, leaf, p2, leaf2, 0);
+            break;
+        }
+        case 5: fs_rmdir(fs, me, p1, leaf); break;
+        case 6:
+            if (fs_create(fs, me, p1, leaf, 0644, O_WRONLY | O_CREAT, &h, &a) == 0) {
+                fs_write(fs, h, rand_r(&seed) % 5, tx, strlen(tx));
+                fs_setattr_in in = {FS_SET_SIZE, rand_r(&seed) % 4, 0, 0};
+                fs_setattr(fs, me, a.ino, h, &in, &a);
+                if (rand_r(&seed) % 2) fs_flush(fs, h);
+                fs_release(fs, h);
+            }
+            break;
+        case 7: {
+            fs_dirent *e;
+            int n;
+            if (fs_readdir(fs, p1, &e, &n) == 0) fs_dirents_free(e, n);
+            break;
+        }
+        case 8: fs_symlink(fs, me, "target", p1, leaf, &a); break;
+        }
+        if (i % 500 == 0) sleep_ms(5);
+    }
+    CHECK(1, "soak survived");
+}
+
+int main(void) {
+    me = (uint32_t)getpid();
+    mkdir("tests/tmp", 0755);
+    snprintf(dbpath, sizeof dbpath, "tests/tmp/test_chatfs.%d.db", (int)getpid());
+    open_fs("delay=1");
+    test_basics();
+    test_writes_and_errors();
+    test_vim_sequence();
+    test_import();
+    test_cp_fresh();
+    test_persistence();
+    test_concurrency();
+    test_soak();
+    close_fs();
+    char p[300];
+    for (const char *suf = ""; suf; suf = !*suf ? "-wal" : !strcmp(suf, "-wal") ? "-shm" : NULL) {
+        snprintf(p, sizeof p, "%s%s", dbpath, suf);
+        unlink(p);
+    }
+    return check_report("test_chatfs");
+}
