@@ -340,8 +340,10 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
                 lo = _mm256_or_si256(lo, _mm256_andnot_si256(_mm256_cmpeq_epi8(blo, z), c16));
                 hi = _mm256_or_si256(hi, _mm256_andnot_si256(_mm256_cmpeq_epi8(bhi, z), c16));
             }
-            const __m256i slo = _mm256_broadcastw_epi16(_mm_srli_si128(sc8, 4 * c));
-            const __m256i shi = _mm256_broadcastw_epi16(_mm_srli_si128(sc8, 4 * c + 2));
+            /* scale words 2c and 2c+1 of sc8 (a shuffle, not a byte shift: that needs an
+             * immediate, and unoptimised builds do not unroll c) */
+            const __m256i slo = _mm256_broadcastw_epi16(_mm_shuffle_epi8(sc8, _mm_set1_epi16((short)(((4 * c + 1) << 8) | (4 * c)))));
+            const __m256i shi = _mm256_broadcastw_epi16(_mm_shuffle_epi8(sc8, _mm_set1_epi16((short)(((4 * c + 3) << 8) | (4 * c + 2)))));
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
                 const int8_t *a = xq[t][i].qs + 64 * c;
