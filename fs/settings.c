@@ -18,6 +18,7 @@ void settings_builtin(conv_settings *s) {
     s->min_p = 0.05;
     s->top_k = 40;
     s->seed = -1;
+    s->checkpoints = 1;
 }
 
 void settings_free(conv_settings *s) {
@@ -101,6 +102,12 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else if (!strcmp(k, "checkpoint_interval")) {
             rc = integer(v, k, 0, 1 << 24, &d, err, errlen) ? -1 : 1;
             s.checkpoint_interval = (int)d;
+        } else if (!strcmp(k, "checkpoints")) {
+            if (!cJSON_IsBool(v)) {
+                snprintf(err, errlen, "checkpoints must be true or false");
+                rc = -1;
+            } else
+                s.checkpoints = cJSON_IsTrue(v);
         } else if (!strcmp(k, "seed")) {
             if (cJSON_IsNull(v)) s.seed = -1;
             else {
@@ -141,7 +148,7 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, template)",
+                     "checkpoint_interval, checkpoints, template)",
                      k);
             rc = -1;
         }
@@ -175,6 +182,7 @@ char *settings_render(const conv_settings *s) {
     cJSON *stop = cJSON_AddArrayToObject(o, "stop");
     for (int i = 0; i < s->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(s->stop[i]));
     cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
+    cJSON_AddBoolToObject(o, "checkpoints", s->checkpoints);
     if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
     else cJSON_AddNullToObject(o, "template");
     /* one key per line, two-space indent: what people expect to edit */
@@ -218,5 +226,5 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->n_stop = s->n_stop;
     g->checkpoint_interval = s->checkpoint_interval;
     g->template_name = s->template_name;
-    g->checkpoints = 1;
+    g->checkpoints = s->checkpoints;
 }

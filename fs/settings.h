@@ -21,6 +21,7 @@ typedef struct {
     int n_stop;
     int checkpoint_interval; /* 0: the engine's default */
     char *template_name;     /* NULL: the model's own template */
+    int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);
