@@ -21,7 +21,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHATFS = os.environ.get("CHATFS", os.path.join(ROOT, "chatfs"))
+# Mounts live outside /tmp: vim and emacs make no backup files there, and the editor
+# tests check the backups. A checkout under /tmp (CI's clones may be) mounts under /var/tmp.
 TMP = os.path.join(ROOT, "tests", "tmp", "fs")
+if os.path.realpath(ROOT).startswith(("/tmp/", os.path.realpath(os.environ.get("TMPDIR", "/tmp")) + "/")):
+    TMP = "/var/tmp/chatfs-fs-tests-%d" % os.getuid()
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
 VERBOSE = "-v" in sys.argv
 NUMBERS = {}
