@@ -27,7 +27,7 @@ for shape in $SHAPES; do
         "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth
         if [ -n "$LLREF" ] && [ -x "$LLREF" ]; then
             "$LLREF" "$model" --bench --pp "$PP" --tg "$TG" -t "$THREADS" --reps "$REPS" --kv f32 --fa off --json 2>/dev/null |
-                sed 's/.*"bench": /{"llama.cpp":"kv f32, fa off","model":"'"$shape-$type"'",/; s/}}$/}/'
+                sed 's/.*"bench": {/{"llama.cpp":"kv f32, fa off","model":"'"$shape-$type"'",/; s/}}$/}/'
         fi
     done
 done

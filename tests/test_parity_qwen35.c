@@ -6,7 +6,8 @@
  * 604-token long prompt; greedy tokens identical for F32 (short and long) and F16
  * (short). Then, for every weight type: the long prompt fed in one chunk, token by
  * token, split at K, or split at K with the state copied at K, gives logits within 1e-4
- * of each other - on every kernel path this CPU has. */
+ * of each other - on every kernel path this CPU has. The oracle comparison runs with
+ * one thread too: the thread count must not change a result (issue "Speed"). */
 #include "engine/threadpool.h"
 #include "tests/parity.h"
 
@@ -15,6 +16,11 @@ int main(void) {
     parity_oracle("qwen35-tiny-f32", 1e-4f, 1, 1);
     parity_oracle("qwen35-tiny-f16", 0.05f, 1, 0);
     parity_oracle("qwen35-tiny-q8_0", 0.1f, 0, 0);
+    printf("  with 1 thread:\n");
+    pool_set_threads(1);
+    parity_oracle("qwen35-tiny-f32", 1e-4f, 1, 1);
+    parity_oracle("qwen35-tiny-q8_0", 0.1f, 0, 0);
+    pool_set_threads(2);
     for (const char *const *isa = kernels_available(); *isa; isa++) {
         REQUIRE(kernels_select(*isa), "cannot select %s", *isa);
         parity_prefix("qwen35-tiny-f32", 1);
