@@ -22,5 +22,11 @@ if [ ! -f "$model" ]; then
     nice "$CHATFS" synth --shape qwen3.5-0.8b --type q8_0 --out "$model"
 fi
 [ -x "$BUILD/bench/concurrency_bench" ] || make --no-print-directory "$BUILD/bench/concurrency_bench" >&2
-echo "{\"bench\":\"machine\",\"cpus\":$(nproc),\"load\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"model\":\"$(basename "$model")\"}"
-exec "$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS"
+load() { echo "{\"bench\":\"machine\",\"cpus\":$(nproc),\"load\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"model\":\"$(basename "$model")\"}"; }
+load
+# the bare model pass with 1 and 6 sequences, for comparison (chatfs bench)
+for b in 1 6; do
+    "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch $b --reps 1 --no-bandwidth
+done
+"$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS"
+load

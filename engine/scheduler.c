@@ -201,19 +201,25 @@ static void take_over(chat_engine *e, request *f) {
 }
 
 /* Looks for a request computing r's prompt beyond what r has: one prefilling (not
- * waiting itself), with checkpoints on, not yet past the shared part, sharing at least
- * FLIGHT_MIN_TOKENS more than r holds; the longest share wins. r keeps its last prompt
- * token to compute itself: it needs the logits after it. Returns 1 when r follows one
- * (or took its state at once: it stood right there). */
+ * waiting itself), with checkpoints on, not yet past the shared part. Worth waiting for
+ * when it shares FLIGHT_MIN_TOKENS more than r holds, or any more when it is already as
+ * far as r (then it gets there no later than r would: a follow-up sent while its
+ * conversation's (c) job runs waits for that job). The longest share wins. r keeps its
+ * last prompt token to compute itself: it needs the logits after it. Returns 1 when r
+ * follows one (or took its state at once: it stood right there). */
 static int try_follow(chat_engine *e, request *r) {
     if (e->cfg.no_single_flight || !use_cache(e, r)) return 0;
     request *best = NULL;
     int best_pos = 0;
+    const int have = r->state->n_past;
     for (int i = 0; i < e->n_act; i++) {
         request *a = e->act[i];
         if (a == r || !a->state || a->leader || a->r.phase != GEN_PREFILL || !use_cache(e, a)) continue;
         const int pos = pc_common_prefix(r->prompt, r->n_prompt - 1, a->prompt, a->n_prompt);
-        if (pos < a->state->n_past || pos - r->state->n_past < FLIGHT_MIN_TOKENS || pos <= best_pos) continue;
+        const int gain = pos - have;
+        if (pos < a->state->n_past || gain <= 0 || (gain < FLIGHT_MIN_TOKENS && a->state->n_past < have) ||
+            pos <= best_pos)
+            continue;
         best = a;
         best_pos = pos;
     }
@@ -285,7 +291,8 @@ static void end_request(chat_engine *e, request *r, int how, const char *error) 
     if (e->cs) {
         pthread_mutex_lock(&e->cache_lock);
         cs_release(e->cs, &r->hit);
-        cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens, r->r.computed_tokens);
+        /* the store counts what checkpoints gave; single flight has its own counter */
+        cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens - r->r.shared_tokens, r->r.computed_tokens);
         pthread_mutex_unlock(&e->cache_lock);
     }
     e->unflushed = 1;

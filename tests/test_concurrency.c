@@ -345,6 +345,10 @@ static void burst(const char *path, chat_engine *ref) {
           "single-flight tokens %g, reports say %llu", stat_of(e, "single_flight_tokens"),
           (unsigned long long)shared_total);
     CHECK(stat_of(e, "max_active") >= N_CONV, "max active %g", stat_of(e, "max_active"));
+    CHECK(stat_of(e, "tokens_prompt") ==
+              stat_of(e, "tokens_reused") + stat_of(e, "single_flight_tokens") + stat_of(e, "tokens_computed"),
+          "prompt tokens %g != from checkpoints %g + single flight %g + computed %g", stat_of(e, "tokens_prompt"),
+          stat_of(e, "tokens_reused"), stat_of(e, "single_flight_tokens"), stat_of(e, "tokens_computed"));
     CHECK(stat_of(e, "failed") == 0 && stat_of(e, "cancelled") == 0, "failures");
     printf("  %-8s burst: %d x %d conversations, %d/%d replies as alone; single flight saved %llu prompt tokens, "
            "%g steps\n",
