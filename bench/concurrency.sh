@@ -6,6 +6,7 @@
 # with and without single flight). One JSON line per measurement (bench/concurrency_bench.c).
 # Settings through the environment:
 #   THREADS=2  TG=32 (tokens per reply)  SYSTEM=500 (system prompt tokens)  COUNTS=1,2,4,6,8
+#   REPS=3 (rounds over the counts; medians reported)
 #   BENCH_MODEL=path.gguf   instead of the synthetic model (made once and cached)
 set -eu
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ THREADS=${THREADS:-2}
 TG=${TG:-32}
 SYSTEM=${SYSTEM:-500}
 COUNTS=${COUNTS:-1,2,4,6,8}
+REPS=${REPS:-3}
 model=${BENCH_MODEL:-$BUILD/bench/qwen3.5-0.8b-q8_0.gguf}
 mkdir -p "$BUILD/bench"
 if [ ! -f "$model" ]; then
@@ -28,5 +30,5 @@ load
 for b in 1 6; do
     "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch $b --reps 1 --no-bandwidth
 done
-"$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS"
+"$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS" "$REPS"
 load

@@ -4,12 +4,14 @@
  *  1. aggregate decode tokens/s with 1, 2, 4, 6 and 8 conversations generating at once
  *     (greedy, end-of-generation ignored so every reply has the same length). Measured
  *     over the steady window in which all of them decode together: from the moment the
- *     last one has its first token to the moment the first one ends.
+ *     last one has its first token to the moment the first one ends. REPS rounds over
+ *     all the counts (interleaved, so that a change in the machine's load touches every
+ *     count alike); the median of each count is reported.
  *  2. single flight: 6 requests sharing a system prompt, sent at once, with and without
  *     single flight: prompt tokens computed, and the longest time to a first token.
  *
- * usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS]]]]
- *   defaults: 2 threads, 32 tokens, a 500-token system prompt, counts "1,2,4,6,8".
+ * usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS [REPS]]]]]
+ *   defaults: 2 threads, 32 tokens, a 500-token system prompt, counts "1,2,4,6,8", 3 reps.
  * One JSON line per measurement on stdout. */
 #include <pthread.h>
 #include <stdio.h>
@@ -145,7 +147,7 @@ static double stat_of(chat_engine *e, const char *key) {
 }
 
 /* n conversations decoding together; returns the aggregate decode tokens/s */
-static double decode(chat_engine *e, int n, int tokens) {
+static double decode(chat_engine *e, int n, int tokens, int quiet) {
     job *jobs = calloc((size_t)n, sizeof *jobs);
     chat_msg m[MAX_CONV];
     char text[MAX_CONV][128];
@@ -176,10 +178,13 @@ static double decode(chat_engine *e, int n, int tokens) {
     double tps = t1 > t0 ? in_window / ((t1 - t0) / 1e3) : 0;
     double per_conv = 0;
     for (int i = 0; i < n; i++) per_conv += jobs[i].rep.decode_tokens_per_s;
-    printf("{\"bench\":\"decode\",\"conversations\":%d,\"tokens_each\":%d,\"aggregate_tokens_per_s\":%.2f,"
-           "\"window_tokens\":%d,\"window_ms\":%.0f,\"mean_per_conversation_tokens_per_s\":%.2f,\"steps\":%.0f}\n",
-           n, tokens, tps, in_window, t1 - t0, per_conv / n, stat_of(e, "steps") - steps0);
-    fflush(stdout);
+    if (!quiet) {
+        printf("{\"bench\":\"decode_run\",\"conversations\":%d,\"tokens_each\":%d,\"aggregate_tokens_per_s\":%.2f,"
+               "\"window_tokens\":%d,\"window_ms\":%.0f,\"mean_per_conversation_tokens_per_s\":%.2f,"
+               "\"steps\":%.0f}\n",
+               n, tokens, tps, in_window, t1 - t0, per_conv / n, stat_of(e, "steps") - steps0);
+        fflush(stdout);
+    }
     free(jobs);
     return tps;
 }
@@ -231,9 +236,15 @@ static void single_flight(const char *model, int threads, int sys_tokens, int of
     engine_close(e);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS]]]]\n");
+        fprintf(stderr,
+                "usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS [REPS]]]]]\n");
         return 2;
     }
     const char *model = argv[1];
@@ -241,23 +252,34 @@ int main(int argc, char **argv) {
     int tokens = argc > 3 ? atoi(argv[3]) : 32;
     int sys_tokens = argc > 4 ? atoi(argv[4]) : 500;
     const char *counts = argc > 5 ? argv[5] : "1,2,4,6,8";
+    int reps = argc > 6 ? atoi(argv[6]) : 3;
     if (tokens < 4 || tokens > MAX_TOKENS) tokens = 32;
-    chat_engine *e = open_engine(model, threads, 0);
-    decode(e, 1, 4); /* warm-up: pages the weights in */
-    double one = 0, six = 0;
-    for (const char *p = counts; *p;) {
+    if (reps < 1 || reps > 20) reps = 3;
+    int ns[16], k = 0;
+    for (const char *p = counts; p && *p && k < 16;) {
         int n = atoi(p);
-        if (n >= 1 && n <= MAX_CONV) {
-            double tps = decode(e, n, tokens);
-            if (n == 1) one = tps;
-            if (n == 6) six = tps;
-        }
+        if (n >= 1 && n <= MAX_CONV) ns[k++] = n;
         p = strchr(p, ',');
-        if (!p) break;
-        p++;
+        if (p) p++;
     }
+    double tps[16][20];
+    chat_engine *e = open_engine(model, threads, 0);
+    decode(e, 1, 4, 1); /* warm-up: pages the weights in */
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < k; i++) tps[i][r] = decode(e, ns[i], tokens, 0);
     engine_close(e);
+    double one = 0, six = 0;
+    for (int i = 0; i < k; i++) {
+        qsort(tps[i], (size_t)reps, sizeof(double), cmp_double);
+        double med = tps[i][reps / 2];
+        printf("{\"bench\":\"decode\",\"conversations\":%d,\"tokens_each\":%d,\"reps\":%d,"
+               "\"aggregate_tokens_per_s\":%.2f,\"min\":%.2f,\"max\":%.2f}\n",
+               ns[i], tokens, reps, med, tps[i][0], tps[i][reps - 1]);
+        if (ns[i] == 1) one = med;
+        if (ns[i] == 6) six = med;
+    }
     if (one > 0 && six > 0) printf("{\"bench\":\"decode_speedup\",\"six_over_one\":%.2f,\"target\":4}\n", six / one);
+    fflush(stdout);
     if (sys_tokens > 0) {
         single_flight(model, threads, sys_tokens, 0);
         single_flight(model, threads, sys_tokens, 1);
