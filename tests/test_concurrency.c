@@ -12,7 +12,9 @@
  *  - in one burst, the single-flight leader cancelled mid-prefill, another request
  *    cancelled mid-reply, one failing mid-reply and one refused at submit: the others
  *    are unchanged;
- *  - engine_close with requests running and queued: each gets its on_done.
+ *  - engine_close with requests running and queued: each gets its on_done;
+ *  - a long prompt arriving while another request generates: that one gets a token per
+ *    prefill chunk.
  * On a Gated DeltaNet + attention model (qwen35) and a pure Mamba-2 model, so that both
  * kinds of state are batched. "At once" is made exact by a gate: a request whose
  * progress callback holds the worker until the burst is queued.
@@ -422,6 +424,78 @@ static void random_mix(const char *path, chat_engine *ref, unsigned seed) {
     engine_close(e);
 }
 
+/* ---------------------------------------------------------------- no stall */
+
+/* A long prompt arriving while another request generates is prefilled a chunk per step,
+ * and every step also decodes the other request: it gets a token per chunk. */
+static job *staller_of; /* the generating request, read in the long one's callback */
+static int gen_at_first_slice = -1, gen_at_first_token = -1;
+
+static void on_long_progress(void *ud, const gen_report *r) {
+    (void)ud;
+    pthread_mutex_lock(&mu);
+    if (r->phase == GEN_PREFILL && r->prefill_done > 0 && gen_at_first_slice < 0)
+        gen_at_first_slice = staller_of->rep.generated_tokens;
+    if (r->phase == GEN_GENERATING && gen_at_first_token < 0) gen_at_first_token = staller_of->rep.generated_tokens;
+    pthread_mutex_unlock(&mu);
+}
+
+static void on_running_progress(void *ud, const gen_report *r) {
+    job *j = ud;
+    pthread_mutex_lock(&mu);
+    j->rep = *r;
+    pthread_mutex_unlock(&mu);
+}
+
+static void no_stall(const char *path) {
+    const int chunk = 64;
+    engine_config cfg = {.model_path = path, .threads = 2, .n_ctx = 4096, .prefill_chunk = chunk};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "%s", err);
+    char *doc = system_prompt(e, 1000, 5);
+    chat_msg run_msg = {"user", "Tell me everything."}, long_msg[2] = {{"system", doc}, {"user", "Translate it."}};
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.ignore_eog = 1;
+    s.max_tokens = 2000;
+    job running = {0}, longer = {0};
+    staller_of = &running;
+    gen_callbacks cb = {NULL, on_running_progress, on_done, &running};
+    uint64_t id = engine_submit(e, &run_msg, 1, &s, &cb, err, sizeof err);
+    REQUIRE(id, "%s", err);
+    for (;;) { /* generating */
+        pthread_mutex_lock(&mu);
+        int g = running.rep.generated_tokens;
+        pthread_mutex_unlock(&mu);
+        if (g > 0) break;
+        usleep(1000);
+    }
+    s.max_tokens = 1;
+    s.checkpoints = 0; /* no marks: slices of exactly one chunk */
+    gen_callbacks cb2 = {NULL, on_long_progress, on_done, &longer};
+    uint64_t id2 = engine_submit(e, long_msg, 2, &s, &cb2, err, sizeof err);
+    REQUIRE(id2, "%s", err);
+    pthread_mutex_lock(&mu);
+    longer.id = id2;
+    pthread_mutex_unlock(&mu);
+    wait_jobs(&longer, 1);
+    engine_cancel(e, id);
+    pthread_mutex_lock(&mu);
+    running.id = id;
+    pthread_mutex_unlock(&mu);
+    wait_jobs(&running, 1);
+    const int slices = (longer.rep.prompt_tokens + chunk - 1) / chunk;
+    /* the first slice's step and the last one's each decode a token too */
+    CHECK(gen_at_first_token - gen_at_first_slice == slices - 1,
+          "%d-token prompt in %d slices: the running request got %d tokens meanwhile, not one per slice",
+          longer.rep.prompt_tokens, slices, gen_at_first_token - gen_at_first_slice);
+    printf("  %-8s no stall: a %d-token prompt in %d-token slices, the running reply got a token per slice\n",
+           engine_model(e)->arch, longer.rep.prompt_tokens, chunk);
+    free(doc);
+    engine_close(e);
+}
+
 /* ---------------------------------------------------------------- cancel and fail */
 
 static void cancel_and_fail(const char *path, chat_engine *ref) {
@@ -514,6 +588,7 @@ int main(void) {
         burst(models[k], ref);
         random_mix(models[k], ref, 12345u + (unsigned)k);
         cancel_and_fail(models[k], ref);
+        if (k == 0) no_stall(models[k]);
         engine_close(ref);
     }
     return check_report("test_concurrency");
