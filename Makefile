@@ -5,7 +5,7 @@
 #   make test         install what is missing, build, and run every test (the command CI runs)
 #   make bench        benchmarks on synthetic models (see bench/)
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
-#   make tsan         ThreadSanitizer build of the concurrency tests
+#   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #
 # Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson.
@@ -91,9 +91,20 @@ sanitized-fs:
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
 
+# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, and many
+# conversations batched at once on a real (tiny) model (CHATFS_TEST_QUICK: one model,
+# fewer bursts). The ISA kernels - arithmetic on buffers their callers own - are built
+# without instrumentation there, which makes the model runs several times faster; the
+# thread pool, the dispatch into the kernels and everything around stay instrumented.
+TSAN_TESTS := test_chatfs test_chat test_concurrency
 tsan:
-	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" build-tsan/tests/test_chatfs
+	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
+	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
+ifeq ($(BUILD),build-tsan)
+$(BUILD)/engine/kernels_avx2.o $(BUILD)/engine/kernels_avx512.o: CFLAGS += -fno-sanitize=thread
+endif
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:
@@ -120,10 +131,12 @@ fuzz-smoke: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -runs=20000 -max_len=4096 build-fuzz/corpus 2>&1 | tail -n 2
 
-bench: chatfs $(BUILD)/bench/cache_bench
+bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench
 	BUILD=$(BUILD) bench/run.sh
 
-# The checkpoint benchmark (bench/cache.sh): cold, warm and after-restart TTFT.
+# The benchmark programs: bench/cache_bench.c (bench/cache.sh: cold, warm and
+# after-restart TTFT) and bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
+# single flight).
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

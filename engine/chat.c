@@ -1,16 +1,17 @@
 #define _GNU_SOURCE /* memmem */
-/* chat.c - the engine API of chat.h: a request queue and a worker thread.
+/* chat.c - the engine API of chat.h: requests in, text and reports out.
  *
- * A request is a small state machine that the worker advances one step at a time:
+ * A request is a small state machine that the worker (scheduler.c) advances one step
+ * at a time, together with up to max_batch - 1 others:
  *
- *   QUEUED -> PREFILL (one chunk of prompt tokens per step)
+ *   QUEUED -> PREFILL (slices of prompt tokens, one per step)
  *          -> GENERATING (one token per step: sample, stream, feed it back)
  *          -> DONE / FAILED (on_done, then freed)
  *
  * Rendering and tokenizing happen in engine_submit, on the caller's thread (the
  * tokenizer and template are read-only), so that a prompt too long for the context is
- * refused at once. The worker runs one request at a time; between two steps it looks
- * at cancellations and at engine_close. */
+ * refused at once. This file holds what a request looks like from outside: submit,
+ * cancel, the text stream with its stop strings, the report, the counters. */
 #include "engine/chat.h"
 
 #include <pthread.h>
@@ -19,77 +20,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/prefix_cache.h"
-#include "engine/sampler.h"
-#include "engine/state.h"
+#include "engine/chat_impl.h"
 #include "engine/threadpool.h"
-#include "store/db.h"
 #include "store/hash.h"
 
-#define DEFAULT_CTX 32768
-#define DEFAULT_CHUNK 512
 #define TEXT_CAP 4096
-/* (c) after generation: most tokens recomputed to reach the next turn's boundary when
- * the rendered history diverges from what was generated (reasoning dropped) */
-#define POST_MAX_COMPUTE 4096
 
-typedef struct request {
-    uint64_t id;
-    struct request *next;
-    gen_settings s;
-    char *strings;            /* one block holding the copied stop strings, template name, session */
-    gen_callbacks cb;
-    int *prompt;              /* tokens */
-    int n_prompt;
-    seq_state *state;
-    sampler smp;
-    detok_stream ds;
-    int last_token;           /* sampled, not yet fed to the model */
-    int max_stop;             /* longest stop string */
-    char *held;               /* text held back because it may start a stop string */
-    size_t n_held;
-    int cancelled;
-    gen_report r;
-    double t_submit, t_prefill, t_first, t_done;
-
-    /* checkpoints (prefix_cache.h) */
-    chat_template tmpl;       /* the template the prompt was rendered with */
-    chat_msg *msgs;           /* a copy of the conversation, for (c) */
-    int n_msgs;
-    uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
-    pc_mark *marks;           /* where prefill stops to checkpoint */
-    int n_marks, next_mark;
-    int *gen;                 /* generated tokens fed to the model */
-    int n_gen, cap_gen;
-    char *reply;              /* the text streamed to the caller */
-    size_t n_reply, cap_reply;
-    cs_hit hit;               /* the checkpoint restored (pinned while the request runs) */
-} request;
-
-struct chat_engine {
-    model *m;
-    engine_config cfg;
-    int n_ctx;
-    pthread_t worker;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    request *queue, *queue_tail; /* waiting, in submission order */
-    request *active;             /* the one the worker runs */
-    int stopping;
-    uint64_t next_id;
-    arena arena;                 /* worker-only */
-    float *logits;               /* worker-only: n_vocab */
-    sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
-    ckpt_store *cs;              /* checkpoints; used under cache_lock */
-    pthread_mutex_t cache_lock;
-    double last_flush;           /* worker-only: when checkpoints were last written to the database */
-    struct {
-        uint64_t requests, completed, cancelled, failed;
-        uint64_t prompt_tokens, computed_tokens, generated_tokens;
-    } stats;
-};
-
-static double now_ms(void) {
+double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -206,12 +143,13 @@ static void flush_text(request *r) {
 
 /* ---------------------------------------------------------------- requests */
 
-static void request_free(request *r) {
+void request_free(request *r) {
     if (!r) return;
     free(r->prompt);
     free(r->strings);
     free(r->held);
     state_free(r->state);
+    free(r->logits);
     sampler_free(&r->smp);
     if (r->msgs)
         for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
@@ -268,7 +206,8 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         gen_settings_defaults(&defaults);
         s = &defaults;
     }
-    if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0) {
+    if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
+        s->test_fail_after < 0) {
         snprintf(err, errlen, "invalid generation settings");
         return 0;
     }
@@ -340,19 +279,21 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
 
 void engine_cancel(chat_engine *e, uint64_t id) {
     pthread_mutex_lock(&e->lock);
-    if (e->active && e->active->id == id) e->active->cancelled = 1;
+    for (int i = 0; i < e->n_act; i++)
+        if (e->act[i]->id == id) e->act[i]->cancelled = 1;
     for (request *r = e->queue; r; r = r->next)
         if (r->id == id) r->cancelled = 1;
+    pthread_cond_signal(&e->wake); /* a queued request ends at once, not when a slot frees */
     pthread_mutex_unlock(&e->lock);
 }
 
-/* ---------------------------------------------------------------- the worker */
+/* ---------------------------------------------------------------- the caller's view */
 
-static void progress(request *r) {
+void progress(request *r) {
     if (r->cb.on_progress) r->cb.on_progress(r->cb.ud, &r->r);
 }
 
-static void finish(chat_engine *e, request *r, int how, const char *error) {
+void finish(chat_engine *e, request *r, int how, const char *error) {
     flush_text(r);
     r->t_done = now_ms();
     r->r.finish = how;
@@ -371,9 +312,7 @@ static void finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
-/* Takes the sampled token: stream its text, decide whether to stop. Returns a
- * gen_finish value, or FINISH_NONE to go on. */
-static int accept_token(chat_engine *e, request *r, int tok) {
+int accept_token(chat_engine *e, request *r, int tok) {
     r->last_token = tok;
     r->r.generated_tokens++;
     if (r->r.generated_tokens == 1) {
@@ -388,258 +327,20 @@ static int accept_token(chat_engine *e, request *r, int tok) {
     if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;
     return FINISH_NONE;
 }
-
-/* ---------------------------------------------------------------- checkpoints */
-
-static int use_cache(const chat_engine *e, const request *r) { return e->cs && r->s.checkpoints && r->h; }
-
-/* CHATFS_DEBUG_CKPT=1 traces restores and saves on stderr. */
-static int debug_ckpt(void) {
-    static int v = -1;
-    if (v < 0) v = getenv("CHATFS_DEBUG_CKPT") && *getenv("CHATFS_DEBUG_CKPT") == '1';
-    return v;
-}
-
-/* At the start: the longest checkpoint of the prompt goes into the state. Returns 1
- * when it came with the logits after the whole prompt (nothing left to compute). */
-static int restore_prompt(chat_engine *e, request *r) {
-    if (!use_cache(e, r)) {
-        if (e->cs) {
-            pthread_mutex_lock(&e->cache_lock);
-            cs_count_miss(e->cs, "disabled");
-            pthread_mutex_unlock(&e->cache_lock);
-        }
-        return 0;
-    }
-    pthread_mutex_lock(&e->cache_lock);
-    int k = pc_restore(e->cs, r->state, r->prompt, r->h, r->n_prompt, e->logits, &r->hit);
-    pthread_mutex_unlock(&e->cache_lock);
-    r->r.reused_tokens = k;
-    r->r.prefill_done = k;
-    r->r.source = r->hit.source;
-    snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", r->hit.miss_reason);
-    if (debug_ckpt()) {
-        fprintf(stderr, "ckpt: prompt %d tokens, restored %d from %s%s%s; marks", r->n_prompt, k, r->hit.source,
-                k ? "" : ", ", r->hit.miss_reason);
-        for (int i = 0; i < r->n_marks; i++) fprintf(stderr, " %c@%d", r->marks[i].kind, r->marks[i].pos);
-        fputc('\n', stderr);
-    }
-    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos <= k) r->next_mark++;
-    return k == r->n_prompt && r->hit.has_logits;
-}
-
-/* After a prefill chunk: a checkpoint when the state stands on a mark. */
-static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
-    if (!use_cache(e, r) || r->next_mark >= r->n_marks) return;
-    const pc_mark *mk = &r->marks[r->next_mark];
-    if (r->state->n_past != mk->pos) return;
-    r->next_mark++;
-    pthread_mutex_lock(&e->cache_lock);
-    int at_end = mk->pos == r->n_prompt && logits_ready;
-    int rc = pc_save(e->cs, r->state, r->prompt, r->h, mk->pos, at_end ? e->logits : NULL, mk->kind, r->s.session);
-    pthread_mutex_unlock(&e->cache_lock);
-    if (debug_ckpt()) fprintf(stderr, "ckpt: save (%c) at %d of %d: %d\n", mk->kind, mk->pos, r->n_prompt, rc);
-}
-
-/* Runs tokens[from..to) through the model in chunks (no logits). 0 or -1. */
-static int feed(chat_engine *e, request *r, const int *tokens, int from, int to) {
-    const int chunk = e->cfg.prefill_chunk > 0 ? e->cfg.prefill_chunk : DEFAULT_CHUNK;
-    for (int i = from; i < to; i += chunk) {
-        batch_seq b = {r->state, tokens + i, to - i < chunk ? to - i : chunk, 0, NULL};
-        if (model_forward(e->m, &b, 1, &e->arena) != 0) return -1;
-    }
-    return 0;
-}
-
-/* (c) after generation: checkpoint the end of this turn as the next prompt will
- * render it. When the conversation so far (prompt + generated tokens) is a prefix of
- * that rendering, the tail is fed to the live state; when it is not (the template
- * drops reasoning from history, or the reply re-tokenizes differently), the
- * longest checkpoint before the divergence is restored and the rest recomputed. */
-static void checkpoint_next_turn(chat_engine *e, request *r) {
-    if (!use_cache(e, r) || !r->state) return;
-    int *c = NULL;
-    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", &c);
-    uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
-    if (!hc) {
-        free(c);
-        return;
-    }
-    token_chain_all(cs_seed(e->cs), c, nc, hc);
-    pthread_mutex_lock(&e->cache_lock);
-    int have = cs_has(e->cs, hc, nc);
-    pthread_mutex_unlock(&e->cache_lock);
-    /* what the live state consumed: the prompt, then the generated tokens fed back */
-    int np = r->n_prompt, n_past = r->state->n_past;
-    int same = n_past <= nc && pc_common_prefix(r->prompt, np, c, nc) == np &&
-               pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
-    int ok = !have;
-    if (ok && !same) {
-        cs_hit hit;
-        pthread_mutex_lock(&e->cache_lock);
-        int k = pc_restore(e->cs, r->state, c, hc, nc, NULL, &hit);
-        cs_release(e->cs, &hit);
-        pthread_mutex_unlock(&e->cache_lock);
-        n_past = k;
-    }
-    /* bounded work; smaller while the engine closes (it waits for this) */
-    pthread_mutex_lock(&e->lock);
-    int limit = e->stopping ? POST_MAX_COMPUTE / 8 : POST_MAX_COMPUTE;
-    pthread_mutex_unlock(&e->lock);
-    ok = ok && nc - n_past <= limit;
-    if (debug_ckpt())
-        fprintf(stderr, "ckpt: (c) next turn prefix %d tokens, stored %d, live state %s, compute from %d\n", nc, have,
-                same ? "continues" : "diverges", n_past);
-    if (ok) ok = feed(e, r, c, n_past, nc) == 0;
-    if (ok) {
-        pthread_mutex_lock(&e->cache_lock);
-        int rc = pc_save(e->cs, r->state, c, hc, nc, NULL, PC_NEXT, r->s.session);
-        pthread_mutex_unlock(&e->cache_lock);
-        if (debug_ckpt()) fprintf(stderr, "ckpt: save (c) at %d: %d\n", nc, rc);
-    }
-    free(c);
-    free(hc);
-}
-
-/* After a request: release its pin, write new checkpoints to the database when
- * nothing else waits (off the path of any request's first token), or at least every
- * FLUSH_EVERY_MS under a steady load, so a crash loses little. */
-#define FLUSH_EVERY_MS 30000.0
-static void request_after(chat_engine *e, request *r, int how) {
-    if (!e->cs) return;
-    if (how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) checkpoint_next_turn(e, r);
-    pthread_mutex_lock(&e->lock);
-    int idle = !e->queue || e->stopping;
-    pthread_mutex_unlock(&e->lock);
-    pthread_mutex_lock(&e->cache_lock);
-    cs_release(e->cs, &r->hit);
-    cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens, r->r.computed_tokens);
-    if ((idle || now_ms() - e->last_flush > FLUSH_EVERY_MS) && cs_persistent(e->cs)) {
-        cs_flush(e->cs);
-        e->last_flush = now_ms();
-    }
-    pthread_mutex_unlock(&e->cache_lock);
-}
-
-/* One step of a request. Returns a gen_finish value when the request ended. */
-static int step(chat_engine *e, request *r, const char **error) {
-    if (r->r.phase == GEN_QUEUED) {
-        r->state = state_new(e->m, e->n_ctx);
-        if (!r->state) {
-            *error = "out of memory for the sequence state";
-            return FINISH_ERROR;
-        }
-        r->r.phase = GEN_PREFILL;
-        r->t_prefill = now_ms();
-        if (restore_prompt(e, r)) { /* the whole prompt, with its logits */
-            r->r.phase = GEN_GENERATING;
-            progress(r);
-            return accept_token(e, r, sampler_sample(&r->smp, e->logits));
-        }
-        progress(r);
-        return FINISH_NONE;
-    }
-    if (r->r.phase == GEN_PREFILL) {
-        const int chunk = e->cfg.prefill_chunk > 0 ? e->cfg.prefill_chunk : DEFAULT_CHUNK;
-        const int done = r->state->n_past;
-        int k = r->n_prompt - done < chunk ? r->n_prompt - done : chunk;
-        if (use_cache(e, r) && r->next_mark < r->n_marks && r->marks[r->next_mark].pos - done < k)
-            k = r->marks[r->next_mark].pos - done; /* stop on the next checkpoint position */
-        const int last = done + k == r->n_prompt;
-        batch_seq b = {r->state, r->prompt + done, k, last, e->logits};
-        if (model_forward(e->m, &b, 1, &e->arena) != 0) {
-            *error = "the model failed on the prompt";
-            return FINISH_ERROR;
-        }
-        r->r.computed_tokens += k;
-        r->r.prefill_done = r->state->n_past;
-        if (last) {
-            double ms = now_ms() - r->t_prefill;
-            if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
-            r->r.phase = GEN_GENERATING;
-            progress(r);
-            int how = accept_token(e, r, sampler_sample(&r->smp, e->logits));
-            checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
-            return how;
-        }
-        checkpoint_mark(e, r, 0);
-        progress(r);
-        return FINISH_NONE;
-    }
-    /* GEN_GENERATING: feed the last token, sample the next */
-    batch_seq b = {r->state, &r->last_token, 1, 1, e->logits};
-    if (model_forward(e->m, &b, 1, &e->arena) != 0) {
-        *error = "the model failed while generating";
-        return FINISH_ERROR;
-    }
-    if (r->n_gen == r->cap_gen) {
-        int cap = r->cap_gen ? 2 * r->cap_gen : 64;
-        int *g = realloc(r->gen, sizeof *g * (size_t)cap);
-        if (g) r->gen = g, r->cap_gen = cap;
-    }
-    if (r->n_gen < r->cap_gen) r->gen[r->n_gen++] = r->last_token;
-    else { /* cannot track the tokens: no post-generation checkpoint */
-        free(r->h);
-        r->h = NULL;
-    }
-    int how = accept_token(e, r, sampler_sample(&r->smp, e->logits));
-    if (r->t_first > 0) {
-        double ms = now_ms() - r->t_first;
-        if (ms > 0 && r->r.generated_tokens > 1) r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (ms / 1e3);
-    }
-    progress(r);
-    return how;
-}
-
-static void *worker_main(void *arg) {
-    chat_engine *e = arg;
-    for (;;) {
-        pthread_mutex_lock(&e->lock);
-        while (!e->queue && !e->stopping) pthread_cond_wait(&e->wake, &e->lock);
-        if (e->stopping) {
-            pthread_mutex_unlock(&e->lock);
-            break;
-        }
-        request *r = e->queue;
-        e->queue = r->next;
-        if (!e->queue) e->queue_tail = NULL;
-        r->next = NULL;
-        e->active = r;
-        pthread_mutex_unlock(&e->lock);
-
-        int how = FINISH_NONE;
-        const char *error = NULL;
-        while (how == FINISH_NONE) {
-            pthread_mutex_lock(&e->lock);
-            int stop = r->cancelled || e->stopping;
-            pthread_mutex_unlock(&e->lock);
-            if (stop) {
-                how = FINISH_CANCELLED;
-                break;
-            }
-            how = step(e, r, &error);
-        }
-        finish(e, r, how, how == FINISH_ERROR ? (error ? error : "generation failed") : NULL);
-        request_after(e, r, how);
-        pthread_mutex_lock(&e->lock);
-        e->active = NULL;
-        pthread_mutex_unlock(&e->lock);
-        request_free(r);
-    }
-    /* engine_close: everything still queued is cancelled */
-    for (;;) {
-        pthread_mutex_lock(&e->lock);
-        request *r = e->queue;
-        if (r) e->queue = r->next;
-        pthread_mutex_unlock(&e->lock);
-        if (!r) break;
-        finish(e, r, FINISH_CANCELLED, NULL);
-        request_free(r);
-    }
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- open / close */
+
+/* Frees what engine_open made (any part may be missing). */
+static void engine_free(chat_engine *e) {
+    cs_close(e->cs); /* writes what is still only in RAM */
+    db_close(e->db);
+    arena_free(&e->arena);
+    free(e->act);
+    free(e->rows);
+    free(e->row_of);
+    free(e->row_ok);
+    model_free(e->m);
+    free(e);
+}
 
 chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     if (!cfg || !cfg->model_path) {
@@ -659,41 +360,41 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     }
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
-    e->logits = malloc(sizeof(float) * (size_t)e->m->n_vocab);
-    if (!e->logits) {
+    e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
+    e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
+    e->act = calloc((size_t)e->max_batch, sizeof *e->act);
+    e->rows = calloc((size_t)e->max_batch, sizeof *e->rows);
+    e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
+    e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok) {
         snprintf(err, errlen, "out of memory");
-        model_free(e->m);
-        free(e);
+        engine_free(e);
         return NULL;
     }
     pool_set_threads(cfg->threads);
-    pthread_mutex_init(&e->cache_lock, NULL);
     if (cfg->db_path && *cfg->db_path) {
         char dberr[512];
         e->db = db_open(cfg->db_path, dberr, sizeof dberr);
         if (!e->db) fprintf(stderr, "chatfs: %s; checkpoints stay in RAM\n", dberr);
     }
-    {
-        char cerr[512] = "";
-        cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
-        e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
-        if (!e->cs) {
-            snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
-            db_close(e->db);
-            free(e->logits);
-            model_free(e->m);
-            free(e);
-            return NULL;
-        }
-        if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
+    char cerr[512] = "";
+    cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
+    e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
+    if (!e->cs) {
+        snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
+        engine_free(e);
+        return NULL;
     }
+    if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
+    pthread_mutex_init(&e->cache_lock, NULL);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
-    if (pthread_create(&e->worker, NULL, worker_main, e) != 0) {
+    if (pthread_create(&e->worker, NULL, engine_worker, e) != 0) {
         snprintf(err, errlen, "cannot start the engine thread");
-        free(e->logits);
-        model_free(e->m);
-        free(e);
+        pthread_mutex_destroy(&e->cache_lock);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->wake);
+        engine_free(e);
         return NULL;
     }
     return e;
@@ -702,19 +403,14 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
 void engine_close(chat_engine *e) {
     if (!e) return;
     pthread_mutex_lock(&e->lock);
-    e->stopping = 1;
+    e->stopping = 1; /* the worker cancels every request, queued or running, and returns */
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
     pthread_join(e->worker, NULL);
-    cs_close(e->cs); /* writes what is still only in RAM */
-    db_close(e->db);
     pthread_mutex_destroy(&e->cache_lock);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->wake);
-    arena_free(&e->arena);
-    free(e->logits);
-    model_free(e->m);
-    free(e);
+    engine_free(e);
 }
 
 void engine_forget_session(chat_engine *e, const char *session) {
@@ -724,21 +420,28 @@ void engine_forget_session(chat_engine *e, const char *session) {
 }
 
 char *engine_stats_json(chat_engine *e) {
-    char *s = malloc(512);
+    char *s = malloc(1024);
     if (!s) return NULL;
     pthread_mutex_lock(&e->lock);
-    snprintf(s, 512,
+    /* busy: requests waiting or running, including a finished one's checkpoint job */
+    int queued = 0;
+    for (request *r = e->queue; r; r = r->next) queued++;
+    snprintf(s, 1024,
              "{\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
-             "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu}",
+             "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
+             "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
+             "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
+             "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
+             "\"post_jobs\":%llu,\"post_tokens\":%llu}",
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
-             (unsigned long long)e->stats.generated_tokens);
-    /* busy: requests waiting or running, including a finished one's checkpoint work */
-    int queued = 0;
-    for (request *r = e->queue; r; r = r->next) queued++;
-    size_t l0 = strlen(s);
-    snprintf(s + l0 - 1, 512 - (l0 - 1), ",\"queued\":%d,\"active\":%d}", queued, e->active != NULL);
+             (unsigned long long)e->stats.generated_tokens, queued, e->n_act, e->max_batch, e->chunk,
+             (unsigned long long)e->stats.steps, (unsigned long long)e->stats.decode_rows,
+             (unsigned long long)e->stats.prefill_rows, (unsigned long long)e->stats.retried_steps,
+             (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
+             (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
+             (unsigned long long)e->stats.post_tokens);
     pthread_mutex_unlock(&e->lock);
     /* then the checkpoint counters, as members of the same object */
     pthread_mutex_lock(&e->cache_lock);

@@ -5,8 +5,10 @@
  * the worker runs them: render the chat template, tokenize, find the longest usable
  * checkpoint for the prompt, restore it, prefill the rest while placing new
  * checkpoints, decode, stream the text through callbacks, and place the checkpoint the
- * next turn will need. The filesystem and the command line both sit on this API;
- * nothing here knows about paths inside a mount or about FUSE. */
+ * next turn will need. Up to max_batch requests run at once, decoded together in one
+ * model pass per token (scheduler.c); each reply is exactly what the request would get
+ * alone. The filesystem and the command line both sit on this API; nothing here knows
+ * about paths inside a mount or about FUSE. */
 #ifndef CHATFS_CHAT_H
 #define CHATFS_CHAT_H
 
@@ -26,7 +28,9 @@ typedef struct {
     size_t disk_budget;      /* bytes of checkpoints kept in the database; 0: the default */
     int n_ctx;               /* most tokens a conversation may hold; 0: min(model context, 32768) */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
-    int max_batch;           /* most sequences decoded together; 0: 8 */
+    int max_batch;           /* most requests running at once (decoded together); 0: 8 */
+    int no_single_flight;    /* 1: a request never waits for another one computing the same
+                                prefix, it computes the prefix itself (benchmarks) */
 } engine_config;
 
 #define GEN_MAX_STOP 8
@@ -46,6 +50,8 @@ typedef struct {
     int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
     const char *session;     /* who the request belongs to (a conversation id), for budgets and
                                 engine_forget_session; may be NULL */
+    int test_fail_after;     /* tests only: after this many generated tokens the request's row
+                                breaks the model pass it is in, as a failing model would; 0: never */
 } gen_settings;
 
 void gen_settings_defaults(gen_settings *s);
@@ -66,7 +72,9 @@ typedef struct {
     int phase;               /* enum gen_phase */
     int finish;              /* enum gen_finish */
     int prompt_tokens;
-    int reused_tokens;       /* restored from a checkpoint */
+    int reused_tokens;       /* not computed: restored from a checkpoint or shared */
+    int shared_tokens;       /* of those, copied from another request that was computing the same
+                                prefix at the same time (single flight) */
     int computed_tokens;     /* prompt tokens actually run through the model */
     int prefill_done;        /* reused + computed so far */
     int generated_tokens;
@@ -78,7 +86,10 @@ typedef struct {
     double decode_tokens_per_s;
 } gen_report;
 
-/* Called on the engine's worker thread; they must not block for long. */
+/* Called on the engine's worker thread; they must not block for long (every running
+ * request waits for them). A request's phase is GEN_QUEUED until it starts its prefill:
+ * while it waits for a slot in the batch, and while it waits for another request that
+ * is computing the same prefix (then on_progress says so). */
 typedef struct {
     void (*on_text)(void *ud, const char *text, size_t len);   /* whole UTF-8 characters */
     void (*on_progress)(void *ud, const gen_report *r);        /* phase changes, prefill chunks, decode steps */
@@ -113,8 +124,10 @@ int engine_context(const chat_engine *e);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);
-/* Counters as a JSON object (malloc'd): hits, misses by reason, tokens reused and
- * computed, entries and bytes per tier, evictions. */
+/* Counters as a JSON object (malloc'd): requests, tokens, batching (steps, rows,
+ * single-flight savings), queued and active requests, and the checkpoint counters
+ * (hits, misses by reason, tokens reused and computed, entries and bytes per tier,
+ * evictions). */
 char *engine_stats_json(chat_engine *e);
 
 #endif

@@ -6,6 +6,7 @@
  * row is read from memory once per call whatever T is. */
 #include "engine/kernels.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,16 @@ extern const kernel_isa kernels_avx2, kernels_avx512;
 static const kernel_isa *const all_isas[] = {&kernels_avx512, &kernels_avx2, &kernels_scalar};
 #define N_ISAS (sizeof all_isas / sizeof all_isas[0])
 
-static const kernel_isa *active;
+/* Atomic: the first forward pass may choose it on the pool's threads at once (every
+ * thread picks the same one; the engine's and the tests' threads read it). */
+static _Atomic(const kernel_isa *) active;
 
 int kernels_select(const char *name) {
     for (size_t i = 0; i < N_ISAS; i++) {
         const kernel_isa *k = all_isas[i];
         if (!k->supported()) continue;
         if (!name || !*name || strcmp(name, "auto") == 0 || strcmp(name, k->name) == 0) {
-            active = k;
+            atomic_store_explicit(&active, k, memory_order_release);
             return 1;
         }
     }
@@ -59,14 +62,14 @@ int kernels_select(const char *name) {
 }
 
 static const kernel_isa *isa(void) {
-    if (!active) {
-        const char *env = getenv("CHATFS_ISA");
-        if (!kernels_select(env)) {
-            if (env && *env) fprintf(stderr, "chatfs: CHATFS_ISA=%s is not available here, using auto\n", env);
-            kernels_select("auto");
-        }
+    const kernel_isa *k = atomic_load_explicit(&active, memory_order_acquire);
+    if (k) return k;
+    const char *env = getenv("CHATFS_ISA");
+    if (!kernels_select(env)) {
+        if (env && *env) fprintf(stderr, "chatfs: CHATFS_ISA=%s is not available here, using auto\n", env);
+        kernels_select("auto");
     }
-    return active;
+    return atomic_load_explicit(&active, memory_order_acquire);
 }
 
 const char *kernels_name(void) { return isa()->name; }

@@ -1,14 +1,18 @@
 /* threadpool.c - see threadpool.h.
  *
- * A job is n chunks. The caller publishes it by storing (generation, next chunk = 0) in
- * one atomic word; every thread, the caller included, then claims chunks with a
+ * A job is n chunks. The caller publishes it by storing (generation, n, next chunk = 0)
+ * in one atomic word; every thread, the caller included, then claims chunks with a
  * compare-and-swap on that word until none is left, and the caller waits until all
  * claimed chunks are done. Claiming instead of a fixed chunk per thread matters on a
  * shared machine: a worker that is not running when a job is published simply claims
  * nothing, and the caller does its share instead of waiting for it (a decode step issues
  * a hundred small jobs; one descheduled worker per job would cost milliseconds each).
  * A worker that wakes up late with a stale view cannot run anything: its compare-and-swap
- * carries the old generation and fails.
+ * carries the old generation and fails. The chunk count travels in the same word: read
+ * apart from it, a worker holding the exhausted word of a finished job could pair it
+ * with the next job's larger count while that job is being published, claim a chunk
+ * that does not exist and count it as done in the next job (whose caller would then
+ * return before its last chunk finished).
  *
  * Idle workers spin briefly on the generation (jobs follow each other within
  * microseconds in a forward pass), yielding now and then, and then sleep on a condition
@@ -25,6 +29,7 @@
 #define MAX_THREADS 64
 #define SPIN_ITERS 20000 /* ~tens of microseconds with a pause per iteration */
 #define YIELD_EVERY 256  /* spins between sched_yield() calls while waiting */
+#define MAX_CHUNKS 0xFFFF /* chunks of one published job (16 bits of the claim word) */
 
 static struct {
     pthread_mutex_t lock;     /* guards sleeping/waking and (re)configuration */
@@ -33,14 +38,13 @@ static struct {
     pthread_t threads[MAX_THREADS];
     int n_threads;            /* including the caller */
     atomic_uint generation;   /* bumped per job: what idle workers wait on */
-    _Atomic uint64_t claim;   /* generation << 32 | next unclaimed chunk */
+    _Atomic uint64_t claim;   /* generation << 32 | chunks << 16 | next unclaimed chunk */
     atomic_int done;          /* chunks finished in the current job */
     atomic_int sleeping;      /* workers waiting on the condition variable */
     atomic_int stop;
     unsigned start_generation; /* generation when the workers were created */
     _Atomic(pool_fn) fn;      /* the current job (atomic: stale workers may read them) */
     _Atomic(void *) ctx;
-    atomic_int n_chunks;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
           .run_lock = PTHREAD_MUTEX_INITIALIZER, .n_threads = 0};
 
@@ -57,17 +61,16 @@ static void run_chunks(unsigned gen) {
     uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
     for (;;) {
         if ((uint32_t)(c >> 32) != gen) return;
-        const int n = atomic_load_explicit(&pool.n_chunks, memory_order_relaxed);
-        const uint32_t i = (uint32_t)c;
-        if ((int)i >= n) return;
+        const int n = (int)(c >> 16 & MAX_CHUNKS), i = (int)(c & MAX_CHUNKS);
+        if (i >= n) return;
         pool_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
         /* success means job `gen` is still the current one (it cannot end while chunk i is
-         * unclaimed), so fn/ctx/n read above belong to it */
+         * unclaimed), so fn/ctx read above (after c was acquired) belong to it */
         if (atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel,
                                                   memory_order_acquire)) {
             in_job = 1;
-            fn(ctx, (int)i, n);
+            fn(ctx, i, n);
             in_job = 0;
             atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
             c = atomic_load_explicit(&pool.claim, memory_order_acquire);
@@ -137,10 +140,30 @@ void pool_shutdown(void) {
     pthread_mutex_unlock(&pool.run_lock);
 }
 
+/* more chunks than the claim word holds: rounds of MAX_CHUNKS */
+typedef struct {
+    pool_fn fn;
+    void *ctx;
+    int base, n;
+} round_job;
+
+static void round_chunk(void *arg, int i, int n) {
+    const round_job *r = arg;
+    r->fn(r->ctx, r->base + i, r->n);
+    (void)n;
+}
+
 void pool_run_n(pool_fn fn, void *ctx, int n) {
     if (n <= 0) return;
     if (in_job) { /* nested: run inline */
         for (int i = 0; i < n; i++) fn(ctx, i, n);
+        return;
+    }
+    if (n > MAX_CHUNKS) {
+        for (int base = 0; base < n; base += MAX_CHUNKS) {
+            round_job r = {fn, ctx, base, n};
+            pool_run_n(round_chunk, &r, n - base < MAX_CHUNKS ? n - base : MAX_CHUNKS);
+        }
         return;
     }
     if (!pool.n_threads) pool_set_threads(0);
@@ -154,10 +177,9 @@ void pool_run_n(pool_fn fn, void *ctx, int n) {
     }
     atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
     atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&pool.n_chunks, n, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     const unsigned gen = atomic_load(&pool.generation) + 1;
-    atomic_store_explicit(&pool.claim, (uint64_t)gen << 32, memory_order_release);
+    atomic_store_explicit(&pool.claim, (uint64_t)gen << 32 | (uint64_t)n << 16, memory_order_release);
     atomic_store_explicit(&pool.generation, gen, memory_order_release);
     if (atomic_load(&pool.sleeping)) {
         pthread_mutex_lock(&pool.lock);

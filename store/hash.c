@@ -35,6 +35,7 @@ static void stripe(uint64_t *v, const unsigned char *p) {
 }
 
 void hash64_update(hash64_state *s, const void *data, size_t len) {
+    if (!len) return; /* data may be NULL then (the empty KV of a model without attention) */
     const unsigned char *p = data;
     s->total += len;
     if (s->n_tail) {

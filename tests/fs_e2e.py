@@ -5,7 +5,8 @@ Every test mounts in a child process under tests/tmp/ (not /tmp: vim skips its b
 under /tmp), with a per-test alarm, and always unmounts with `fusermount3 -uz` and
 kills the daemon it started. Most tests use the fake engine (`--fake-engine`:
 deterministic words at a set pace, see fs/backend.h); the last ones use the real engine
-with tests/fixtures/qwen35-tiny-f32.gguf (random weights: gibberish, deterministic).
+with tests/fixtures/qwen35-tiny-f32.gguf (random weights: gibberish, deterministic),
+among them six conversations written at once against the same six sent one by one.
 
 Usage: fs_e2e.py [-v] [NAME_SUBSTRING ...]
 """
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -657,6 +659,66 @@ def test_real_engine():
         check(st.startswith("done") and ("(stopped)" in st or not running), "stopped: " + st)
         size = os.stat(m.p("long", "reply")).st_size
         check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
+
+
+def test_real_engine_six_at_once():
+    """six conversations with one system prompt, their messages written at once (six
+    threads): each reply is the one the conversation gets alone, on a fresh mount"""
+    words = "river mountain silver engine quiet harbor lantern meadow copper violet thunder garden".split()
+    system = "You are a translator. Translate this text into French and answer with the translation only. " + \
+        " ".join(words[(i * 7) % len(words)] for i in range(120))
+    starts = ["Bonjour", "Yesterday", "Quick", "Seven", "Under", "Please"]
+    texts = ["%s %s." % (starts[i], " ".join(words[(i + k) % len(words)] for k in range(3 + 9 * i))) for i in range(6)]
+
+    def run(name, at_once):
+        m = Mount(name, model=MODEL, extra=["-t", "2"]).start()
+        write(m.p("settings.json"), '{"max_tokens": 16, "temperature": 0}')
+        for i in range(6):
+            os.mkdir(m.p("c%d" % i))
+            write(m.p("c%d" % i, "system"), system)
+        if at_once:
+            # two long replies in the same batch: one removed with rm -r while the six run,
+            # one still generating at unmount
+            for name in ("gone", "left"):
+                os.mkdir(m.p(name))
+                write(m.p(name, "settings.json"), '{"max_tokens": 0}')
+                write(m.p(name, "message"), "Tell me everything.")
+            ts = [threading.Thread(target=write, args=(m.p("c%d" % i, "message"), texts[i])) for i in range(6)]
+            t0 = time.monotonic()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            rc, _, err = sh("rm -r gone", cwd=m.mnt)
+            check(rc == 0 and not os.path.exists(m.p("gone")), "rm -r of a generating conversation: " + err)
+        else:
+            t0 = time.monotonic()
+        replies = []
+        for i in range(6):
+            if not at_once:
+                write(m.p("c%d" % i, "message"), texts[i])
+            wait_done(m, "c%d" % i, 120)
+            replies.append(read(m.p("c%d" % i, "reply")))
+            check(read(m.p("c%d" % i, "status")).startswith("done"), "c%d: %s" % (i, read(m.p("c%d" % i, "status"))))
+        elapsed = time.monotonic() - t0
+        st = json.loads(read(m.p("stats.json")))["engine"]
+        if at_once:
+            left = read(m.p("left", "status"))
+            check(left.startswith("generating") or "(context full)" in left, "left: " + left)
+        m.stop(lazy=False)  # unmount: the running reply stops, the daemon exits
+        check(m.proc.returncode == 0 and not os.path.ismount(m.mnt), "unmount while generating: exit %s, %s" %
+              (m.proc.returncode, m.log_text()[-500:]))
+        return replies, st, elapsed
+
+    together, st, t_together = run("six", True)
+    alone, _, t_alone = run("six-alone", False)
+    for i in range(6):
+        check(together[i] == alone[i], "c%d: written at once %r, alone %r" % (i, together[i], alone[i]))
+    check(st["requests"] == 8 and st["failed"] == 0 and st["cancelled"] == 1, "engine stats %s" % st)
+    NUMBERS["six_at_once_s"] = round(t_together, 3)
+    NUMBERS["six_one_by_one_s"] = round(t_alone, 3)
+    NUMBERS["six_at_once_single_flight_tokens"] = st.get("single_flight_tokens")
+    NUMBERS["six_at_once_max_active"] = st.get("max_active")
 
 
 TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]

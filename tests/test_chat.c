@@ -112,8 +112,15 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
     (void)error;
 }
 
+static int done_of(waiter *w) {
+    pthread_mutex_lock(&w->lock);
+    int d = w->done;
+    pthread_mutex_unlock(&w->lock);
+    return d;
+}
+
 static void cancel_and_close(void) {
-    engine_config cfg = {.model_path = MODEL, .threads = 2};
+    engine_config cfg = {.model_path = MODEL, .threads = 2, .max_batch = 2};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -129,14 +136,15 @@ static void cancel_and_close(void) {
         id[i] = engine_submit(e, &msg, 1, &s, &cb, err, sizeof err);
         CHECK(id[i] > 0, "%s", err);
     }
-    usleep(20 * 1000); /* the first one is running, the others wait */
+    usleep(20 * 1000); /* the first two are running, the third waits for a slot */
     engine_cancel(e, id[0]);
-    for (int t = 0; t < 200 && !w[0].done; t++) usleep(10 * 1000);
+    for (int t = 0; t < 200 && !done_of(&w[0]); t++) usleep(10 * 1000);
     CHECK(w[0].done == 1 && w[0].finish == FINISH_CANCELLED, "first request not cancelled (%d, %d)", w[0].done,
           w[0].finish);
-    engine_close(e); /* cancels the running one and the queued one */
+    engine_close(e); /* cancels the running ones and any still queued */
     CHECK(w[1].done == 1 && w[2].done == 1, "close left requests without on_done (%d %d)", w[1].done, w[2].done);
-    CHECK(w[2].finish == FINISH_CANCELLED, "queued request finish %d", w[2].finish);
+    CHECK(w[1].finish == FINISH_CANCELLED && w[2].finish == FINISH_CANCELLED, "finish %d %d", w[1].finish,
+          w[2].finish);
 }
 
 static void bad_requests(chat_engine *e) {

@@ -280,6 +280,23 @@ static int *render_with(const model *m, const chat_template *t, const conv *c, i
     return ids;
 }
 
+/* Until the engine has done the work after the last reply (the (c) checkpoint runs as a
+ * job after on_done): the ledger models a person who reads a reply before answering.
+ * A message sent sooner may wait for that job and reuse even more (single flight,
+ * tests/test_concurrency.c). */
+static void wait_idle(chat_engine *e) {
+    for (;;) {
+        char *js = engine_stats_json(e);
+        cJSON *o = cJSON_Parse(js);
+        int busy = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "active")) > 0 ||
+                   cJSON_GetNumberValue(cJSON_GetObjectItem(o, "queued")) > 0;
+        cJSON_Delete(o);
+        free(js);
+        if (!busy) return;
+        usleep(1000);
+    }
+}
+
 /* Runs c on both engines; appends the reply; checks the reply equals the reference
  * and the reuse equals the ledger's best. Returns the report. */
 static gen_report turn(rig *g, conv *c, const char *what) {
@@ -295,6 +312,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     text a = {0}, b = {0};
     int n, *t = render_with(g->m, &g->tmpl, c, &n);
     int expect = ledger_best(&g->led, t, n);
+    wait_idle(g->e);
     CHECK(engine_run(g->e, c->m, c->n, &s, on_text, &a, &r, err, sizeof err) == 0, "%s: %s", what, err);
     s.checkpoints = 0;
     if (g->plain) {
