@@ -12,6 +12,7 @@ Usage: fs_e2e.py [-v] [NAME_SUBSTRING ...]
 """
 import errno
 import json
+import re
 import os
 import select
 import shutil
@@ -29,6 +30,7 @@ TMP = os.path.join(ROOT, "tests", "tmp", "fs")
 if os.path.realpath(ROOT).startswith(("/tmp/", os.path.realpath(os.environ.get("TMPDIR", "/tmp")) + "/")):
     TMP = "/var/tmp/chatfs-fs-tests-%d" % os.getuid()
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
+DEFAULT_MODEL = "default"  # Mount(model=DEFAULT_MODEL): no -m, chatfs finds models/chatfs-default.gguf
 VERBOSE = "-v" in sys.argv
 NUMBERS = {}
 MOUNTS = []  # every Mount started, stopped again after each test whatever happened
@@ -89,7 +91,8 @@ class Mount:
 
     def cmd(self):
         c = [CHATFS, "mount", self.mnt, "--db", self.db]
-        c += ["-m", self.model] if self.model else ["--fake-engine", self.fake]
+        if self.model != DEFAULT_MODEL:
+            c += ["-m", self.model] if self.model else ["--fake-engine", self.fake]
         return c + ([] if self.daemon else ["-f"]) + self.extra
 
     def start(self):
@@ -719,6 +722,33 @@ def test_real_engine_six_at_once():
     NUMBERS["six_one_by_one_s"] = round(t_alone, 3)
     NUMBERS["six_at_once_single_flight_tokens"] = st.get("single_flight_tokens")
     NUMBERS["six_at_once_max_active"] = st.get("max_active")
+
+
+def test_default_model():
+    """The bundled model through the files (issue "Default model"): arithmetic, a follow-up
+    that refers to the previous answer, a system-prompt instruction; the same replies with
+    checkpoints on and off, and the follow-up reuses the first turn when they are on."""
+    replies = {}
+    for ck in ("true", "false"):
+        with Mount("default-" + ck, model=DEFAULT_MODEL, extra=["-t", "2"]) as m:
+            write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 48, "checkpoints": %s}' % ck)
+            os.mkdir(m.p("c"))
+            r1 = sh("echo 'What is 17 + 25?' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+            r2 = sh("echo 'Add 5 to that.' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+            st2 = read(m.p("c", "status"))
+            os.mkdir(m.p("u"))
+            write(m.p("u", "system"), "Answer in uppercase.")
+            r3 = sh("echo 'What is the capital of France?' > u/message; cat u/reply", cwd=m.mnt, timeout=120)[1]
+            replies[ck] = (r1, r2, r3)
+            if ck == "true":
+                reused = re.search(r"reused (\d+)/(\d+)", st2)
+                check(reused and int(reused.group(1)) > 0, "the follow-up reused no checkpoint: %r" % st2)
+                NUMBERS["default_model_followup"] = st2.strip()
+    r1, r2, r3 = replies["true"]
+    check("42" in r1, "17 + 25: %r" % r1)
+    check("47" in r2, "add 5 to that: %r" % r2)
+    check(r3.strip() and r3 == r3.upper() and "PARIS" in r3, "uppercase system prompt: %r" % r3)
+    check(replies["true"] == replies["false"], "checkpoints on/off differ: %r vs %r" % (replies["true"], replies["false"]))
 
 
 TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
