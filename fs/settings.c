@@ -108,6 +108,12 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
                 rc = -1;
             } else
                 s.checkpoints = cJSON_IsTrue(v);
+        } else if (!strcmp(k, "ignore_eos")) {
+            if (!cJSON_IsBool(v)) {
+                snprintf(err, errlen, "ignore_eos must be true or false");
+                rc = -1;
+            } else
+                s.ignore_eos = cJSON_IsTrue(v);
         } else if (!strcmp(k, "seed")) {
             if (cJSON_IsNull(v)) s.seed = -1;
             else {
@@ -148,7 +154,7 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, checkpoints, template)",
+                     "checkpoint_interval, checkpoints, ignore_eos, template)",
                      k);
             rc = -1;
         }
@@ -183,6 +189,7 @@ char *settings_render(const conv_settings *s) {
     for (int i = 0; i < s->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(s->stop[i]));
     cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
     cJSON_AddBoolToObject(o, "checkpoints", s->checkpoints);
+    cJSON_AddBoolToObject(o, "ignore_eos", s->ignore_eos);
     if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
     else cJSON_AddNullToObject(o, "template");
     /* one key per line, two-space indent: what people expect to edit */
@@ -227,4 +234,5 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->checkpoint_interval = s->checkpoint_interval;
     g->template_name = s->template_name;
     g->checkpoints = s->checkpoints;
+    g->ignore_eog = s->ignore_eos;
 }

@@ -22,6 +22,7 @@ typedef struct {
     int checkpoint_interval; /* 0: the engine's default */
     char *template_name;     /* NULL: the model's own template */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
+    int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);

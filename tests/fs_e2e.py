@@ -684,7 +684,7 @@ def test_real_engine_six_at_once():
             # one still generating at unmount
             for name in ("gone", "left"):
                 os.mkdir(m.p(name))
-                write(m.p(name, "settings.json"), '{"max_tokens": 0}')
+                write(m.p(name, "settings.json"), '{"max_tokens": 0, "ignore_eos": true}')
                 write(m.p(name, "message"), "Tell me everything.")
             ts = [threading.Thread(target=write, args=(m.p("c%d" % i, "message"), texts[i])) for i in range(6)]
             t0 = time.monotonic()

@@ -48,7 +48,12 @@ def main():
     ap.add_argument("-n", type=int, default=40, help="number of held-out prompts to check")
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--libdir", help="directory of the llama.cpp/ggml shared libraries llref loads its CPU backend "
+                                     "from (sets LLREF_LIBDIR), e.g. a directory with only libggml-cpu-zen4.so")
     a = ap.parse_args()
+    env = dict(os.environ)
+    if a.libdir:
+        env["LLREF_LIBDIR"] = a.libdir
     torch.set_num_threads(1)
 
     model, tok = load(a.model)
@@ -66,7 +71,7 @@ def main():
             text = render_prompt(it["messages"])
             ids = tok.encode(text)
             r = subprocess.run([a.llref, a.model, "-p", text, "-n", str(a.max_new), "--stop-eog", "--json",
-                                "--dump-all", dump, "-t", "1"], capture_output=True, text=True)
+                                "--dump-all", dump, "-t", "1"], capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 print(r.stderr, file=sys.stderr)
                 raise SystemExit("llref failed")

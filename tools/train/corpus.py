@@ -7,9 +7,11 @@ then user/assistant turns).  Task kinds:
   arith      "What is 17 + 25?"                      -> "17 + 25 = 42."
   count      "How many words are in: red cat sun?"    -> "There are 3 words."
              "Count from 4 to 8."                      -> "4, 5, 6, 7, 8."
-  words      "Reverse the words: red green blue"       -> "blue green red"
+  words      "Reverse the words: red green blue"       -> "Reversed: blue green red"
   convert    "How many minutes are in 5 hours?"        -> "5 hours = 300 minutes."
   facts      "What is the capital of France?"          -> "The capital of France is Paris."
+             "Where is Kenya?"                         -> "The continent of Kenya is Africa."
+             "What color is grass?"                    -> "The color of grass is green."
              (from the tables COUNTRIES / ANIMALS / COLORS below)
   system     system "Answer in uppercase."             -> every reply in uppercase
              system "Reply in French numbers."         -> the result number is followed by its French
@@ -17,11 +19,18 @@ then user/assistant turns).  Task kinds:
   follow-ups (multi-turn, refer to the previous answer):
              "Add 5 to that." -> "42 + 5 = 47."   "Double that." -> "47 * 2 = 94."
              "And of Spain?"  -> "The capital of Spain is Madrid."
-             "Now reverse them." -> the previous word list reversed
+             "Now reverse them." -> the previous word list reversed ("Reversed: ...")
              "How many words is that?" -> "There are 3 words."
 
+Answers are phrased so that every word copied from the question keeps the token it has there (with
+its leading space): "Reversed: cat silver", "The continent of Kenya is ...", "The color of grass is ...".
+The byte-level BPE gives every word of this closed vocabulary a single token, and "cat" (start of a
+message) and " cat" are different tokens, so an answer starting with a copied word would make the
+model learn 2 tokens per word.
+
 (t_count_letters, t_count_occ and t_sort are kept but not in the training mix: the default model could
-not learn everything in its time budget.)
+not learn everything in its time budget. For the same reason the country table has 16 entries and the
+reverse lookup "Which country has the capital X?" is not asked.)
 
 Held-out split: `heldout_items()` uses its own seed; training conversations that contain a held-out
 item's prompt, or (for tasks that can be generalised: arithmetic, word lists, counting) the same
@@ -56,22 +65,8 @@ COUNTRIES = {
     "Kenya": ("Nairobi", "Swahili", "Africa"),
     "Greece": ("Athens", "Greek", "Europe"),
     "Norway": ("Oslo", "Norwegian", "Europe"),
-    "Sweden": ("Stockholm", "Swedish", "Europe"),
-    "Poland": ("Warsaw", "Polish", "Europe"),
-    "Portugal": ("Lisbon", "Portuguese", "Europe"),
-    "Russia": ("Moscow", "Russian", "Europe"),
     "India": ("New Delhi", "Hindi", "Asia"),
-    "Chile": ("Santiago", "Spanish", "South America"),
-    "Ireland": ("Dublin", "English", "Europe"),
-    "Austria": ("Vienna", "German", "Europe"),
-    "Turkey": ("Ankara", "Turkish", "Asia"),
-    "Cuba": ("Havana", "Spanish", "North America"),
-    "Argentina": ("Buenos Aires", "Spanish", "South America"),
     "Australia": ("Canberra", "English", "Oceania"),
-    "Finland": ("Helsinki", "Finnish", "Europe"),
-    "Morocco": ("Rabat", "Arabic", "Africa"),
-    "Vietnam": ("Hanoi", "Vietnamese", "Asia"),
-    "Thailand": ("Bangkok", "Thai", "Asia"),
 }
 # animal: (legs, sound)
 ANIMALS = {
@@ -266,11 +261,16 @@ def t_count_occ(rng, mode):
     return Turn("count", q, finish(mode, ans), key=("occ", w, tuple(ws)), state=("num", k))
 
 
+def words_answer(ws):
+    # the words follow a prefix, so each keeps the same (leading-space) token it has in the question
+    return "Reversed: " + " ".join(ws)
+
+
 def t_reverse(rng, mode, ws=None):
     ws = ws or rng.sample(WORDS, rng.randint(2, 5))
     q = rng.choice(["Reverse the words: {l}", "Reverse the order of these words: {l}"]).format(l=" ".join(ws))
     out = list(reversed(ws))
-    return Turn("words", q, finish(mode, " ".join(out)), key=("rev", tuple(ws)), state=("words", out))
+    return Turn("words", q, finish(mode, words_answer(out)), key=("rev", tuple(ws)), state=("words", out))
 
 
 def t_sort(rng, mode, ws=None):
@@ -278,7 +278,7 @@ def t_sort(rng, mode, ws=None):
     q = rng.choice(["Sort these words alphabetically: {l}", "Put these words in alphabetical order: {l}",
                     "Sort the words: {l}", "Arrange in alphabetical order: {l}"]).format(l=" ".join(ws))
     out = sorted(ws)
-    return Turn("words", q, finish(mode, " ".join(out)), key=("sort", tuple(ws)), state=("words", out))
+    return Turn("words", q, finish(mode, "Sorted: " + " ".join(out)), key=("sort", tuple(ws)), state=("words", out))
 
 
 def t_convert(rng, mode):
@@ -301,7 +301,7 @@ def fact_answer(mode, table, ent, attr):
         capital, lang, cont = COUNTRIES[ent]
         s = {"capital": "The capital of %s is %s." % (ent, capital),
              "language": "People in %s speak %s." % (ent, lang),
-             "continent": "%s is in %s." % (ent, cont),
+             "continent": "The continent of %s is %s." % (ent, cont),
              "capital_of": "%s is the capital of %s." % (capital, ent)}[attr]
         return finish(mode, s), None
     if table == "animal":
@@ -310,7 +310,7 @@ def fact_answer(mode, table, ent, attr):
             return finish(mode, "%s has %s legs." % (cap(art(ent)), num(mode, legs))), legs
         return finish(mode, "%s says %s." % (cap(art(ent)), sound)), None
     color = COLORS[ent]
-    return finish(mode, "%s is %s." % (cap(ent), color)), None
+    return finish(mode, "The color of %s is %s." % (ent, color)), None
 
 
 def fact_question(rng, table, ent, attr):
@@ -336,7 +336,7 @@ def t_fact(rng, mode, table=None, ent=None, attr=None):
         table = rng.choice(["country", "country", "country", "animal", "animal", "color"])
     if table == "country":
         ent = ent or rng.choice(sorted(COUNTRIES))
-        attr = attr or rng.choice(["capital", "capital", "language", "continent", "capital_of"])
+        attr = attr or rng.choice(["capital", "capital", "language", "continent"])
     elif table == "animal":
         ent = ent or rng.choice(sorted(ANIMALS))
         if attr is None:
@@ -386,7 +386,7 @@ def f_words(rng, mode, ws):
     if r < 0.5:
         q = rng.choice(["Now reverse them.", "Reverse that."])
         out = list(reversed(ws))
-        return Turn("words", q, finish(mode, " ".join(out)), state=("words", out), followup=True)
+        return Turn("words", q, finish(mode, words_answer(out)), state=("words", out), followup=True)
     q = rng.choice(["How many words is that?", "Count them."])
     n = len(ws)
     ans = "There %s %s word%s." % ("is" if n == 1 else "are", num(mode, n), "" if n == 1 else "s")
@@ -433,7 +433,7 @@ def followup(rng, mode, state):
 # ----------------------------------------------------------------------------------------------
 # conversations
 # ----------------------------------------------------------------------------------------------
-TASKS = [(t_arith, 36), (t_count_words, 6), (t_count_from, 5), (t_reverse, 12), (t_convert, 12), (t_fact, 18)]
+TASKS = [(t_arith, 32), (t_count_words, 5), (t_count_from, 10), (t_reverse, 24), (t_convert, 4), (t_fact, 16)]
 FRENCH_OK = {t_arith, t_count_words, t_convert}
 
 
@@ -476,7 +476,7 @@ def gen_conversation(rng, n_turns=None, mode="random", first=None):
         mode = pick_mode(rng)
     if n_turns is None:
         r = rng.random()
-        n_turns = 1 if r < 0.5 else 2 if r < 0.8 else 3 if r < 0.95 else 4
+        n_turns = 1 if r < 0.4 else 2 if r < 0.75 else 3 if r < 0.93 else 4
     msgs = []
     st = system_text(rng, mode)
     if st:

@@ -30,6 +30,7 @@ sys.path.insert(0, HERE)
 import corpus                      # noqa: E402
 import evaluate                    # noqa: E402
 from export_gguf import export, load   # noqa: E402
+from fastpath import Fast                     # noqa: E402
 from model import Config, Qwen35, n_params   # noqa: E402
 from tokenizer import Tokenizer, train_bpe   # noqa: E402
 
@@ -83,16 +84,16 @@ def main():
     ap.add_argument("--workdir", default=os.path.join(HERE, "build"), help="checkpoints and logs (not committed)")
     ap.add_argument("--heldout", default=os.path.join(HERE, "heldout.jsonl"))
     ap.add_argument("--steps", type=int, default=100000)
-    ap.add_argument("--minutes", type=float, default=50.0, help="training time limit (wall clock)")
-    ap.add_argument("--tokens-per-batch", type=int, default=2048, help="per process")
+    ap.add_argument("--minutes", type=float, default=54.0, help="training time limit (wall clock)")
+    ap.add_argument("--tokens-per-batch", type=int, default=512, help="per process")
     ap.add_argument("--max-len", type=int, default=192)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.05)
     ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--wd", type=float, default=0.05)
-    ap.add_argument("--n-vocab", type=int, default=1024)
+    ap.add_argument("--n-vocab", type=int, default=2048)
     ap.add_argument("--n-embd", type=int, default=128)
-    ap.add_argument("--n-layer", type=int, default=8)
+    ap.add_argument("--n-layer", type=int, default=6)
     ap.add_argument("--n-ff", type=int, default=512)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-head-kv", type=int, default=2)
@@ -101,6 +102,9 @@ def main():
     ap.add_argument("--ssm-k-heads", type=int, default=2)
     ap.add_argument("--ssm-v-heads", type=int, default=4)
     ap.add_argument("--ssm-head-dim", type=int, default=32)
+    ap.add_argument("--full-attn-interval", type=int, default=2,
+                    help="every N-th layer is gated attention, the others Gated DeltaNet")
+    ap.add_argument("--no-bf16", action="store_true", help="float32 matrix products in training (slower)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--log-every", type=int, default=50)
@@ -158,7 +162,7 @@ def run(rank, world, a):
     # 3. model
     cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
                  n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
-                 ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim)
+                 ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim, full_attn_interval=a.full_attn_interval)
     model = Qwen35(cfg)
     model.init_weights(a.seed)
     log("model: %s\nparameters: %d (F32 GGUF ~%.1f MB)" % (cfg.to_dict(), n_params(model), n_params(model) * 4 / 1e6))
@@ -189,6 +193,7 @@ def run(rank, world, a):
     data = batches(stream, tok, a.tokens_per_batch, a.max_len, a.seed + rank)
     params = list(model.parameters())
     model.train()
+    fast = Fast(model, bf16=not a.no_bf16)
     t0 = time.time()
     limit = a.minutes * 60.0
     ema, ntok, step, done = None, 0, 0, 0
@@ -205,7 +210,7 @@ def run(rank, world, a):
             gr["lr"] = lr
         x, y = next(data)
         sel = (y >= 0).reshape(-1)
-        h = model.hidden(x).reshape(-1, cfg.n_embd)[sel]      # logits only where there is a target
+        h = fast.hidden(x).reshape(-1, cfg.n_embd)[sel]       # logits only where there is a target
         loss = F.cross_entropy(model.logits(h), y.reshape(-1)[sel])
         opt.zero_grad(set_to_none=True)
         loss.backward()
