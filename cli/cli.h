@@ -21,6 +21,8 @@ char *cli_text_arg(const char *arg);
 /* Parses an integer/float option value or prints an error naming the option. */
 int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 int cli_float(const char *opt, const char *val, double *out);
+/* A byte count with an optional K, M or G suffix. */
+int cli_size(const char *opt, const char *val, size_t *out);
 /* Prints to stderr as "chatfs: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -153,25 +153,6 @@ static void on_text(void *ud, const char *t, size_t n) {
     b->buf[b->n] = 0;
 }
 
-static int parse_size(const char *opt, const char *v, size_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
-    if (!v || errno || end == v) {
-        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
-        return 0;
-    }
-    if (*end == 'K' || *end == 'k') x <<= 10, end++;
-    else if (*end == 'M' || *end == 'm') x <<= 20, end++;
-    else if (*end == 'G' || *end == 'g') x <<= 30, end++;
-    if (*end) {
-        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
-        return 0;
-    }
-    *out = (size_t)x;
-    return 1;
-}
-
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
     long max_tokens = 256, threads = 0, interval = 0;
@@ -186,8 +167,8 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
-        else if (!strcmp(a, "--ram-budget")) { if (!parse_size(a, v, &ram_budget)) return 1; i++; }
-        else if (!strcmp(a, "--disk-budget")) { if (!parse_size(a, v, &disk_budget)) return 1; i++; }
+        else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
+        else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--no-checkpoints")) no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }

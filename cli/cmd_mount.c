@@ -1,4 +1,5 @@
-/* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [-f] [-o OPTS]` */
+/* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N]
+ *                [--chunk N] [--ram-budget B] [--disk-budget B] [-f] [-o OPTS]` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static const char *default_model(char *buf, size_t n) {
 
 int cmd_mount(int argc, char **argv) {
     mount_opts o = {0};
-    long threads = 0;
+    long threads = 0, batch = 0, chunk = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
@@ -33,6 +34,18 @@ int cmd_mount(int argc, char **argv) {
         else if (!strcmp(a, "--fake-engine")) o.fake = v, i++; /* tests: backend.h */
         else if (!strcmp(a, "-t")) {
             if (!cli_int(a, v, 0, 256, &threads)) return 1;
+            i++;
+        } else if (!strcmp(a, "--batch")) {
+            if (!cli_int(a, v, 1, 64, &batch)) return 1;
+            i++;
+        } else if (!strcmp(a, "--chunk")) {
+            if (!cli_int(a, v, 16, 1 << 16, &chunk)) return 1;
+            i++;
+        } else if (!strcmp(a, "--ram-budget")) {
+            if (!cli_size(a, v, &o.ram_budget)) return 1;
+            i++;
+        } else if (!strcmp(a, "--disk-budget")) {
+            if (!cli_size(a, v, &o.disk_budget)) return 1;
             i++;
         } else if (!strcmp(a, "-f")) o.foreground = 1;
         else if (!strcmp(a, "-d")) o.debug = 1;
@@ -55,5 +68,7 @@ int cmd_mount(int argc, char **argv) {
         return 1;
     }
     o.threads = (int)threads;
+    o.max_batch = (int)batch;
+    o.prefill_chunk = (int)chunk;
     return chatfs_mount(&o);
 }

@@ -10,7 +10,8 @@
 static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
     "\n"
-    "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [-f] [-o FUSE_OPTIONS]\n"
+    "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N] [--chunk N]\n"
+    "        [--ram-budget B] [--disk-budget B] [-f] [-o FUSE_OPTIONS]\n"
     "      conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
     "  info MODEL.gguf [--json] [--template NAME]\n"
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
@@ -92,6 +93,25 @@ int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
         return 0;
     }
     *out = v;
+    return 1;
+}
+
+int cli_size(const char *opt, const char *v, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
+    if (!v || errno || end == v) {
+        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
+        return 0;
+    }
+    if (*end == 'K' || *end == 'k') x <<= 10, end++;
+    else if (*end == 'M' || *end == 'm') x <<= 20, end++;
+    else if (*end == 'G' || *end == 'g') x <<= 30, end++;
+    if (*end) {
+        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
+        return 0;
+    }
+    *out = (size_t)x;
     return 1;
 }
 

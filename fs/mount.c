@@ -96,6 +96,10 @@ int chatfs_mount(const mount_opts *o) {
         cfg.model_path = o->model;
         cfg.db_path = db;
         cfg.threads = o->threads;
+        cfg.prefill_chunk = o->prefill_chunk;
+        cfg.max_batch = o->max_batch;
+        cfg.ram_budget = o->ram_budget;
+        cfg.disk_budget = o->disk_budget;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;

@@ -3,12 +3,17 @@
 #ifndef CHATFS_FS_MOUNT_H
 #define CHATFS_FS_MOUNT_H
 
+#include <stddef.h>
+
 typedef struct {
     const char *mountpoint;
     const char *model;       /* GGUF path (the real engine) */
     const char *fake;        /* or a fake engine spec (backend.h); for tests */
     const char *db;          /* database path; NULL: db_default_path */
     int threads;             /* engine threads; 0: every core */
+    int prefill_chunk;       /* --chunk: most prompt tokens per scheduler step; 0: the engine's default */
+    int max_batch;           /* --batch: most replies generated together; 0: the engine's default */
+    size_t ram_budget, disk_budget; /* checkpoint budgets in bytes; 0: the engine's defaults */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
     int debug;               /* -d: libfuse's request log (implies -f) */
     const char *fuse_opts;   /* -o, passed to libfuse */

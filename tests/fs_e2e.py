@@ -601,6 +601,21 @@ def test_daemon_mode_and_errors():
     check(not os.path.ismount(m.mnt), "unmounted")
 
 
+def test_mount_options():
+    """--batch, --chunk and the checkpoint budgets reach the engine (stats.json shows them);
+    bad values are refused in the terminal"""
+    for bad, why in (("--batch 0", "--batch"), ("--chunk 5", "--chunk"), ("--ram-budget 12Q", "--ram-budget")):
+        rc, _, err = sh("'%s' mount '%s/x' -m '%s' %s" % (CHATFS, TMP, MODEL, bad))
+        check(rc == 1 and why in err, "%s: %r" % (bad, err))
+    with Mount("options", model=MODEL, extra=["-t", "1", "--batch", "3", "--chunk", "64", "--ram-budget", "64M"]) as m:
+        eng = json.loads(read(m.p("stats.json")))["engine"]
+        check(eng["max_batch"] == 3 and eng["prefill_chunk"] == 64, "engine stats %s" % eng)
+        write(m.p("settings.json"), '{"max_tokens": 4, "temperature": 0}')
+        os.mkdir(m.p("a"))
+        rc, out, _ = sh("echo 'Hello there' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and out, "a reply with the options")
+
+
 def test_examples():
     ex = os.path.join(ROOT, "examples")
     with Mount("examples") as m:
