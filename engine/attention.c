@@ -44,11 +44,10 @@ static void attend_one(const attn_job *j, int t, int h, float *p) {
     const float *q = j->Q + (size_t)(j->seg->row0 + t) * j->q_stride + (size_t)h * hd * (l->gated ? 2 : 1);
     const float *K = s->k[l->kv_slot] + (size_t)g * hd, *V = s->v[l->kv_slot] + (size_t)g * hd;
 
+    attn_scores(p, K, (size_t)kvd, q, n, hd, l->kq_scale);
     float max = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        p[i] = dot_ggml(K + (size_t)i * kvd, q, hd) * l->kq_scale;
+    for (int i = 0; i < n; i++)
         if (p[i] > max) max = p[i];
-    }
     const int padded = (n + 15) & ~15; /* llama.cpp pads the cache; masked scores give exp() = 0 */
     for (int i = n; i < padded; i++) p[i] = -INFINITY;
     const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));

@@ -86,6 +86,7 @@ typedef struct {
     void (*wsum)(float *o, const float *V, size_t stride, const float *p, int n, int hd);
     void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n);
+    void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 } kernel_ops;
 
 /* the active set's vector ops (never NULL; members may be) */

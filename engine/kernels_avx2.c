@@ -636,7 +636,8 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
     free(wt);
 }
 
-static const kernel_ops avx2_ops = {op_dot, op_mad, op_silu, op_swiglu, op_softmax_exp, op_gdn_step, op_wsum, op_conv};
+static const kernel_ops avx2_ops = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
+                                     op_gdn_step, op_wsum, op_conv, NULL /* scores: ops.c loops op_dot */};
 
 /* ---------------------------------------------------------------- dispatch */
 

@@ -144,6 +144,15 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
     }
 }
 
+void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->scores) {
+        ko->scores(s, K, stride, q, n, hd, scale);
+        return;
+    }
+    for (int i = 0; i < n; i++) s[i] = dot_ggml(K + (size_t)i * stride, q, hd) * scale;
+}
+
 void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
     const kernel_ops *ko = kernels_ops();
     if (ko->wsum) {

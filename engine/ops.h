@@ -65,6 +65,8 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
                    float scale, float *o);
 /* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
  * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16. */
+/* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
+void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd);
 /* One token of a causal depthwise convolution without bias: y[c] = sum_k w[c][k] * window,
  * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with

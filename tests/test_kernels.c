@@ -419,6 +419,25 @@ static void case_wsum(float *out, size_t *n) {
             attn_weighted_sum(out + k, vx, 300, vg, len, hds[h]);
             k += (size_t)hds[h];
         }
+    /* long enough for the blocked path (n >= 64: positions in groups of 16, every column
+     * block per group), with a tail */
+    const int hl[] = {256, 128, 48, 20};
+    for (size_t h = 0; h < 4; h++)
+        for (int len = 60; len <= 71; len++) {
+            attn_weighted_sum(out + k, vx, 260, vg, len, hl[h]);
+            k += (size_t)hl[h];
+        }
+    *n = k;
+}
+
+static void case_scores(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 128, 64, 20, 96};
+    for (size_t h = 0; h < 5; h++)
+        for (int len = 1; len <= 70; len += 3) {
+            attn_scores(out + k, vx, 260, vg + 7, len, hds[h], 0.0625f);
+            k += (size_t)len;
+        }
     *n = k;
 }
 
@@ -465,7 +484,8 @@ static void test_ops(void) {
     compare_isas("silu/swiglu/softmax", case_silu, 10000);
     compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
     compare_isas("gdn_head_step", case_gdn, 40000);
-    compare_isas("attn_weighted_sum", case_wsum, 10000);
+    compare_isas("attn_weighted_sum", case_wsum, 20000);
+    compare_isas("attn_scores", case_scores, 20000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
     /* the ops agree with plain math */
     kernels_select("auto");
