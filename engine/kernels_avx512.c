@@ -22,6 +22,7 @@
  * Sections: helpers, float types (F32/F16/BF16), Q8_0-style (Q8_0, Q4_0, Q5_0), Q8_1-style
  * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
 #include <immintrin.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -319,20 +320,39 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
  * spilled pointers inside the loop cost about half the kernel's speed. The arithmetic is
  * k_q80's, operation for operation. */
 #define Q80_PANEL_TOKEN 64
-static __thread uint8_t *q80_panel_buf;
-static __thread size_t q80_panel_cap;
+static __thread uint8_t *q80_panel_buf, *q8k_panel_buf;
+static __thread size_t q80_panel_cap, q8k_panel_cap;
+
+/* Each thread's panel buffers live as long as the thread: a key's destructor frees them
+ * when a pool thread ends (engine_close), so nothing leaks. */
+static pthread_key_t panel_key;
+static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
+static void panel_free(void *unused) {
+    (void)unused;
+    free(q80_panel_buf);
+    free(q8k_panel_buf);
+    q80_panel_buf = q8k_panel_buf = NULL;
+    q80_panel_cap = q8k_panel_cap = 0;
+}
+static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
+
+/* *buf with room for need bytes (64-byte aligned), or NULL */
+static uint8_t *panel_room(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return *buf;
+    uint8_t *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    pthread_once(&panel_once, panel_key_make);
+    pthread_setspecific(panel_key, &panel_once); /* any non-NULL value: run panel_free at exit */
+    free(*buf);
+    *buf = p;
+    *cap = need;
+    return p;
+}
 
 /* The panels of every tile of TILE tokens, one after the other (the last tile may be
  * shorter); built once per call, since the rows pass in several L2 chunks. */
 static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
-    const size_t need = (size_t)x->T * (size_t)nb * (Q80_PANEL_TOKEN + 4);
-    if (need > q80_panel_cap) {
-        uint8_t *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        if (!p) return NULL;
-        free(q80_panel_buf);
-        q80_panel_buf = p;
-        q80_panel_cap = need;
-    }
+    if (!panel_room(&q80_panel_buf, &q80_panel_cap, (size_t)x->T * (size_t)nb * (Q80_PANEL_TOKEN + 4))) return NULL;
     const int64_t n = x->n;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
@@ -631,18 +651,9 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact 
 /* The panels of Q8_K tiles (as q80_panels, for the same reason): per super-block, each
  * token's 256 values and its 8 pair sums of bsums (272 bytes), then the tile's C scales. */
 #define QK8K_PANEL_TOKEN (QK_K + 16)
-static __thread uint8_t *q8k_panel_buf;
-static __thread size_t q8k_panel_cap;
 
 static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
-    const size_t need = (size_t)x->T * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
-    if (need > q8k_panel_cap) {
-        uint8_t *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        if (!p) return NULL;
-        free(q8k_panel_buf);
-        q8k_panel_buf = p;
-        q8k_panel_cap = need;
-    }
+    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)x->T * (size_t)nsb * (QK8K_PANEL_TOKEN + 4))) return NULL;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
         const size_t block = (size_t)C * (QK8K_PANEL_TOKEN + 4);
