@@ -12,4 +12,5 @@ cd "$(dirname "$0")/.."
 mkdir -p build/bench
 model=${1:-build/bench/qwen3.5-0.8b-q8_0.gguf}
 [ -f "$model" ] || ./chatfs synth --shape qwen3.5-0.8b --type q8_0 --out "$model"
+make --no-print-directory build/bench/cache_bench >&2 # never a stale build of the library
 exec nice build/bench/cache_bench "$model" build/bench

@@ -16,6 +16,7 @@ TG=${TG:-64}
 REPS=${REPS:-3}
 BATCH=${BATCH:-6}
 LLREF=${LLREF:-}
+[ "$CHATFS" = ./chatfs ] && make --no-print-directory chatfs >&2 # incremental
 for shape in $SHAPES; do
     for type in $TYPES; do
         model="$BUILD/bench/$shape-$type.gguf"

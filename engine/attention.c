@@ -22,52 +22,87 @@ static void add_bias(float *y, const float *b, int rows, int n) {
 
 typedef struct {
     const attn_layer *l;
-    const segment *seg;
+    const segment *segs;
     const float *Q;  /* rows of q_stride floats (q heads, possibly interleaved with gates) */
     int q_stride;
     float *O;        /* rows of n_head*head_dim */
-    float *scratch;  /* per thread: scores, padded to a multiple of 16 */
-    int scratch_n;
+    int n_items;     /* (segment, KV group, run of tokens), listed in item[] */
+    const int *item; /* per item: segment, KV group, first token, end token */
+    float *scratch;  /* per chunk: scores and partial sums of every (token, head) of an item */
+    size_t scratch_n;
+    int n_pad;       /* longest context, padded to a multiple of 16 */
 } attn_job;
 
-/* Softmax-weighted sum for one (token, head) over positions 0..last, with the
+#define ATTN_BLOCK 128 /* cache positions per block: 128 KB of one KV head's K (or V), in L2 */
+
+/* Attention for the heads of KV group g and tokens [t0, t1) of one segment, with the
  * arithmetic of llama.cpp's CPU path (F32 cache, no flash attention), so that our
- * activations round like the reference's:
+ * activations round like the reference's. For each (token, head):
  *   scores  s_j = dot(K_j, q) * kq_scale          (ggml_vec_dot_f32 order)
  *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
- *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced) */
-static void attend_one(const attn_job *j, int t, int h, float *p) {
+ *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced)
+ * Every (token, head) of the group reads the same K and V rows, so the cache is walked in
+ * blocks of ATTN_BLOCK positions and each block serves all of them while it is in L2; the
+ * sums per (token, head) are the same operations in the same order as one at a time. */
+static void attend_group(const attn_job *j, const segment *seg, int g, int t0, int t1, float *scratch) {
     const attn_layer *l = j->l;
-    const seq_state *s = j->seg->state;
-    const int hd = l->head_dim, g = h / (l->n_head / l->n_head_kv), kvd = l->n_head_kv * hd;
-    const int last = j->seg->pos0 + t, n = last + 1;
-    const float *q = j->Q + (size_t)(j->seg->row0 + t) * j->q_stride + (size_t)h * hd * (l->gated ? 2 : 1);
+    const seq_state *s = seg->state;
+    const int hd = l->head_dim, R = l->n_head / l->n_head_kv, kvd = l->n_head_kv * hd;
+    const int P = (t1 - t0) * R, n_max = seg->pos0 + t1;
+    const size_t accn = ATTN_ACC_FLOATS(hd);
+    float *ps = scratch, *acc = scratch + (size_t)P * j->n_pad;
     const float *K = s->k[l->kv_slot] + (size_t)g * hd, *V = s->v[l->kv_slot] + (size_t)g * hd;
+#define PAIR_Q(t, r) (j->Q + (size_t)(seg->row0 + (t)) * j->q_stride + (size_t)(g * R + (r)) * hd * (l->gated ? 2 : 1))
 
-    attn_scores(p, K, (size_t)kvd, q, n, hd, l->kq_scale);
-    float max = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (p[i] > max) max = p[i];
-    const int padded = (n + 15) & ~15; /* llama.cpp pads the cache; masked scores give exp() = 0 */
-    for (int i = n; i < padded; i++) p[i] = -INFINITY;
-    const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));
-    for (int i = 0; i < n; i++) p[i] *= inv;
-
-    float *o = j->O + (size_t)(j->seg->row0 + t) * l->n_head * hd + (size_t)h * hd;
-    attn_weighted_sum(o, V, (size_t)kvd, p, n, hd);
-    if (l->gated) {
-        const float *gate = q + hd;
-        for (int c = 0; c < hd; c++) o[c] *= sigmoid(gate[c]);
+    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
+        for (int t = t0; t < t1; t++) {
+            const int n = seg->pos0 + t + 1, cnt = n - i0 < ATTN_BLOCK ? n - i0 : ATTN_BLOCK;
+            for (int r = 0; cnt > 0 && r < R; r++)
+                attn_scores(ps + (size_t)((t - t0) * R + r) * j->n_pad + i0, K + (size_t)i0 * kvd, (size_t)kvd,
+                            PAIR_Q(t, r), cnt, hd, l->kq_scale);
+        }
+    for (int t = t0; t < t1; t++) {
+        const int n = seg->pos0 + t + 1;
+        const int padded = (n + 15) & ~15; /* llama.cpp pads the cache; masked scores give exp() = 0 */
+        for (int r = 0; r < R; r++) {
+            float *p = ps + (size_t)((t - t0) * R + r) * j->n_pad;
+            float max = -INFINITY;
+            for (int i = 0; i < n; i++)
+                if (p[i] > max) max = p[i];
+            for (int i = n; i < padded; i++) p[i] = -INFINITY;
+            const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));
+            for (int i = 0; i < n; i++) p[i] *= inv;
+        }
     }
+    memset(acc, 0, (size_t)P * accn * sizeof(float));
+    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
+        for (int k = 0; k < P; k++) {
+            const int n = seg->pos0 + t0 + k / R + 1, cnt = n - i0 < ATTN_BLOCK ? n - i0 : ATTN_BLOCK;
+            if (cnt > 0)
+                attn_wsum_acc(acc + (size_t)k * accn, V + (size_t)i0 * kvd, (size_t)kvd,
+                              ps + (size_t)k * j->n_pad + i0, cnt, hd);
+        }
+    for (int k = 0; k < P; k++) {
+        const int t = t0 + k / R, r = k % R;
+        float *o = j->O + (size_t)(seg->row0 + t) * l->n_head * hd + (size_t)(g * R + r) * hd;
+        attn_wsum_finish(o, acc + (size_t)k * accn, hd);
+        if (l->gated) {
+            const float *gate = PAIR_Q(t, r) + hd;
+            for (int c = 0; c < hd; c++) o[c] *= sigmoid(gate[c]);
+        }
+    }
+#undef PAIR_Q
 }
 
 static void attend_job(void *arg, int ith, int nth) {
-    attn_job *j = arg;
-    const int n_items = j->seg->n * j->l->n_head;
-    float *p = j->scratch + (size_t)ith * j->scratch_n;
+    const attn_job *j = arg;
+    float *scratch = j->scratch + (size_t)ith * j->scratch_n;
     /* items strided over the chunks: later tokens attend to more positions, so contiguous
      * ranges would leave the last chunk with the most work */
-    for (int it = ith; it < n_items; it += nth) attend_one(j, it / j->l->n_head, it % j->l->n_head, p);
+    for (int it = ith; it < j->n_items; it += nth) {
+        const int *e = j->item + 4 * it;
+        attend_group(j, &j->segs[e[0]], e[1], e[2], e[3], scratch);
+    }
 }
 
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
@@ -124,14 +159,26 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
         if (sg->pos0 + sg->n > max_ctx) max_ctx = sg->pos0 + sg->n;
     }
 
-    const int nch = 4 * pool_threads(); /* chunks of (token, head) items; scratch per chunk */
-    attn_job j = {.l = l, .Q = Q, .q_stride = q_stride, .O = O, .scratch_n = (max_ctx + 15) & ~15};
+    /* items: (segment, KV group, run of up to `run` tokens); a run's scores and partial
+     * sums (R heads per token) take at most about 8 MB of scratch per chunk */
+    const int R = l->n_head / l->n_head_kv, n_pad = (max_ctx + 15) & ~15;
+    const size_t per_pair = (size_t)n_pad + ATTN_ACC_FLOATS(hd);
+    int run = (int)((2u << 20) / ((size_t)R * per_pair));
+    run = run < 1 ? 1 : run > 8 ? 8 : run;
+    int n_items = 0;
+    for (int si = 0; si < n_segs; si++) n_items += l->n_head_kv * ((segs[si].n + run - 1) / run);
+    int *item = (int *)arena_alloc(a, (size_t)n_items * 4 * sizeof(int)), k = 0;
+    for (int si = 0; si < n_segs; si++)
+        for (int t0 = 0; t0 < segs[si].n; t0 += run)
+            for (int g = 0; g < l->n_head_kv; g++, k++) {
+                item[4 * k] = si, item[4 * k + 1] = g, item[4 * k + 2] = t0;
+                item[4 * k + 3] = t0 + run < segs[si].n ? t0 + run : segs[si].n;
+            }
+    const int nch = n_items < 4 * pool_threads() ? n_items : 4 * pool_threads(); /* scratch per chunk */
+    attn_job j = {.l = l, .segs = segs, .Q = Q, .q_stride = q_stride, .O = O, .n_items = n_items, .item = item,
+                  .scratch_n = (size_t)run * R * per_pair, .n_pad = n_pad};
     j.scratch = arena_floats(a, (size_t)nch * j.scratch_n);
-    for (int si = 0; si < n_segs; si++) {
-        j.seg = &segs[si];
-        const int items = j.seg->n * l->n_head;
-        pool_run_n(attend_job, &j, items < nch ? items : nch);
-    }
+    pool_run_n(attend_job, &j, nch);
     matmul(&l->wo, O, N, out);
     add_bias(out, l->bo, N, n_embd);
     arena_restore(a, mark);

@@ -87,6 +87,7 @@ typedef struct {
     void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n);
     void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
+    void (*wsum_acc)(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
 } kernel_ops;
 
 /* the active set's vector ops (never NULL; members may be) */

@@ -636,8 +636,32 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
     free(wt);
 }
 
+/* attn_wsum_acc for hd % 16 == 0: per 8 columns and 8 of the 16 partial sums at a time */
+static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    for (int c0 = 0; c0 < hd; c0 += 8) {
+        float *A = acc + (size_t)(c0 / 16) * 256 + c0 % 16;
+        const float *v = V + c0;
+        const int full = n & ~15;
+        for (int k0 = 0; k0 < 16; k0 += 8) {
+            __m256 a[8];
+            for (int k = 0; k < 8; k++) a[k] = _mm256_loadu_ps(A + 16 * (k0 + k));
+            for (int i = 0; i < full; i += 16)
+                for (int k = 0; k < 8; k++)
+                    a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)(i + k0 + k) * stride),
+                                           _mm256_set1_ps(p[i + k0 + k]), a[k]);
+            for (int k = 0; k < 8; k++) _mm256_storeu_ps(A + 16 * (k0 + k), a[k]);
+        }
+        for (int i = full; i < n; i++) {
+            float *ak = A + 16 * (i % 16);
+            _mm256_storeu_ps(ak, _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)i * stride), _mm256_set1_ps(p[i]),
+                                                 _mm256_loadu_ps(ak)));
+        }
+    }
+}
+
 static const kernel_ops avx2_ops = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                     op_gdn_step, op_wsum, op_conv, NULL /* scores: ops.c loops op_dot */};
+                                     op_gdn_step, op_wsum, op_conv, NULL /* scores: ops.c loops op_dot */,
+                                     op_wsum_acc};
 
 /* ---------------------------------------------------------------- dispatch */
 

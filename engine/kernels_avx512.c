@@ -959,6 +959,31 @@ INLINE void scores_hd(float *s, const float *K, size_t stride, const float *q, i
     for (; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
 }
 
+/* attn_wsum_acc for hd % 16 == 0: per block of 16 columns the 16 partial sums live in
+ * registers while the rows pass (the rows come from L2: the caller walks the cache in
+ * blocks that every head and token of a KV group shares) */
+static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    for (int cb = 0; cb < hd / 16; cb++) {
+        float *A = acc + (size_t)cb * 256;
+        const float *v = V + 16 * cb;
+        __m512 a[16];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) a[k] = _mm512_loadu_ps(A + 16 * k);
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            #pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(v + (size_t)(i + k) * stride), _mm512_set1_ps(p[i + k]), a[k]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) _mm512_storeu_ps(A + 16 * k, a[k]);
+        for (; i < n; i++) {
+            float *ak = A + 16 * (i % 16);
+            _mm512_storeu_ps(ak, _mm512_fmadd_ps(_mm512_loadu_ps(v + (size_t)i * stride), _mm512_set1_ps(p[i]),
+                                                 _mm512_loadu_ps(ak)));
+        }
+    }
+}
+
 static void op_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
     switch (hd) {
     case 64: scores_hd(s, K, stride, q, n, 64, scale); return;
@@ -1153,7 +1178,7 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
 }
 
 static const kernel_ops avx512_ops = {op_dot,          op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                       op_gdn_step,     op_wsum, op_conv, op_scores};
+                                       op_gdn_step,     op_wsum, op_conv, op_scores, op_wsum_acc};
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,

@@ -166,6 +166,26 @@ void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, 
     }
 }
 
+void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum_acc && hd % 16 == 0) {
+        ko->wsum_acc(acc, V, stride, p, n, hd);
+        return;
+    }
+    for (int c = 0; c < hd; c++) {
+        float *a = acc + (size_t)(c / 16) * 256 + c % 16;
+        for (int i = 0; i < n; i++) a[(i % 16) * 16] = fmaf(V[(size_t)i * stride + c], p[i], a[(i % 16) * 16]);
+    }
+}
+
+void attn_wsum_finish(float *o, const float *acc, int hd) {
+    for (int c = 0; c < hd; c++) {
+        float lanes[16];
+        for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)(c / 16) * 256 + k * 16 + c % 16];
+        o[c] = reduce16(lanes);
+    }
+}
+
 void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n) {
     const kernel_ops *ko = kernels_ops();

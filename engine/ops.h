@@ -68,6 +68,13 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd);
+/* The same sum in pieces: positions go into 16 partial sums per column (by position mod 16)
+ * kept in acc, ATTN_ACC_FLOATS(hd) floats (column c, lane k at acc[(c/16)*256 + k*16 + c%16]),
+ * zeroed before the first piece; each piece starts at a multiple of 16 positions. Then
+ * attn_wsum_finish reduces them exactly as attn_weighted_sum does. */
+#define ATTN_ACC_FLOATS(hd) ((size_t)(((hd) + 15) / 16) * 256)
+void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
+void attn_wsum_finish(float *o, const float *acc, int hd);
 /* One token of a causal depthwise convolution without bias: y[c] = sum_k w[c][k] * window,
  * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with
  * fused multiply-adds; the state then shifts by one and takes u[c]. */

@@ -430,6 +430,27 @@ static void case_wsum(float *out, size_t *n) {
     *n = k;
 }
 
+/* the weighted sum in pieces of 16k positions (blocked attention) == in one go, per ISA */
+static void case_wsum_pieces(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 64, 48, 20};
+    float *acc = malloc(sizeof(float) * ATTN_ACC_FLOATS(256));
+    for (size_t h = 0; h < 4; h++)
+        for (int len = 1; len <= 71; len += 7) {
+            memset(acc, 0, sizeof(float) * ATTN_ACC_FLOATS(hds[h]));
+            for (int i0 = 0; i0 < len; i0 += 32)
+                attn_wsum_acc(acc, vx + (size_t)i0 * 260, 260, vg + i0, len - i0 < 32 ? len - i0 : 32, hds[h]);
+            attn_wsum_finish(out + k, acc, hds[h]);
+            float whole[256];
+            attn_weighted_sum(whole, vx, 260, vg, len, hds[h]);
+            CHECK(!memcmp(whole, out + k, sizeof(float) * (size_t)hds[h]), "wsum in pieces == whole (hd %d, n %d)",
+                  hds[h], len);
+            k += (size_t)hds[h];
+        }
+    free(acc);
+    *n = k;
+}
+
 static void case_scores(float *out, size_t *n) {
     size_t k = 0;
     const int hds[] = {256, 128, 64, 20, 96};
@@ -486,6 +507,7 @@ static void test_ops(void) {
     compare_isas("gdn_head_step", case_gdn, 40000);
     compare_isas("attn_weighted_sum", case_wsum, 20000);
     compare_isas("attn_scores", case_scores, 20000);
+    compare_isas("attn_wsum_acc/attn_wsum_finish", case_wsum_pieces, 20000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
     /* the ops agree with plain math */
     kernels_select("auto");
