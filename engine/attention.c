@@ -163,8 +163,10 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
      * sums (R heads per token) take at most about 8 MB of scratch per chunk */
     const int R = l->n_head / l->n_head_kv, n_pad = (max_ctx + 15) & ~15;
     const size_t per_pair = (size_t)n_pad + ATTN_ACC_FLOATS(hd);
-    int run = (int)((2u << 20) / ((size_t)R * per_pair));
+    int run = (int)((2u << 20) / ((size_t)R * per_pair)), longest = 1;
+    for (int si = 0; si < n_segs; si++) longest = segs[si].n > longest ? segs[si].n : longest;
     run = run < 1 ? 1 : run > 8 ? 8 : run;
+    run = run > longest ? longest : run; /* decode: one token per sequence, scratch for one */
     int n_items = 0;
     for (int si = 0; si < n_segs; si++) n_items += l->n_head_kv * ((segs[si].n + run - 1) / run);
     int *item = (int *)arena_alloc(a, (size_t)n_items * 4 * sizeof(int)), k = 0;
