@@ -83,7 +83,6 @@ typedef struct {
     double (*softmax_exp)(float *y, const float *x, float max, int n);
     void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
                      float beta, float scale, float *o);
-    void (*wsum)(float *o, const float *V, size_t stride, const float *p, int n, int hd);
     void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n);
     void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);

@@ -540,41 +540,6 @@ static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k
     }
 }
 
-static void op_wsum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
-    int c0 = 0;
-    for (; c0 + 8 <= hd; c0 += 8) {
-        __m256 acc[16];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) acc[k] = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= n; i += 16)
-            #pragma GCC unroll 16
-            for (int k = 0; k < 16; k++)
-                acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(V + (size_t)(i + k) * stride + c0), _mm256_set1_ps(p[i + k]),
-                                         acc[k]);
-        for (; i < n; i++)
-            acc[i % 16] = _mm256_fmadd_ps(_mm256_loadu_ps(V + (size_t)i * stride + c0), _mm256_set1_ps(p[i]), acc[i % 16]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 8; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 8]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 2; k++) acc[k] = _mm256_add_ps(acc[k], acc[k + 2]);
-        _mm256_storeu_ps(o + c0, _mm256_add_ps(acc[0], acc[1]));
-    }
-    for (; c0 < hd; c0++) {
-        float l[16] = {0};
-        for (int i = 0; i < n; i++) l[i % 16] = fmaf(V[(size_t)i * stride + c0], p[i], l[i % 16]);
-        float a[8], b[4];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 8; k++) a[k] = l[k] + l[k + 8];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) b[k] = a[k] + a[k + 4];
-        o[c0] = (b[0] + b[2]) + (b[1] + b[3]);
-    }
-}
-
-
 #define CONV_ROW(y, wt, rows, C, K) conv_row8(y, wt, rows, C, K)
 INLINE void conv_row8(float *y, const float *wt, const float *const *rows, int C, int K) {
     int ch = 0;
@@ -660,7 +625,7 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
 }
 
 static const kernel_ops avx2_ops = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                     op_gdn_step, op_wsum, op_conv, NULL /* scores: ops.c loops op_dot */,
+                                     op_gdn_step, op_conv, NULL /* scores: ops.c loops op_dot */,
                                      op_wsum_acc};
 
 /* ---------------------------------------------------------------- dispatch */

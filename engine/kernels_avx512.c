@@ -1045,77 +1045,6 @@ static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k
     }
 }
 
-/* sum_i p[i] V_i over 16 columns at a time, 16 accumulators by i mod 16.
- * The rows are a cache stride apart (every KV head of a position), so a pass over all n
- * rows per 16 columns would touch n cache lines a stride apart hd/16 times, out of the
- * hardware prefetcher's reach. For head_dim <= 256 the positions go in groups of 16, each
- * group's rows read whole (from L1 after the first column block), and the accumulators of
- * every column block wait in an L1 scratch in between: the same fused multiply-adds in the
- * same order per accumulator, so the same result bit for bit. */
-static void wsum_cols(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
-    for (int c0 = 0; c0 < hd; c0 += 16) {
-        const __mmask16 m = hd - c0 >= 16 ? 0xffff : (__mmask16)((1u << (hd - c0)) - 1);
-        __m512 acc[16];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= n; i += 16)
-            #pragma GCC unroll 16
-            for (int k = 0; k < 16; k++)
-                acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)(i + k) * stride + c0),
-                                         _mm512_set1_ps(p[i + k]), acc[k]);
-        for (; i < n; i++)
-            acc[i % 16] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, V + (size_t)i * stride + c0), _mm512_set1_ps(p[i]),
-                                          acc[i % 16]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 8; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 8]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 4]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 2; k++) acc[k] = _mm512_add_ps(acc[k], acc[k + 2]);
-        _mm512_mask_storeu_ps(o + c0, m, _mm512_add_ps(acc[0], acc[1]));
-    }
-}
-
-static void op_wsum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
-    if (hd > 256 || hd % 16 || n < 64) {
-        wsum_cols(o, V, stride, p, n, hd);
-        return;
-    }
-    const int ncb = hd / 16;
-    __m512 acc[16][16]; /* [column block][i mod 16]: 16 KB, in L1 */
-    for (int cb = 0; cb < ncb; cb++)
-        #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) acc[cb][k] = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 pk[16];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) pk[k] = _mm512_set1_ps(p[i + k]);
-        for (int cb = 0; cb < ncb; cb++) {
-            const float *v = V + (size_t)i * stride + 16 * cb;
-            #pragma GCC unroll 16
-            for (int k = 0; k < 16; k++)
-                acc[cb][k] = _mm512_fmadd_ps(_mm512_loadu_ps(v + (size_t)k * stride), pk[k], acc[cb][k]);
-        }
-    }
-    for (; i < n; i++)
-        for (int cb = 0; cb < ncb; cb++)
-            acc[cb][i % 16] = _mm512_fmadd_ps(_mm512_loadu_ps(V + (size_t)i * stride + 16 * cb), _mm512_set1_ps(p[i]),
-                                              acc[cb][i % 16]);
-    for (int cb = 0; cb < ncb; cb++) {
-        __m512 *a = acc[cb];
-        #pragma GCC unroll 16
-        for (int k = 0; k < 8; k++) a[k] = _mm512_add_ps(a[k], a[k + 8]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 4; k++) a[k] = _mm512_add_ps(a[k], a[k + 4]);
-        #pragma GCC unroll 16
-        for (int k = 0; k < 2; k++) a[k] = _mm512_add_ps(a[k], a[k + 2]);
-        _mm512_storeu_ps(o + 16 * cb, _mm512_add_ps(a[0], a[1]));
-    }
-}
-
-
 #define CONV_ROW(y, wt, rows, C, K) conv_row16(y, wt, rows, C, K)
 INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int C, int K) {
     int ch = 0;
@@ -1178,7 +1107,7 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
 }
 
 static const kernel_ops avx512_ops = {op_dot,          op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                       op_gdn_step,     op_wsum, op_conv, op_scores, op_wsum_acc};
+                                       op_gdn_step,     op_conv, op_scores, op_wsum_acc};
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,

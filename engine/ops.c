@@ -153,18 +153,6 @@ void attn_scores(float *s, const float *K, size_t stride, const float *q, int n,
     for (int i = 0; i < n; i++) s[i] = dot_ggml(K + (size_t)i * stride, q, hd) * scale;
 }
 
-void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
-    const kernel_ops *ko = kernels_ops();
-    if (ko->wsum) {
-        ko->wsum(o, V, stride, p, n, hd);
-        return;
-    }
-    for (int c = 0; c < hd; c++) {
-        float lanes[16] = {0};
-        for (int i = 0; i < n; i++) lanes[i % 16] = fmaf(V[(size_t)i * stride + c], p[i], lanes[i % 16]);
-        o[c] = reduce16(lanes);
-    }
-}
 
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     const kernel_ops *ko = kernels_ops();

@@ -63,15 +63,14 @@ void mad_ggml(float *y, const float *x, float v, int n);
  * only involves itself, so doing them row by row gives the same floats). */
 void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
                    float scale, float *o);
-/* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
- * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16. */
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
-void attn_weighted_sum(float *o, const float *V, size_t stride, const float *p, int n, int hd);
-/* The same sum in pieces: positions go into 16 partial sums per column (by position mod 16)
+/* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
+ * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16; in pieces,
+ * so that a block of the cache can serve several heads and tokens: the partial sums are
  * kept in acc, ATTN_ACC_FLOATS(hd) floats (column c, lane k at acc[(c/16)*256 + k*16 + c%16]),
  * zeroed before the first piece; each piece starts at a multiple of 16 positions. Then
- * attn_wsum_finish reduces them exactly as attn_weighted_sum does. */
+ * attn_wsum_finish reduces each column's 16 partial sums with reduce16. */
 #define ATTN_ACC_FLOATS(hd) ((size_t)(((hd) + 15) / 16) * 256)
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
 void attn_wsum_finish(float *o, const float *acc, int hd);

@@ -411,20 +411,26 @@ static void case_gdn(float *out, size_t *n) {
     *n = k;
 }
 
+/* the weighted sum in one piece (as a single (token, head) over its whole cache) */
+static void wsum_whole(float *o, const float *V, size_t stride, const float *p, int n, int hd) {
+    float *acc = calloc(ATTN_ACC_FLOATS(hd), sizeof(float));
+    attn_wsum_acc(acc, V, stride, p, n, hd);
+    attn_wsum_finish(o, acc, hd);
+    free(acc);
+}
+
 static void case_wsum(float *out, size_t *n) {
     size_t k = 0;
     const int hds[] = {256, 64, 20};
     for (size_t h = 0; h < 3; h++)
         for (int len = 1; len <= 40; len += 3) {
-            attn_weighted_sum(out + k, vx, 300, vg, len, hds[h]);
+            wsum_whole(out + k, vx, 300, vg, len, hds[h]);
             k += (size_t)hds[h];
         }
-    /* long enough for the blocked path (n >= 64: positions in groups of 16, every column
-     * block per group), with a tail */
     const int hl[] = {256, 128, 48, 20};
     for (size_t h = 0; h < 4; h++)
         for (int len = 60; len <= 71; len++) {
-            attn_weighted_sum(out + k, vx, 260, vg, len, hl[h]);
+            wsum_whole(out + k, vx, 260, vg, len, hl[h]);
             k += (size_t)hl[h];
         }
     *n = k;
@@ -442,7 +448,7 @@ static void case_wsum_pieces(float *out, size_t *n) {
                 attn_wsum_acc(acc, vx + (size_t)i0 * 260, 260, vg + i0, len - i0 < 32 ? len - i0 : 32, hds[h]);
             attn_wsum_finish(out + k, acc, hds[h]);
             float whole[256];
-            attn_weighted_sum(whole, vx, 260, vg, len, hds[h]);
+            wsum_whole(whole, vx, 260, vg, len, hds[h]);
             CHECK(!memcmp(whole, out + k, sizeof(float) * (size_t)hds[h]), "wsum in pieces == whole (hd %d, n %d)",
                   hds[h], len);
             k += (size_t)hds[h];
@@ -505,7 +511,7 @@ static void test_ops(void) {
     compare_isas("silu/swiglu/softmax", case_silu, 10000);
     compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
     compare_isas("gdn_head_step", case_gdn, 40000);
-    compare_isas("attn_weighted_sum", case_wsum, 20000);
+    compare_isas("attention weighted sum", case_wsum, 20000);
     compare_isas("attn_scores", case_scores, 20000);
     compare_isas("attn_wsum_acc/attn_wsum_finish", case_wsum_pieces, 20000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
