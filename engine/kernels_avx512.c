@@ -277,48 +277,12 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
     return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
 }
 
-INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
-                  int64_t ldy) {
-    const int64_t n = W->n_in, nb = n / QK8_0;
-    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const int8_t *xs[16];
-    const int32_t *corr[16];
-    const float *dx[16];
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        xs[t] = (const int8_t *)kact_aux(x, t0 + t);
-        corr[t] = (const int32_t *)(xs[t] + n);
-        dx[t] = (const float *)(xs[t] + 2 * n);
-        acc[t] = _mm512_setzero_ps();
-    }
-    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
-    for (int64_t b = 0; b < nb; b++) {
-        fp16_t d0, d1;
-        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
-        const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
-        const __m512 dw = half_pair(d0, d1);
-#pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const __m512i p = _mm512_dpbusd_epi32(bcast256(corr[t] + 8 * b), wq, bcast256(xs[t] + 32 * b));
-            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b]));
-            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r;
-        y[0] = hsum8_lo(acc[t]);
-        if (two) y[1] = hsum8_hi(acc[t]);
-    }
-}
-
-/* Tiles of 2 or more tokens read their activations from a panel: per block, each token's
- * 32 values and 8 corrections (64 bytes), then the tile's C scales. Every operand of a
- * block is then at a fixed offset from one pointer. With a pointer per token and stream
- * (3 per token), a tile of 12 needs more registers than there are, and reloading the
- * spilled pointers inside the loop cost about half the kernel's speed. The arithmetic is
- * k_q80's, operation for operation. */
+/* The kernels read their activations from a panel: per block, each token's 32 values and
+ * 8 corrections (64 bytes), then the tile's C scales. Every operand of a block is then at
+ * a fixed offset from one pointer. With a pointer per token and stream (3 per token), a
+ * tile of 12 needs more registers than there are, and reloading the spilled pointers
+ * inside the loop cost about half the kernel's speed. One token gets a panel too (a copy
+ * of its row, small next to the weights), so that one kernel serves every tile. */
 #define Q80_PANEL_TOKEN 64
 static __thread uint8_t *q80_panel_buf, *q8k_panel_buf;
 static __thread size_t q80_panel_cap, q8k_panel_cap;
@@ -373,7 +337,7 @@ static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
     return q80_panel_buf;
 }
 
-INLINE void k_q80p(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                    float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
@@ -407,42 +371,39 @@ INLINE void k_q80p(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
 
 #define Q80_TILE 12
 #define Q80_CASE(k) \
-    case k: k_q80p(wt, W, r, two, panel, t0, k, Y, ldy); break;
-INLINE void gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    case k: k_q80(wt, W, r, two, panel, t0, k, Y, ldy); break;
+/* 0 without writing when there is no memory for the panels (the reference runs then) */
+INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
     const int64_t rc = chunk_rows(W->row_bytes, T, Q80_TILE), nb = W->n_in / QK8_0;
-    const uint8_t *panels = T > 1 ? q80_panels(x, Q80_TILE, nb) : NULL;
+    const uint8_t *panels = q80_panels(x, Q80_TILE, nb);
+    if (!panels) return 0;
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
             const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
-            const uint8_t *panel = c > 1 && panels ? panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4) : NULL;
+            const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
             for (int64_t r = c0; r < c1; r += 2) {
                 const int two = r + 1 < c1;
-                if (!panel) {
-                    k_q80(wt, W, r, two, x, t0, 1, Y, ldy); /* one token (or no memory for a panel) */
-                    if (c > 1)
-                        for (int t = 1; t < c; t++) k_q80(wt, W, r, two, x, t0 + t, 1, Y, ldy);
-                    continue;
-                }
                 switch (c) {
-                    Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6) Q80_CASE(7)
-                    Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
+                    Q80_CASE(1) Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6)
+                    Q80_CASE(7) Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
                 }
             }
         }
     }
+    return 1;
 }
 #undef Q80_CASE
 
-static void gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    gemm_q80(GGML_Q8_0, W, r0, r1, x, Y, ldy);
+static int gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80(GGML_Q8_0, W, r0, r1, x, Y, ldy);
 }
-static void gemm_q4_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    gemm_q80(GGML_Q4_0, W, r0, r1, x, Y, ldy);
+static int gemm_q4_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80(GGML_Q4_0, W, r0, r1, x, Y, ldy);
 }
-static void gemm_q5_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    gemm_q80(GGML_Q5_0, W, r0, r1, x, Y, ldy);
+static int gemm_q5_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80(GGML_Q5_0, W, r0, r1, x, Y, ldy);
 }
 
 /* ---------------------------------------------------------------- Q4_1, Q5_1
@@ -557,97 +518,6 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
     return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
 }
 
-INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
-                   int64_t ldy) {
-    const int five = wt == GGML_Q5_K;
-    const int64_t nsb = W->n_in / QK_K;
-    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const block_q8_K *xq[8];
-    const int16_t *bs[8];
-    __m512 acc[8];
-    __m256 accm[8];
-    #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
-        bs[t] = (const int16_t *)kact_aux(x, t0 + t);
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
-    const __m512i m4 = _mm512_set1_epi8(15);
-    /* [m0..7 | m0..7 of row 1] out of kscales_pair's layout */
-    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
-                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
-    for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *qs0, *qs1, *sc0, *sc1;
-        if (C <= 8) {
-            const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
-            prefetch_pair(w0, w1, (size_t)i * bs, bs);
-        }
-        fp16_t d0, d1, m0, m1;
-        __m512i qh = _mm512_setzero_si512();
-        if (five) {
-            const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
-            qh = load_pair256(a->qh, c->qh);
-        } else {
-            const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
-        }
-        const __m512i scm = kscales_pair(sc0, sc1);
-        __m512i isum[8];
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
-        #pragma GCC unroll 16
-        for (int c = 0; c < 4; c++) {
-            const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (five) {
-                const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
-                const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
-                lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
-                hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
-            }
-            const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
-            #pragma GCC unroll 16
-            for (int t = 0; t < C; t++) {
-                const int8_t *a = xq[t][i].qs + 64 * c;
-                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
-                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
-            }
-        }
-        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4 | dmin1 x 4] */
-        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
-        const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
-                                                _mm512_castps128_ps512(dd));
-        const __m256 dm = _mm256_permutexvar_ps(_mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3), _mm256_castps128_ps256(dd));
-        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const float yd = xq[t][i].d;
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-            const __m256i b32 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(bs[t] + 8 * i)));
-            __m256i prod = _mm256_madd_epi16(mins, b32); /* [4 lanes row 0 | 4 lanes row 1] */
-            const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-yd), dm);
-            if (five) { /* ((p0 + p1) + (p2 + p3)) per row, fused into a scalar per row */
-                prod = _mm256_hadd_epi32(prod, prod);
-                prod = _mm256_hadd_epi32(prod, prod);
-            }
-            accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
-        }
-    }
-    #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
-        _mm256_storeu_ps(m, accm[t]);
-        const float s0 = five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]);
-        const float s1 = five ? m[4] : (m[4] + m[6]) + (m[5] + m[7]);
-        y[0] = hsum8_lo(acc[t]) + s0;
-        if (two) y[1] = hsum8_hi(acc[t]) + s1;
-    }
-}
-
 /* The panels of Q8_K tiles (as q80_panels, for the same reason): per super-block, each
  * token's 256 values and its 8 pair sums of bsums (272 bytes), then the tile's C scales. */
 #define QK8K_PANEL_TOKEN (QK_K + 16)
@@ -672,7 +542,7 @@ static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
     return q8k_panel_buf;
 }
 
-INLINE void k_q45kp(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
+INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                     float *Y, int64_t ldy) {
     const int five = wt == GGML_Q5_K;
     const int64_t nsb = W->n_in / QK_K;
@@ -765,36 +635,36 @@ INLINE void k_q45kp(uint32_t wt, const matrix *W, int64_t r, int two, const uint
 
 #define Q45K_TILE 8
 #define Q45K_CASE(k) \
-    case k: k_q45kp(wt, W, r, two, panel, t0, k, Y, ldy); break;
-INLINE void gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    case k: k_q45k(wt, W, r, two, panel, t0, k, Y, ldy); break;
+/* 0 without writing when there is no memory for the panels (the reference runs then) */
+INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
     const int64_t rc = chunk_rows(W->row_bytes, T, Q45K_TILE), nsb = W->n_in / QK_K;
-    const uint8_t *panels = T > 1 ? q8k_panels(x, Q45K_TILE, nsb) : NULL;
+    const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
+    if (!panels) return 0;
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
             const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
-            const uint8_t *panel = c > 1 && panels ? panels + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4) : NULL;
+            const uint8_t *panel = panels + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
             for (int64_t r = c0; r < c1; r += 2) {
                 const int two = r + 1 < c1;
-                if (!panel) { /* one token (or no memory for a panel) */
-                    for (int t = 0; t < c; t++) k_q45k(wt, W, r, two, x, t0 + t, 1, Y, ldy);
-                    continue;
-                }
                 switch (c) {
-                    Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7) Q45K_CASE(8)
+                    Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
+                    Q45K_CASE(8)
                 }
             }
         }
     }
+    return 1;
 }
 #undef Q45K_CASE
 
-static void gemm_q4_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    gemm_q45k(GGML_Q4_K, W, r0, r1, x, Y, ldy);
+static int gemm_q4_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q45k(GGML_Q4_K, W, r0, r1, x, Y, ldy);
 }
-static void gemm_q5_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    gemm_q45k(GGML_Q5_K, W, r0, r1, x, Y, ldy);
+static int gemm_q5_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q45k(GGML_Q5_K, W, r0, r1, x, Y, ldy);
 }
 
 
@@ -1196,13 +1066,13 @@ static int avx512_prep_row(uint32_t dt, const float *x, void *row, void *aux, in
 static int avx512_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     switch (W->type) {
     case GGML_F32: case GGML_F16: case GGML_BF16: gemm_float(W, r0, r1, x, Y, ldy); return 1;
-    case GGML_Q8_0: gemm_q8_0(W, r0, r1, x, Y, ldy); return 1;
-    case GGML_Q4_0: gemm_q4_0(W, r0, r1, x, Y, ldy); return 1;
-    case GGML_Q5_0: gemm_q5_0(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q8_0: return gemm_q8_0(W, r0, r1, x, Y, ldy);
+    case GGML_Q4_0: return gemm_q4_0(W, r0, r1, x, Y, ldy);
+    case GGML_Q5_0: return gemm_q5_0(W, r0, r1, x, Y, ldy);
     case GGML_Q4_1: gemm_q4_1(W, r0, r1, x, Y, ldy); return 1;
     case GGML_Q5_1: gemm_q5_1(W, r0, r1, x, Y, ldy); return 1;
-    case GGML_Q4_K: gemm_q4_k(W, r0, r1, x, Y, ldy); return 1;
-    case GGML_Q5_K: gemm_q5_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_K: return gemm_q4_k(W, r0, r1, x, Y, ldy);
+    case GGML_Q5_K: return gemm_q5_k(W, r0, r1, x, Y, ldy);
     case GGML_Q6_K: gemm_q6_k(W, r0, r1, x, Y, ldy); return 1;
     default: return 0;
     }
