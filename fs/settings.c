@@ -60,6 +60,15 @@ static int integer(const cJSON *v, const char *key, double lo, double hi, double
     return 0;
 }
 
+static int boolean(const cJSON *v, const char *key, int *out, char *err, size_t n) {
+    if (!cJSON_IsBool(v)) {
+        snprintf(err, n, "%s must be true or false", key);
+        return -1;
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
 static const char *const templates[] = {"chatml", "qwen3", "qwen35", "llama3", "granite", "lfm2", "nemotron"};
 
 int settings_parse(const char *text, size_t len, const conv_settings *defaults, conv_settings *out, char *err,
@@ -102,19 +111,9 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else if (!strcmp(k, "checkpoint_interval")) {
             rc = integer(v, k, 0, 1 << 24, &d, err, errlen) ? -1 : 1;
             s.checkpoint_interval = (int)d;
-        } else if (!strcmp(k, "checkpoints")) {
-            if (!cJSON_IsBool(v)) {
-                snprintf(err, errlen, "checkpoints must be true or false");
-                rc = -1;
-            } else
-                s.checkpoints = cJSON_IsTrue(v);
-        } else if (!strcmp(k, "ignore_eos")) {
-            if (!cJSON_IsBool(v)) {
-                snprintf(err, errlen, "ignore_eos must be true or false");
-                rc = -1;
-            } else
-                s.ignore_eos = cJSON_IsTrue(v);
-        } else if (!strcmp(k, "seed")) {
+        } else if (!strcmp(k, "checkpoints")) rc = boolean(v, k, &s.checkpoints, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "ignore_eos")) rc = boolean(v, k, &s.ignore_eos, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "seed")) {
             if (cJSON_IsNull(v)) s.seed = -1;
             else {
                 rc = integer(v, "seed (or null for random)", 0, 9007199254740991.0, &d, err, errlen) ? -1 : 1;
