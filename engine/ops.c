@@ -153,7 +153,6 @@ void attn_scores(float *s, const float *K, size_t stride, const float *q, int n,
     for (int i = 0; i < n; i++) s[i] = dot_ggml(K + (size_t)i * stride, q, hd) * scale;
 }
 
-
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     const kernel_ops *ko = kernels_ops();
     if (ko->wsum_acc && hd % 16 == 0) {
