@@ -731,6 +731,8 @@ char *cs_stats_json(const ckpt_store *s) {
     cJSON_AddNumberToObject(o, "hits_ram", (double)st.hits_ram);
     cJSON_AddNumberToObject(o, "hits_disk", (double)st.hits_disk);
     cJSON_AddNumberToObject(o, "misses", (double)st.misses);
+    /* of the lookups, those that restored something; of the prompt tokens, those restored */
+    cJSON_AddNumberToObject(o, "hit_rate", st.hits + st.misses ? (double)st.hits / (double)(st.hits + st.misses) : 0);
     cJSON_AddNumberToObject(miss, "none_stored", (double)st.miss_none);
     cJSON_AddNumberToObject(miss, "diverged", (double)st.miss_diverged);
     cJSON_AddNumberToObject(miss, "evicted", (double)st.miss_evicted);
@@ -741,6 +743,8 @@ char *cs_stats_json(const ckpt_store *s) {
     cJSON_AddNumberToObject(o, "tokens_prompt", (double)st.tokens_prompt);
     cJSON_AddNumberToObject(o, "tokens_reused", (double)st.tokens_reused);
     cJSON_AddNumberToObject(o, "tokens_computed", (double)st.tokens_computed);
+    cJSON_AddNumberToObject(o, "token_reuse_rate",
+                            st.tokens_prompt ? (double)st.tokens_reused / (double)st.tokens_prompt : 0);
     cJSON_AddNumberToObject(ram, "entries", (double)st.entries_ram);
     cJSON_AddNumberToObject(ram, "pages", (double)st.pages_ram);
     cJSON_AddNumberToObject(ram, "bytes", (double)st.bytes_ram);

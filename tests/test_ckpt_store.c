@@ -3,6 +3,7 @@
  * can be checked: sharing of KV pages, partial pages, RAM and database tiers, reopen,
  * checksums and corrupt rows, budgets and eviction, pins, trimmable models, miss
  * reasons, schema versions. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,16 +69,18 @@ static void make_tokens(int *t, int n, int k, int share) {
     for (int i = 0; i < n; i++) t[i] = i < share ? (i * 7919) % 1000 : (i * 31 + k * 977) % 1000 + 1000;
 }
 
-static int save(ckpt_store *s, const int *t, int n, int with_logits) {
+static int save_as(ckpt_store *s, const int *t, int n, int with_logits, const char *session) {
     uint64_t *h = malloc(sizeof *h * ((size_t)n + 1));
     token_chain_all(cs_seed(s), t, n, h);
     float rec[REC], lg[VOC];
     make_rec(h, n, rec, lg);
     fake f = {h, 0, 0};
-    int rc = cs_save(s, t, h, n, get_rows, &f, rec, with_logits ? lg : NULL, 'd', "sess");
+    int rc = cs_save(s, t, h, n, get_rows, &f, rec, with_logits ? lg : NULL, 'd', session);
     free(h);
     return rc;
 }
+
+static int save(ckpt_store *s, const int *t, int n, int with_logits) { return save_as(s, t, n, with_logits, "sess"); }
 
 /* restores for prompt t[0..n); checks every byte; returns the restored length */
 static int restore(ckpt_store *s, const int *t, int n, int want_logits, cs_hit *hit) {
@@ -142,7 +145,15 @@ static void basics_and_sharing(void) {
     CHECK(restore(s, t, 700, 1, &hit) == 700 && hit.has_logits, "whole prompt with logits: %d", hit.n);
     CHECK(restore(s, t, 700, 0, &hit) == 600, "no logits wanted: %d", hit.n);
     char *js = cs_stats_json(s);
-    CHECK(js && strstr(js, "\"hits\":") && strstr(js, "\"diverged\":1"), "stats json: %s", js);
+    REQUIRE(js, "stats json");
+    CHECK(strstr(js, "\"hits\":") && strstr(js, "\"diverged\":1"), "stats json: %s", js);
+    cs_get_stats(s, &st);
+    double rate = -1;
+    const char *r = strstr(js, "\"hit_rate\":");
+    if (r) sscanf(r + 11, "%lf", &rate);
+    CHECK(st.hits > 0 && st.misses > 0 && fabs(rate - (double)st.hits / (double)(st.hits + st.misses)) < 1e-6,
+          "hit_rate %g of %llu hits, %llu misses", rate, (unsigned long long)st.hits, (unsigned long long)st.misses);
+    CHECK(strstr(js, "\"token_reuse_rate\":"), "token_reuse_rate");
     free(js);
     cs_close(s);
 }
@@ -318,6 +329,29 @@ static void budgets(void) {
     cs_close(s);
 }
 
+/* a forgotten session (its conversation was removed) is evicted first, even when its
+ * checkpoints are the most recent */
+static void forgotten_sessions(void) {
+    size_t one = 256 * ROW * 4 + REC * 4;
+    ckpt_store *s = open_store(NULL, FP1, 0, 3 * one + 10, 0);
+    int t[4][300];
+    for (int k = 0; k < 4; k++) make_tokens(t[k], 300, k + 1, 0);
+    CHECK(save_as(s, t[0], 256, 0, "kept") == 1 && save_as(s, t[1], 256, 0, "kept") == 1, "two kept");
+    CHECK(save_as(s, t[2], 256, 0, "gone") == 1, "one of the removed conversation");
+    cs_forget_session(s, "gone");
+    CHECK(save_as(s, t[3], 256, 0, "kept") == 1, "over the budget");
+    cs_stats st;
+    cs_get_stats(s, &st);
+    CHECK(st.evictions_ram == 1 && st.entries_ram == 3, "one eviction: %llu, %llu entries",
+          (unsigned long long)st.evictions_ram, (unsigned long long)st.entries_ram);
+    cs_hit hit;
+    for (int k = 0; k < 4; k++) t[k][256] = 5;
+    CHECK(restore(s, t[2], 257, 0, &hit) == 0, "the forgotten session's checkpoint went: %d", hit.n);
+    CHECK(restore(s, t[0], 257, 0, &hit) == 256, "the oldest of a live session stayed: %d (%s)", hit.n,
+          hit.miss_reason);
+    cs_close(s);
+}
+
 static void trimmable(void) {
     ckpt_store *s = open_store(NULL, FP1, 1, 0, 0);
     int t[1000], u[1000];
@@ -398,6 +432,7 @@ int main(int argc, char **argv) {
     persistence();
     corruption();
     budgets();
+    forgotten_sessions();
     trimmable();
     file_damage();
     fresh_db();
