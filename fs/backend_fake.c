@@ -31,9 +31,18 @@ typedef struct {
     uint64_t next_id;
     int stop;
     int delay_ms, tokens, ctx, prefill_ms;
+    char **sessions; /* the sessions requests named, until forgotten */
+    int n_sessions;
     /* counters for stats.json */
-    uint64_t n_requests, n_tokens, n_cancelled, n_failed;
+    uint64_t n_requests, n_tokens, n_cancelled, n_failed, n_forgotten;
 } fake;
+
+/* index of session in f->sessions, or -1; with f->mu held */
+static int find_session(const fake *f, const char *session) {
+    for (int i = 0; session && i < f->n_sessions; i++)
+        if (!strcmp(f->sessions[i], session)) return i;
+    return -1;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -172,6 +181,11 @@ static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const ge
     pthread_mutex_lock(&f->mu);
     j->id = ++f->next_id;
     f->n_requests++;
+    if (s && s->session && find_session(f, s->session) < 0) {
+        char **p = realloc(f->sessions, (f->n_sessions + 1) * sizeof *p);
+        if (p) f->sessions = p;
+        if (p && (p[f->n_sessions] = strdup(s->session))) f->n_sessions++;
+    }
     if (f->tail) f->tail->next = j;
     else f->head = j;
     f->tail = j;
@@ -198,16 +212,30 @@ static int fake_count(fs_backend *b, const chat_msg *msgs, int n, const char *tm
 
 static int fake_context(fs_backend *b) { return ((fake *)b)->ctx; }
 
-static void fake_forget(fs_backend *b, const char *session) { (void)b, (void)session; }
+/* counts the sessions forgotten that requests had named (rm -r of a conversation) */
+static void fake_forget(fs_backend *b, const char *session) {
+    fake *f = (fake *)b;
+    pthread_mutex_lock(&f->mu);
+    int i = find_session(f, session);
+    if (i >= 0) {
+        free(f->sessions[i]);
+        f->sessions[i] = f->sessions[--f->n_sessions];
+        f->n_forgotten++;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
 
 static char *fake_stats(fs_backend *b) {
     fake *f = (fake *)b;
     char *s = malloc(256);
     if (!s) return NULL;
     pthread_mutex_lock(&f->mu);
-    snprintf(s, 256, "{\"requests\": %llu, \"tokens\": %llu, \"cancelled\": %llu, \"failed\": %llu}",
+    snprintf(s, 256,
+             "{\"requests\": %llu, \"tokens\": %llu, \"cancelled\": %llu, \"failed\": %llu, "
+             "\"forgotten_sessions\": %llu}",
              (unsigned long long)f->n_requests, (unsigned long long)f->n_tokens,
-             (unsigned long long)f->n_cancelled, (unsigned long long)f->n_failed);
+             (unsigned long long)f->n_cancelled, (unsigned long long)f->n_failed,
+             (unsigned long long)f->n_forgotten);
     pthread_mutex_unlock(&f->mu);
     return s;
 }
@@ -220,6 +248,8 @@ static void fake_close(fs_backend *b) {
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->thread, NULL); /* the worker drains the queue, each on_done cancelled */
+    for (int i = 0; i < f->n_sessions; i++) free(f->sessions[i]);
+    free(f->sessions);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f);

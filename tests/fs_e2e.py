@@ -534,6 +534,9 @@ def test_import_regenerate_rename_rm():
         rc, _, err = sh("rm -r b", cwd=m.mnt)
         check(rc == 0 and not os.path.exists(m.p("b")), "rm -r: " + err)
         check(sh("rmdir b", cwd=m.mnt)[0] != 0, "gone")
+        # its checkpoints are released from the budgets: the engine forgets its session
+        eng = json.loads(read(m.p("stats.json")))["engine"]
+        check(eng["forgotten_sessions"] == 1, "rm -r told the engine: %s" % eng)
 
 
 def test_persistence_kill9_unmount():
