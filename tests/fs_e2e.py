@@ -217,6 +217,13 @@ def test_python_writes():
         check(read(m.p("a", "turns", "001-user.md")) == "part one, part two\n", "content")
         out = read(m.p("a", "reply"))
         check(out == expected("part one, part two"), "reply %r" % out)
+        # a temporary file renamed onto message (safe-write editors) sends its content once
+        write(m.p("a", ".message.tmp"), "renamed in\n")
+        check(len(turns(m, "a")) == 2, "a scratch file is no message")
+        os.rename(m.p("a", ".message.tmp"), m.p("a", "message"))
+        check(len(turns(m, "a")) == 4 and read(m.p("a", "turns", "003-user.md")) == "renamed in\n", "sent by rename")
+        check(read(m.p("a", "reply")) == expected("renamed in") and not os.path.exists(m.p("a", ".message.tmp")),
+              "reply to the renamed message")
 
 
 def test_vim():
@@ -253,34 +260,47 @@ def test_vim():
         check(read(m.p("a", "status")).startswith("done") and len(turns(m, "a")) == 2, "unchanged save is a no-op")
 
 
+def nano_save(m, path, typed):
+    """nano in a tmux pane: types at the start of path, saves (^O Enter) and quits"""
+    s = "chatfs-nano-%d" % os.getpid()
+    sh("tmux kill-session -t %s 2>/dev/null" % s)
+    rc, _, err = sh("tmux new-session -d -s %s -x 100 -y 20 \"cd '%s' && HOME='%s' nano %s\"" % (s, m.mnt, m.dir, path))
+    check(rc == 0, "tmux: " + err)
+    try:
+        check(wait_for(lambda: "GNU nano" in sh("tmux capture-pane -p -t " + s)[1], 10), "nano started")
+        lock = m.p(os.path.dirname(path), "." + os.path.basename(path) + ".swp")
+        check(os.path.exists(lock), "nano's lock file is a scratch file")
+        sh("tmux send-keys -t %s '%s'" % (s, typed))
+        time.sleep(0.2)
+        sh("tmux send-keys -t %s C-o" % s)
+        time.sleep(0.3)
+        sh("tmux send-keys -t %s Enter" % s)
+        check(wait_for(lambda: "Wrote" in sh("tmux capture-pane -p -t " + s)[1], 10),
+              "nano saved: " + sh("tmux capture-pane -p -t " + s)[1])
+        sh("tmux send-keys -t %s C-x" % s)
+        wait_for(lambda: sh("tmux has-session -t " + s)[0] != 0, 5)
+    finally:
+        sh("tmux kill-session -t %s 2>/dev/null" % s)
+    check(not os.path.exists(lock), "nano's lock file is gone")
+
+
 def test_nano():
     if not shutil.which("tmux") or not shutil.which("nano"):
         raise Fail("nano and tmux are needed (.ci/packages)")
     with Mount("nano") as m:
         os.mkdir(m.p("a"))
-        s = "chatfs-nano-%d" % os.getpid()
-        sh("tmux kill-session -t %s 2>/dev/null" % s)
-        rc, _, err = sh("tmux new-session -d -s %s -x 100 -y 20 \"cd '%s' && HOME='%s' nano a/message\"" %
-                        (s, m.mnt, m.dir))
-        check(rc == 0, "tmux: " + err)
-        try:
-            check(wait_for(lambda: "GNU nano" in sh("tmux capture-pane -p -t " + s)[1], 10), "nano started")
-            check(os.path.exists(m.p("a", ".message.swp")), "nano's lock file is a scratch file")
-            sh("tmux send-keys -t %s 'from nano'" % s)
-            time.sleep(0.2)
-            sh("tmux send-keys -t %s C-o" % s)
-            time.sleep(0.3)
-            sh("tmux send-keys -t %s Enter" % s)
-            check(wait_for(lambda: "Wrote" in sh("tmux capture-pane -p -t " + s)[1], 10),
-                  "nano saved: " + sh("tmux capture-pane -p -t " + s)[1])
-            sh("tmux send-keys -t %s C-x" % s)
-            wait_for(lambda: sh("tmux has-session -t " + s)[0] != 0, 5)
-        finally:
-            sh("tmux kill-session -t %s 2>/dev/null" % s)
+        nano_save(m, "a/message", "from nano")
         wait_done(m, "a")
         check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "nano sent one message %s" % turns(m, "a"))
         check(read(m.p("a", "turns", "001-user.md")) == "from nano\n", "nano text")
-        check(not os.path.exists(m.p("a", ".message.swp")), "nano's lock file is gone")
+        # a user turn saved with nano: the later turns go and one reply is generated again
+        sh("echo second > a/message && cat a/reply >/dev/null", cwd=m.mnt)
+        nano_save(m, "a/turns/001-user.md", "edited ")
+        wait_done(m, "a")
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "nano on a turn %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "edited from nano\n", "nano turn text")
+        check(read(m.p("a", "turns", "002-assistant.md")) == expected("edited from nano"), "regenerated")
+        check(json.loads(read(m.p("stats.json")))["filesystem"]["regenerations"] == 1, "one regeneration")
 
 
 def test_emacs():
@@ -302,6 +322,17 @@ def test_emacs():
         # the scratch file is not history and goes with rm
         os.unlink(m.p("a", "message~"))
         check("message~" not in os.listdir(m.p("a")), "scratch removed")
+        # a user turn saved with emacs: the later turns go and one reply is generated again
+        rc, out, err = sh("emacs --batch a/turns/001-user.md --eval '(progn (erase-buffer) (insert \"emacs edit\") "
+                          "(save-buffer))'", cwd=m.mnt, env=env, timeout=60)
+        check(rc == 0, "emacs on a turn: " + err)
+        wait_done(m, "a")
+        t = [x for x in turns(m, "a") if x.endswith(".md")]
+        check(t == ["001-user.md", "002-assistant.md"], "emacs on a turn %s" % turns(m, "a"))
+        check(read(m.p("a", "turns", "001-user.md")) == "emacs edit\n", "emacs turn text")
+        check(read(m.p("a", "turns", "002-assistant.md")) == expected("emacs edit"), "regenerated")
+        check(json.loads(read(m.p("stats.json")))["filesystem"]["regenerations"] == 1, "one regeneration")
+        check(os.path.exists(m.p("a", "turns", "001-user.md~")), "emacs's backup of the turn is a scratch file")
 
 
 def test_cp_fork_and_copies_out():
@@ -363,6 +394,8 @@ def test_ctrl_c_blocked_cat():
         cat = subprocess.Popen(["cat", m.p("a", "reply")], stdout=subprocess.PIPE)
         first = os.read(cat.stdout.fileno(), 100)  # the first token, then cat blocks again
         check(first.startswith(b"Reply to:"), "first token %r" % first)
+        check(os.stat(m.p("a", "reply")).st_size == len(first), "reply's size is the bytes so far: %d vs %d" %
+              (os.stat(m.p("a", "reply")).st_size, len(first)))
         time.sleep(0.3)
         t0 = time.monotonic()
         cat.send_signal(signal.SIGINT)
@@ -498,6 +531,31 @@ def test_errors():
         check(sh("mkdir %s" % ("x" * 256), cwd=m.mnt)[0] != 0, "256 bytes refused")
         check(sh("mkdir %s" % ("y" * 255), cwd=m.mnt)[0] == 0, "255 bytes accepted")
         check(sh("mkdir a", cwd=m.mnt)[0] != 0, "EEXIST")
+        check(sh("mv a \"$(printf 'bad\\001name')\"", cwd=m.mnt)[0] != 0, "mv to control characters refused")
+        check(sh("mv a %s" % ("x" * 256), cwd=m.mnt)[0] != 0 and os.path.isdir(m.p("a")), "mv to 256 bytes refused")
+
+
+def test_status_formats():
+    """status reads queued, prefill N/M (P%) reused R, generating N tokens X tok/s,
+    done N tokens X tok/s reused R/M, idle (the fake engine runs one request at a time)"""
+    with Mount("status", fake="delay=150,prefill=500") as m:
+        os.mkdir(m.p("a"))
+        os.mkdir(m.p("b"))
+        check(read(m.p("a", "status")) == "idle\n", "idle")
+        send(m, "a", "first #tokens=4")
+        prefill = re.compile(r"prefill \d+/\d+ \(\d+%\) reused \d+\n\Z")
+        check(wait_for(lambda: prefill.match(read(m.p("a", "status"))), 2, 0.01),
+              "prefill: %r" % read(m.p("a", "status")))
+        send(m, "b", "second #tokens=2")
+        check(read(m.p("b", "status")) == "queued\n", "queued behind a: %r" % read(m.p("b", "status")))
+        generating = re.compile(r"generating [1-9]\d* tokens \d+\.\d tok/s\n\Z")
+        check(wait_for(lambda: generating.match(read(m.p("a", "status"))), 3, 0.01),
+              "generating: %r" % read(m.p("a", "status")))
+        wait_done(m, "a")
+        st = read(m.p("a", "status"))
+        check(re.match(r"done 4 tokens \d+\.\d tok/s reused \d+/[1-9]\d*\n\Z", st), "done: %r" % st)
+        wait_done(m, "b")
+        check(read(m.p("b", "status")).startswith("done 2 tokens"), "b done: " + read(m.p("b", "status")))
 
 
 def test_import_regenerate_rename_rm():
@@ -545,6 +603,9 @@ def test_persistence_kill9_unmount():
         os.mkdir(m.p("a"))
         write(m.p("a", "system"), "sys\n")
         write(m.p("a", "settings.json"), '{"seed": 3}')
+        write(m.p("settings.json"), '{"temperature": 0.25}')
+        os.mkdir(m.p("old"))
+        os.rename(m.p("old"), m.p("new"))
         check(sh("echo kept > a/message && cat a/reply >/dev/null", cwd=m.mnt)[0] == 0, "first")
         send(m, "a", "interrupted #tokens=200")
         fd = os.open(m.p("a", "reply"), os.O_RDONLY)
@@ -570,6 +631,9 @@ def test_persistence_kill9_unmount():
         check("incomplete" in read(m.p("a", "transcript.md")), "transcript marks it")
         check(read(m.p("a", "system")) == "sys\n" and json.loads(read(m.p("a", "settings.json")))["seed"] == 3,
               "system and settings survived")
+        check(json.loads(read(m.p("settings.json")))["temperature"] == 0.25, "the root settings survived")
+        check(sorted(os.listdir(m.mnt)) == ["README", "a", "new", "settings.json", "stats.json"],
+              "the same tree: %s" % sorted(os.listdir(m.mnt)))
         # a clean unmount stops generation and keeps what was produced
         send(m, "a", "stopped by unmount #tokens=200")
         time.sleep(0.5)
@@ -599,9 +663,20 @@ def test_daemon_mode_and_errors():
         os.mkdir(m.p("a"))
         rc, out, _ = sh("echo hi > a/message && cat a/reply", cwd=m.mnt)
         check(out == expected("hi"), "daemon serves")
+        opts = [l.split()[3] for l in read("/proc/mounts").splitlines() if l.split()[1] == m.mnt]
+        check(opts and "allow_other" not in opts[0].split(","), "private by default: %s" % opts)
     finally:
         m.stop(lazy=False)
     check(not os.path.ismount(m.mnt), "unmounted")
+    # -o FUSE_OPTIONS reach the mount (ro: the kernel refuses writes); bad ones fail in the terminal
+    with Mount("daemon", daemon=True, extra=["-o", "ro"]) as m:
+        opts = [l.split()[3] for l in read("/proc/mounts").splitlines() if l.split()[1] == m.mnt]
+        check(opts and "ro" in opts[0].split(","), "-o ro: %s" % opts)
+        rc, _, err = sh("echo hi > a/message", cwd=m.mnt)
+        check(rc != 0 and "Read-only file system" in err, "-o ro refuses writes: %r" % err)
+        check(read(m.p("a", "reply")) == expected("hi"), "and reads")
+    rc, _, err = sh("'%s' mount '%s' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt))
+    check(rc == 1 and "no_such_option" in err and not os.path.ismount(m.mnt), "bad -o: %r" % err)
 
 
 def test_mount_options():
@@ -652,11 +727,25 @@ def test_real_engine():
         r1 = sh("echo next > a/message && cat a/reply", cwd=m.mnt, timeout=120)[1]
         r2 = sh("echo next > b/message && cat b/reply", cwd=m.mnt, timeout=120)[1]
         check(r1 == r2 and r1, "fork and original agree: %r %r" % (r1, r2))
+        # the fork never computed anything: what its first reply reused are a's checkpoints
+        st = read(m.p("b", "status"))
+        reused = re.search(r"reused (\d+)/(\d+)", st)
+        check(reused and int(reused.group(1)) > 0, "the fork reused a's checkpoints: %r" % st)
+        # rewriting a user turn regenerates from there and reuses what comes before it
+        check(sh("echo other > b/turns/003-user.md && cat b/reply >/dev/null", cwd=m.mnt, timeout=120)[0] == 0,
+              "rewrite turn 3")
+        st = read(m.p("b", "status"))
+        reused = re.search(r"reused (\d+)/(\d+)", st)
+        check(len(turns(m, "b")) == 4 and reused and int(reused.group(1)) > 0, "edit reused: %r" % st)
         # EFBIG from the real tokenizer's count
         rc, _, err = sh("head -c 200000 /dev/urandom | base64 > a/message", cwd=m.mnt, timeout=120)
         check(rc != 0 and "File too large" in err, "EFBIG with the real engine: %r" % err)
         st = json.loads(read(m.p("stats.json")))
         check(st["backend"] == "engine" and st["engine"].get("requests", 0) >= 3, "engine stats %s" % st)
+        e = st["engine"]
+        check(e["hits"] >= 2 and 0 < e["hit_rate"] <= 1 and 0 < e["token_reuse_rate"] < 1 and
+              "evicted" in e["misses_by_reason"] and "budget" in e["ram"] and "budget" in e["disk"],
+              "checkpoint counters, tiers, hit rates, miss reasons: %s" % e)
         # a long reply (until the context is full): first byte, Ctrl-C on a reader, stop
         os.mkdir(m.p("long"))
         write(m.p("long", "settings.json"), '{"max_tokens": 0, "temperature": 0}')

@@ -172,6 +172,15 @@ static void test_basics(void) {
     memset(longname, 'x', 256);
     longname[256] = 0;
     CHECK(fs_mkdir(fs, me, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a/b", &a) == -EINVAL, "slash");
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "tmp", &a) == 0, "mkdir tmp");
+    CHECK(fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "x/y", 0) == -EINVAL &&
+              fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "bad\033", 0) == -EINVAL &&
+              fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, longname, 0) == -EINVAL,
+          "mv to a bad name");
+    longname[255] = 0;
+    CHECK(fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, longname, 0) == 0 && ino_of(longname) > 0, "255 bytes");
+    CHECK(fs_rmdir(fs, me, FS_ROOT_INO, longname) == 0, "rmdir");
     CHECK(ino_of("a/reply") > 0 && ino_of("a/turns") > 0 && ino_of("a/nothing") == -ENOENT, "lookups");
     CHECK(text_is("a/status", "idle\n") && text_is("a/message", "") && text_is("a/reply", ""), "fresh files");
     CHECK(echo_to("a/message", "hello\n") == 0, "echo");
