@@ -1,7 +1,8 @@
 /* test_gguf_broken.c - the GGUF reader and model loader against a corpus of broken
  * files made from a good one: truncated at many offsets, huge counts, wrong types, bad
- * alignment, a missing tensor, an unknown architecture. Each must give one clear line
- * naming the file and the problem, never a crash (run it under ASan/UBSan: make asan). */
+ * alignment, a bool that is not 0 or 1, a missing tensor, a known key of the wrong type,
+ * an unknown architecture. Each must give one clear line naming the file and the
+ * problem, never a crash (make test runs it under ASan/UBSan too). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +106,13 @@ int main(void) {
     memcpy(b, good, good_n);
     put_u64(b + t + 21 + 8, (uint64_t)1 << 50);
     must_fail("huge array", b, good_n, "past the end");
-    /* 7. bad bool */
+    /* 7. a bool that is neither 0 nor 1 */
+    size_t bo = find("tokenizer.ggml.add_bos_token", 28);
+    REQUIRE(bo != (size_t)-1, "no tokenizer.ggml.add_bos_token");
+    memcpy(b, good, good_n);
+    REQUIRE(good[bo + 28] == GGUF_BOOL, "add_bos_token is not a bool");
+    b[bo + 28 + 4] = 2; /* key, u32 type, then the value byte */
+    must_fail("bad bool", b, good_n, "bool");
     free(b);
 
     /* tensor-info corruptions: find the info of token_embd.weight (name, n_dims, ne, type, offset) */
@@ -155,6 +162,11 @@ int main(void) {
     size_t a = find("qwen35", 6); /* the architecture value */
     memcpy(b + a, "qwen99", 6);
     load_must_fail("unknown-arch.gguf", b, good_n, "architecture 'qwen99' is not supported");
+    memcpy(b, good, good_n);
+    size_t bc = find("qwen35.block_count", 18);
+    REQUIRE(bc != (size_t)-1, "no qwen35.block_count");
+    put_u32(b + bc + 18, GGUF_F32); /* a known key with a value of the wrong type (same size) */
+    load_must_fail("wrong-type.gguf", b, good_n, "metadata 'qwen35.block_count' has the wrong type");
     memcpy(b, good, good_n);
     size_t blk = find("blk.3.attn_q.weight", 19);
     REQUIRE(blk != (size_t)-1, "no blk.3.attn_q.weight");
