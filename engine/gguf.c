@@ -71,6 +71,7 @@ static int fail(cursor *c, const char *fmt, ...) {
             vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
             va_end(ap);
         }
+        gguf_one_line(c->err);
     }
     return 0;
 }
@@ -355,6 +356,11 @@ void gguf_close(gguf_file *f) {
 }
 
 /* ---------------------------------------------------------------- lookup */
+
+void gguf_one_line(char *msg) {
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 32 || *p == 127) *p = '?';
+}
 
 int gguf_str_eq(gguf_str s, const char *lit) {
     size_t n = strlen(lit);

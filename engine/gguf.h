@@ -104,5 +104,8 @@ uint32_t ggml_type_size(uint32_t type);
 /* Copies a metadata string into a NUL-terminated buffer (truncating). */
 void gguf_str_copy(gguf_str s, char *buf, size_t n);
 int gguf_str_eq(gguf_str s, const char *lit);
+/* Replaces control bytes (newlines included) with '?': a message that quotes names or
+ * strings from a file stays one line. */
+void gguf_one_line(char *msg);
 
 #endif

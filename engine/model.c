@@ -42,6 +42,7 @@ int ld_fail(loader *L, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(L->err + k, L->errlen - (size_t)k, fmt, ap);
     va_end(ap);
+    gguf_one_line(L->err);
     return 0;
 }
 
@@ -249,8 +250,12 @@ model *model_load(const char *path, char *err, size_t errlen) {
     }
     if (m->n_ctx_train <= 0 || m->n_ctx_train > (1 << 20)) m->n_ctx_train = 1 << 20;
 
-    m->tok = tokenizer_load(f, err, errlen);
-    if (!m->tok) goto fail;
+    char tok_err[256];
+    m->tok = tokenizer_load(f, tok_err, sizeof tok_err);
+    if (!m->tok) {
+        ld_fail(&L, "%s", tok_err[0] ? tok_err : "the tokenizer cannot be loaded"); /* with the file's name */
+        goto fail;
+    }
     m->n_vocab = tokenizer_n_vocab(m->tok);
     gguf_str tmpl;
     char *jinja = NULL;

@@ -6,7 +6,7 @@
  * first 8, max, min); optionally the greedy continuations (and the long argmax) identical.
  * parity_prefix: the long prompt fed in one chunk, split at K in {1, 63, 64, 65, 300},
  * or continued from a copy of the state taken at K (after the original moved on) gives
- * logits within 1e-4 of each other; optionally token by token too. */
+ * logits within 1e-4 of each other; optionally token by token and each K alone too. */
 #ifndef CHATFS_TESTS_PARITY_H
 #define CHATFS_TESTS_PARITY_H
 
@@ -112,19 +112,27 @@ static inline void parity_oracle(const char *name, float tol, int check_greedy_s
     model_free(m);
 }
 
-/* logits after the whole long prompt, computed in different ways; returns the worst
- * difference. One pass feeds the prompt in pieces split at every K, cloning the state
- * at each K (as a checkpoint would); then each clone is continued from its K after the
- * original has moved on (so a clone must not alias the original or another clone). */
-static inline float parity_prefix(const char *name, int token_by_token) {
-    model *m = parity_load(name);
+/* logits after the whole long prompt (its first n_max tokens when n_max > 0), computed
+ * in different ways; returns the worst difference. One pass feeds the prompt in pieces
+ * split at every K, cloning the state at each K (as a checkpoint would); then each clone
+ * is continued from its K after the original has moved on (so a clone must not alias the
+ * original or another clone). With each_split, every K also alone: [0, K) in one chunk
+ * (chunks of exactly 63, 64, 65 tokens from the start), then [K, n) in one chunk; and the
+ * state at K copied over a sequence that holds more (state_copy into a used state),
+ * continued after the original has finished. */
+static inline float parity_prefix_model(const model *m, const char *name, int n_max, int token_by_token,
+                                        int each_split) {
     char *text = read_file(FIXTURES "long.txt", NULL);
     int n, *ids = parity_encode(m, text, &n);
+    if (n_max > 0 && n > n_max) n = n_max;
     arena a = {0};
     const int V = m->n_vocab;
     float *one = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
     float d, worst = 0;
 
+    enum { N_SPLITS = 5 };
+    static const int splits[N_SPLITS] = {1, 63, 64, 65, 300};
+    REQUIRE(n > splits[N_SPLITS - 1], "%s: a prompt of %d tokens is too short", name, n);
     seq_state *s = state_new(m, 0);
     model_prefill(m, s, ids, n, n, one, &a); /* one chunk */
     if (token_by_token) {
@@ -135,8 +143,6 @@ static inline float parity_prefix(const char *name, int token_by_token) {
         worst = d;
     }
 
-    enum { N_SPLITS = 5 };
-    static const int splits[N_SPLITS] = {1, 63, 64, 65, 300};
     seq_state *copy[N_SPLITS];
     state_reset(s);
     for (int i = 0, done = 0; i < N_SPLITS; i++) {
@@ -157,14 +163,42 @@ static inline float parity_prefix(const char *name, int token_by_token) {
         worst = fmaxf(worst, d);
         state_free(copy[i]);
     }
-    printf("  %-24s prefix property on %s: worst |logit diff| %.3g over %d tokens\n", name, kernels_name(), worst,
-           n);
+    if (each_split) {
+        seq_state *other = state_new(m, 0);
+        REQUIRE(other, "state_new failed");
+        CHECK(model_prefill(m, other, ids, n, 0, NULL, &a) == 0, "%s: prefill failed", name);
+        for (int i = 0; i < N_SPLITS; i++) {
+            const int K = splits[i];
+            state_reset(s);
+            CHECK(model_prefill(m, s, ids, K, K, NULL, &a) == 0, "%s: prefill of %d failed", name, K);
+            CHECK(other->n_past == n && state_copy(other, s) == 0 && other->n_past == K,
+                  "%s: state_copy at %d failed", name, K);
+            CHECK(model_prefill(m, s, ids + K, n - K, n - K, lg, &a) == 0, "%s: prefill after %d failed", name, K);
+            d = max_abs_diff(one, lg, V);
+            CHECK(d <= 1e-4f, "%s: split at %d alone differs by %g", name, K, d);
+            worst = fmaxf(worst, d);
+            CHECK(model_prefill(m, other, ids + K, n - K, n - K, lg, &a) == 0, "%s: prefill of the copy failed",
+                  name);
+            d = max_abs_diff(one, lg, V);
+            CHECK(d <= 1e-4f, "%s: state copied at %d over a longer one differs by %g", name, K, d);
+            worst = fmaxf(worst, d);
+        }
+        state_free(other);
+    }
+    printf("  %-24s prefix property on %s: worst |logit diff| %.3g over %d tokens%s\n", name, kernels_name(),
+           worst, n, each_split ? ", each K alone too" : "");
     state_free(s);
     free(one);
     free(lg);
     free(ids);
     free(text);
     arena_free(&a);
+    return worst;
+}
+
+static inline float parity_prefix(const char *name, int token_by_token, int each_split) {
+    model *m = parity_load(name);
+    const float worst = parity_prefix_model(m, name, 0, token_by_token, each_split);
     model_free(m);
     return worst;
 }

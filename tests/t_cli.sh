@@ -1,5 +1,5 @@
 #!/bin/sh
-# The command line as scripts use it: `chatfs run` output forms, prompt files, logits
+# The command line as scripts use it: `chatfs run` output forms, --stop, prompt files, logits
 # dumps, and one clear error line (exit 1) for bad input.
 set -u
 cd "$(dirname "$0")/.."
@@ -18,6 +18,15 @@ out=$($CHATFS run -m $M -p "Hello world! The quick brown fox" --ids)
 check "--ids prints two lines" [ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ]
 check "--ids prompt tokens" [ "$(printf '%s\n' "$out" | sed -n 1p)" = "prompt: 390 481 33 373 342 413 280 428 110 462" ]
 check "--ids greedy tokens" [ "$(printf '%s\n' "$out" | sed -n 2p)" = "generated: 271 390 168 21 344 25 324 69 419 375 295 483 335 257 471 471" ]
+
+# without --stop the run goes on past end-of-generation tokens (as the reference does);
+# with it, it ends at the first one: mamba2's greedy continuation (the oracle's) has
+# <|endoftext|> (509) 4th and 13th
+M2=tests/fixtures/mamba2-tiny-f32.gguf
+g=$($CHATFS run -m $M2 -p "Hello world! The quick brown fox" --ids | sed -n 2p)
+check "no --stop: past end-of-generation" [ "$g" = "generated: 388 375 163 509 28 28 60 117 120 420 328 328 509 425 200 200" ]
+g=$($CHATFS run -m $M2 -p "Hello world! The quick brown fox" --ids --stop | sed -n 2p)
+check "--stop ends at end-of-generation" [ "$g" = "generated: 388 375 163 509" ]
 
 # -n and -p @FILE give the same as the literal text
 printf 'Hello world! The quick brown fox' > "$T/p.txt"

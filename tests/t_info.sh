@@ -1,9 +1,9 @@
 #!/bin/sh
-# t_info.sh - `chatfs info` on every fixture (architecture, layer pattern, tokenizer,
-# template, state sizes; text and --json), the template fallback and --template, and
-# models chatfs cannot run: an unknown architecture and a mixture-of-experts variant,
-# each made here from a fixture, must fail with one line naming the architecture and
-# exit status 1.
+# t_info.sh - `chatfs info` on every fixture (architecture, parameter count, layer
+# pattern, tensor types, tokenizer, template, state sizes; text and --json), the
+# template fallback and --template, and models chatfs cannot run: an unknown
+# architecture and a mixture-of-experts variant, each made here from a fixture, must
+# fail with one line naming the architecture and exit status 1.
 set -u
 cd "$(dirname "$0")/.."
 CHATFS=./chatfs
@@ -35,11 +35,14 @@ while read -r fx arch pattern pre rec kv; do
     has "$out" "template:      chatml
 " || fail "$fx: template line: $out"
     has "$out" "state:         $rec bytes recurrent per sequence, $kv bytes KV per token" || fail "$fx: state line: $out"
+    # the parameter count llama.cpp reports for the same file
+    params=$(grep -o '"n_params": *[0-9]*' $FX/$fx.json | grep -o '[0-9]*$')
+    has "$out" "parameters:    $params (" || fail "$fx: parameters are not $params: $out"
 
     js=$($CHATFS info --json "$f" 2>&1) || { fail "$fx: chatfs info --json exited $?"; continue; }
     for field in "\"architecture\":\"$arch\"" "\"pattern\":\"$pattern\"" "\"tokenizer\":\"gpt2\"" \
         "\"pre_tokenizer\":\"$pre\"" "\"template\":\"chatml\"" "\"template_detected\":true" \
-        "\"recurrent_state_bytes\":$rec" "\"kv_bytes_per_token\":$kv" "\"vocab\":512"; do
+        "\"recurrent_state_bytes\":$rec" "\"kv_bytes_per_token\":$kv" "\"vocab\":512" "\"parameters\":$params,"; do
         has "$js" "$field" || fail "$fx: --json lacks $field: $js"
     done
     [ "$(printf '%s\n' "$js" | wc -l)" -eq 1 ] || fail "$fx: --json is not one line"
@@ -52,6 +55,21 @@ lfm2-tiny-f32 lfm2 CC*CC* qwen2 2048 512
 qwen3-tiny-f32 qwen3 **** qwen2 0 2048
 llama-tiny-f32 llama **** qwen2 0 1024
 qwen35-tiny-f32 qwen35 GGG*GGG* qwen35 33792 512
+qwen35-tiny-f16 qwen35 GGG*GGG* qwen35 33792 512
+qwen35-tiny-q8_0 qwen35 GGG*GGG* qwen35 33792 512
+EOF
+
+# tensor types: how many tensors of each type the file holds ('+' for a space below)
+while read -r fx types json; do
+    types=$(printf %s "$types" | tr + ' ')
+    has "$($CHATFS info $FX/$fx.gguf)" "tensor types:  $types
+" || fail "$fx: tensor types are not $types"
+    has "$($CHATFS info --json $FX/$fx.gguf)" "\"tensor_types\":{$json}" || fail "$fx: --json tensor_types are not {$json}"
+done <<'EOF'
+qwen35-tiny-f32 F32+x108 "F32":108
+qwen35-tiny-f16 F16+x63+F32+x45 "F16":63,"F32":45
+qwen35-tiny-q8_0 Q8_0+x63+F32+x45 "Q8_0":63,"F32":45
+qwen35-small-q4_k Q4_K+x31+F32+x23+Q5_0+x1 "Q4_K":31,"F32":23,"Q5_0":1
 EOF
 
 # ---- binary patching of GGUF copies (POSIX tools only)

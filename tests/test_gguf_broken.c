@@ -1,7 +1,9 @@
 /* test_gguf_broken.c - the GGUF reader and model loader against a corpus of broken
  * files made from a good one: truncated at many offsets, huge counts, wrong types, bad
- * alignment, a missing tensor, an unknown architecture. Each must give one clear line
- * naming the file and the problem, never a crash (run it under ASan/UBSan: make asan). */
+ * alignment, a bool that is not 0 or 1, a missing tensor, a known key of the wrong type,
+ * an unknown architecture or tokenizer, control bytes in the names a message quotes.
+ * Each must give one clear line naming the file and the problem, never a crash (make test
+ * runs it under ASan/UBSan too). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +107,13 @@ int main(void) {
     memcpy(b, good, good_n);
     put_u64(b + t + 21 + 8, (uint64_t)1 << 50);
     must_fail("huge array", b, good_n, "past the end");
-    /* 7. bad bool */
+    /* 7. a bool that is neither 0 nor 1 */
+    size_t bo = find("tokenizer.ggml.add_bos_token", 28);
+    REQUIRE(bo != (size_t)-1, "no tokenizer.ggml.add_bos_token");
+    memcpy(b, good, good_n);
+    REQUIRE(good[bo + 28] == GGUF_BOOL, "add_bos_token is not a bool");
+    b[bo + 28 + 4] = 2; /* key, u32 type, then the value byte */
+    must_fail("bad bool", b, good_n, "bool");
     free(b);
 
     /* tensor-info corruptions: find the info of token_embd.weight (name, n_dims, ne, type, offset) */
@@ -127,6 +135,10 @@ int main(void) {
     memcpy(b, good, good_n);
     put_u64(b + ne0, 48); /* not a multiple of the Q8_0 block */
     must_fail("row not a block multiple", b, good_n, "block size");
+    memcpy(b, good, good_n);
+    b[ti + 5] = '\n'; /* a name with a newline in a message: still one line */
+    put_u32(b + dims, 7);
+    must_fail("newline in a tensor name", b, good_n, "tensor 'token?embd.weight' has 7 dimensions");
     memcpy(b, good, good_n);
     put_u64(b + off, 3);
     must_fail("misaligned offset", b, good_n, "aligned");
@@ -155,6 +167,19 @@ int main(void) {
     size_t a = find("qwen35", 6); /* the architecture value */
     memcpy(b + a, "qwen99", 6);
     load_must_fail("unknown-arch.gguf", b, good_n, "architecture 'qwen99' is not supported");
+    memcpy(b, good, good_n);
+    b[a + 3] = '\n';
+    load_must_fail("arch-newline.gguf", b, good_n, "arch-newline.gguf: architecture 'qwe?35' is not supported");
+    memcpy(b, good, good_n);
+    size_t tm = find("tokenizer.ggml.model", 20);
+    REQUIRE(tm != (size_t)-1 && !memcmp(good + tm + 20 + 4 + 8, "gpt2", 4), "no tokenizer.ggml.model = gpt2");
+    memcpy(b + tm + 20 + 4 + 8, "gpx2", 4); /* key, u32 type, u64 length, then the text */
+    load_must_fail("bad-tokenizer.gguf", b, good_n, "bad-tokenizer.gguf: unsupported tokenizer model 'gpx2'");
+    memcpy(b, good, good_n);
+    size_t bc = find("qwen35.block_count", 18);
+    REQUIRE(bc != (size_t)-1, "no qwen35.block_count");
+    put_u32(b + bc + 18, GGUF_F32); /* a known key with a value of the wrong type (same size) */
+    load_must_fail("wrong-type.gguf", b, good_n, "metadata 'qwen35.block_count' has the wrong type");
     memcpy(b, good, good_n);
     size_t blk = find("blk.3.attn_q.weight", 19);
     REQUIRE(blk != (size_t)-1, "no blk.3.attn_q.weight");

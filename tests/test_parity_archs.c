@@ -6,8 +6,8 @@
  * identical, for the short prompt (16 tokens) and the 604-token long prompt (32 tokens).
  * Then the long prompt split at K in {1, 63, 64, 65, 300}, with and without the state
  * copied at K, gives the one-chunk logits within 1e-4 - on every kernel path this CPU
- * has (token by token too, on the default path). Several sequences at different
- * positions batched in one forward pass give what each gives alone. Finally the
+ * has (token by token and each K alone too, on the default path). Several sequences at
+ * different positions batched in one forward pass give what each gives alone. Finally the
  * pure-attention families can cut their state back (state_trim) and continue as if
  * split there; the recurrent ones refuse. */
 #include "engine/threadpool.h"
@@ -101,7 +101,7 @@ int main(void) {
     const char *const *isa = kernels_available();
     for (int k = 0; isa[k]; k++) {
         REQUIRE(kernels_select(isa[k]), "cannot select %s", isa[k]);
-        for (int i = 0; i < N_FIXTURES; i++) parity_prefix(fixtures[i], k == 0);
+        for (int i = 0; i < N_FIXTURES; i++) parity_prefix(fixtures[i], k == 0, k == 0);
     }
     kernels_select("auto");
     for (int i = 0; i < N_FIXTURES; i++) batch_property(fixtures[i]);
