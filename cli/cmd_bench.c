@@ -126,7 +126,11 @@ static double run_tg(const model *m, seq_state **s, int B, const int *toks, int 
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < B; k++)
-            b[k] = (batch_seq){s[k], &toks[(i + 7 * k) % n], 1, 1, logits + (size_t)k * m->n_vocab};
+            b[k] = (batch_seq){.state = s[k],
+                               .tokens = &toks[(i + 7 * k) % n],
+                               .n_tokens = 1,
+                               .logits = 1,
+                               .out = logits + (size_t)k * m->n_vocab};
         if (model_forward(m, b, B, a) != 0) {
             free(b);
             return -1;

@@ -107,7 +107,7 @@ int cmd_run(int argc, char **argv) {
             fflush(stdout);
         }
         if ((stop && tokenizer_is_eog(m->tok, tok)) || n_out == n_gen || s->n_past >= s->n_ctx) break;
-        batch_seq b = {s, &tok, 1, 1, logits};
+        batch_seq b = {.state = s, .tokens = &tok, .n_tokens = 1, .logits = 1, .out = logits};
         if (model_forward(m, &b, 1, &a) != 0) {
             cli_error("decode failed");
             goto out;

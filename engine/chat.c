@@ -338,6 +338,8 @@ static void engine_free(chat_engine *e) {
     free(e->rows);
     free(e->row_of);
     free(e->row_ok);
+    for (int i = 0; e->capture && i < e->max_batch; i++) free(e->capture[i]);
+    free(e->capture);
     model_free(e->m);
     free(e);
 }
@@ -366,7 +368,8 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     e->rows = calloc((size_t)e->max_batch, sizeof *e->rows);
     e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
     e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
-    if (!e->act || !e->rows || !e->row_of || !e->row_ok) {
+    e->capture = calloc((size_t)e->max_batch, sizeof *e->capture);
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return NULL;

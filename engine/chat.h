@@ -77,6 +77,8 @@ typedef struct {
                                 prefix at the same time (single flight) */
     int computed_tokens;     /* prompt tokens actually run through the model */
     int prefill_done;        /* reused + computed so far */
+    int prefill_passes;      /* model passes the computed tokens took (a checkpoint mark ends a
+                                pass only when a second one lies ahead in the same chunk) */
     int generated_tokens;
     const char *source;      /* where the reused state came from: "ram", "disk" or "none" */
     char miss_reason[96];    /* empty on a hit; else "none stored", "diverged at position X",

@@ -78,6 +78,8 @@ struct chat_engine {
     batch_seq *rows;             /* one step's model rows (max_batch) */
     request **row_of;            /* whose each row is */
     int *row_ok;
+    float **capture;             /* per row: a recurrent blob for a checkpoint inside a
+                                    prefill slice (allocated on first use) */
     uint64_t rr_last;            /* round robin: the last request that got a prefill slice */
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */

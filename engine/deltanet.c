@@ -49,6 +49,7 @@ typedef struct {
     const float *beta, *g, *Z;
     float *O;            /* rows of value_dim */
     float *S;            /* the segment's delta state */
+    float *S_capture;    /* where S goes after seg->capture tokens, or NULL */
 } gdn_job;
 
 /* All tokens of the segment for the value heads assigned to this thread. */
@@ -77,6 +78,8 @@ static void gdn_heads(void *arg, int ith, int nth) {
             rmsnorm(o, o, l->norm, dv, l->eps);
             vec_silu(sz, z, dv);
             for (int cv = 0; cv < dv; cv++) o[cv] *= sz[cv];
+            if (j->S_capture && t + 1 == j->seg->capture)
+                memcpy(j->S_capture + (size_t)h * dv * dk, S, sizeof *S * (size_t)dv * dk);
         }
     }
 }
@@ -104,8 +107,12 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
         }
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        conv_silu(state_conv(sg->state, l->rec_slot), l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim,
-                  conv_dim, C + (size_t)sg->row0 * conv_dim, conv_dim, sg->n);
+        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
+        if (conv_capture)
+            conv_state_after(conv_capture, conv, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
+                             sg->capture);
+        conv_silu(conv, l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
+                  C + (size_t)sg->row0 * conv_dim, conv_dim, sg->n);
         for (int t = 0; t < sg->n; t++) {
             float *c = C + (size_t)(sg->row0 + t) * conv_dim;
             for (int hk = 0; hk < Hk; hk++) {
@@ -113,8 +120,9 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
                 gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
             }
         }
-        gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O,
-                     .S = state_ssm(sg->state, l->rec_slot)};
+        float *S = state_ssm(sg->state, l->rec_slot);
+        gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O, .S = S,
+                     .S_capture = seg_capture_at(sg, S)};
         pool_run_n(gdn_heads, &j, Hv); /* one head per chunk */
     }
     matmul(&l->w_out, O, N, out);

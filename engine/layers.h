@@ -22,6 +22,11 @@ typedef struct {
     int row0;    /* first activation row of this segment */
     int n;       /* rows (tokens) */
     int pos0;    /* position of the first token = tokens the state has already seen */
+    /* 0 < capture < n: every recurrent layer also writes its conv and ssm state as they
+     * stand after the first `capture` rows into capture_rec (a blob laid out like
+     * state->rec), so that a checkpoint inside the rows costs no pass of its own */
+    int capture;
+    float *capture_rec;
 } segment;
 
 enum rope_kind { ROPE_NONE = 0, ROPE_NORM = 1, ROPE_NEOX = 2 };

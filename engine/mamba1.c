@@ -34,6 +34,7 @@ typedef struct {
     const float *DT;   /* rows of d_inner */
     float *Y;          /* rows of d_inner */
     float *S;          /* the segment's ssm state */
+    float *S_capture;  /* where S goes after seg->capture tokens, or NULL */
 } scan_job;
 
 static void scan_channels(void *arg, int ith, int nth) {
@@ -59,6 +60,8 @@ static void scan_channels(void *arg, int ith, int nth) {
             }
             y[d] = sum;
         }
+        if (j->S_capture && t + 1 == j->seg->capture)
+            memcpy(j->S_capture + c0 * N, j->S + c0 * N, sizeof(float) * (size_t)(c1 - c0) * N);
     }
 }
 
@@ -75,8 +78,11 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        conv_causal(state_conv(sg->state, l->rec_slot), l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D,
-                    2 * D, X + (size_t)sg->row0 * D, D, sg->n);
+        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
+        if (conv_capture)
+            conv_state_after(conv_capture, conv, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D, sg->capture);
+        conv_causal(conv, l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D, X + (size_t)sg->row0 * D, D,
+                    sg->n);
     }
     for (int r = 0; r < N; r++) {
         float *xr = X + (size_t)r * D;
@@ -99,8 +105,9 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
         for (int c = 0; c < D; c++) DT[(size_t)r * D + c] += l->dt_bias[c];
 
     for (int si = 0; si < n_segs; si++) {
-        scan_job j = {.l = l, .seg = &segs[si], .X = X, .XDB = XDB, .DT = DT, .Y = Y,
-                      .S = state_ssm(segs[si].state, l->rec_slot)};
+        float *S = state_ssm(segs[si].state, l->rec_slot);
+        scan_job j = {.l = l, .seg = &segs[si], .X = X, .XDB = XDB, .DT = DT, .Y = Y, .S = S,
+                      .S_capture = seg_capture_at(&segs[si], S)};
         pool_run(scan_channels, &j);
     }
 

@@ -65,6 +65,7 @@ typedef struct {
     const float *DT;   /* rows of n_head: dt + dt_bias */
     float *Y;          /* rows of d_inner */
     float *S;          /* the segment's ssm state */
+    float *S_capture;  /* where S goes after seg->capture tokens, or NULL */
 } scan_job;
 
 static void scan_heads(void *arg, int ith, int nth) {
@@ -87,6 +88,8 @@ static void scan_heads(void *arg, int ith, int nth) {
             float *y = j->Y + (size_t)row * l->d_inner + (size_t)h * P;
             float *S = j->S + (size_t)h * P * N;
             for (int p = 0; p < P; p++) y[p] = scan_row(S + (size_t)p * N, B, C, dA, x[p] * dt, N);
+            if (j->S_capture && t + 1 == j->seg->capture)
+                memcpy(j->S_capture + (size_t)h * P * N, S, sizeof *S * (size_t)P * N);
         }
     }
 }
@@ -107,15 +110,20 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        conv_causal(state_conv(sg->state, l->rec_slot), l->conv_w, cd, l->conv_k,
-                    Z + (size_t)sg->row0 * d_in_proj + l->d_inner, d_in_proj, XBC + (size_t)sg->row0 * cd, cd, sg->n);
+        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
+        if (conv_capture)
+            conv_state_after(conv_capture, conv, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner,
+                             d_in_proj, sg->capture);
+        conv_causal(conv, l->conv_w, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner, d_in_proj,
+                    XBC + (size_t)sg->row0 * cd, cd, sg->n);
         for (int t = 0; t < sg->n; t++) {
             float *r = XBC + (size_t)(sg->row0 + t) * cd;
             if (l->conv_b)
                 for (int c = 0; c < cd; c++) r[c] += l->conv_b[c];
             vec_silu(r, r, cd);
         }
-        scan_job j = {.l = l, .seg = sg, .XBC = XBC, .DT = DT, .Y = Y, .S = state_ssm(sg->state, l->rec_slot)};
+        float *S = state_ssm(sg->state, l->rec_slot);
+        scan_job j = {.l = l, .seg = sg, .XBC = XBC, .DT = DT, .Y = Y, .S = S, .S_capture = seg_capture_at(sg, S)};
         pool_run(scan_heads, &j);
     }
 

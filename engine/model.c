@@ -354,7 +354,9 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
 
     segment *segs = arena_alloc(a, (size_t)n_seqs * sizeof *segs);
     for (int i = 0, row = 0; i < n_seqs; i++) {
-        segs[i] = (segment){seqs[i].state, row, seqs[i].n_tokens, seqs[i].state->n_past};
+        const int cap = seqs[i].capture > 0 && seqs[i].capture < seqs[i].n_tokens && seqs[i].capture_rec
+                            ? seqs[i].capture : 0;
+        segs[i] = (segment){seqs[i].state, row, seqs[i].n_tokens, seqs[i].state->n_past, cap, seqs[i].capture_rec};
         row += seqs[i].n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);
@@ -440,7 +442,8 @@ int model_prefill(const model *m, struct seq_state *s, const int *tokens, int n,
     if (chunk <= 0) chunk = 512;
     for (int i = 0; i < n; i += chunk) {
         int k = n - i < chunk ? n - i : chunk;
-        batch_seq b = {s, tokens + i, k, (i + k == n && logits) ? 1 : 0, logits};
+        batch_seq b = {.state = s, .tokens = tokens + i, .n_tokens = k, .logits = (i + k == n && logits) ? 1 : 0,
+                       .out = logits};
         if (model_forward(m, &b, 1, a) != 0) return -1;
     }
     return 0;

@@ -93,6 +93,12 @@ typedef struct {
     int n_tokens;
     int logits;       /* 0: none, 1: last token's logits, 2: every token's */
     float *out;       /* n_vocab (logits=1) or n_tokens*n_vocab (logits=2) floats */
+    /* optional: with 0 < capture < n_tokens, the recurrent blob (model->rec_floats
+     * floats) as it stands after the first `capture` tokens is written to capture_rec
+     * while the pass goes on: with the KV rows below that position, which the pass
+     * leaves as they are, it is the state there (a checkpoint inside a prefill slice) */
+    int capture;
+    float *capture_rec;
 } batch_seq;
 
 /* Runs the model over the tokens of every sequence in the batch, advancing each

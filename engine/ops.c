@@ -196,6 +196,15 @@ void conv_causal(float *state, const float *w, int C, int K, const float *in, si
     }
 }
 
+void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n) {
+    const int w = K - 1; /* values each channel keeps */
+    for (int ch = 0; ch < C; ch++)
+        for (int k = 0; k < w; k++) {
+            const int i = n + k; /* index in (state values, then rows): the window ends at n + w */
+            dst[(size_t)ch * w + k] = i < w ? state[(size_t)ch * w + i] : in[(size_t)(i - w) * in_stride + ch];
+        }
+}
+
 void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
     conv_causal(state, w, C, K, u, 0, y, 0, 1);
 }

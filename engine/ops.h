@@ -81,6 +81,9 @@ void conv_step(float *state, const float *w, int C, int K, const float *u, float
 /* The same for n tokens: rows in[t*in_stride .. +C) give out[t*out_stride .. +C). */
 void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n);
+/* The state conv_causal would leave after the first n rows of in, written to dst
+ * (state itself untouched): per channel the last K-1 values of state then rows. */
+void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n);
 
 /* Rotary embedding of one head vector in place: pairs (x[2k], x[2k+1]) for ROPE_NORM,
  * (x[k], x[k + n_rot/2]) for ROPE_NEOX; dims >= n_rot untouched. cs holds cos/sin

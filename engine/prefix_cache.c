@@ -115,6 +115,12 @@ int pc_save(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n
     return cs_save(cs, t, h, n, get_rows, s, s->rec, logits, kind, session);
 }
 
+int pc_save_rec(ckpt_store *cs, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+                const char *session) {
+    if (n <= 0 || s->n_past < n) return -1;
+    return cs_save(cs, t, h, n, get_rows, s, rec, NULL, kind, session);
+}
+
 /* ------------------------------------------------------------------ placement */
 
 int pc_common_prefix(const int *a, int na, const int *b, int nb) {

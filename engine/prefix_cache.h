@@ -71,5 +71,10 @@ int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, in
  * given. See cs_save for the result. */
 int pc_save(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
             const char *session);
+/* Saves the state after t[0..n) when s has gone on past n: the KV rows below n from s
+ * (a pass leaves them as they are) and the recurrent blob rec captured at n (see
+ * batch_seq.capture). No logits. */
+int pc_save_rec(ckpt_store *cs, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+                const char *session);
 
 #endif

@@ -12,8 +12,9 @@
  * gets alone, whatever else runs, and nothing batch-wide decides anything about a
  * request.
  *
- * Checkpoints belong to requests too: a slice stops at its own request's next mark
- * (prefix_cache.h), and the save copies the state into the store while it stands there.
+ * Checkpoints belong to requests too: a slice captures the recurrent state at its own
+ * request's next mark inside the pass (batch_seq.capture) and stops at the mark after
+ * that (prefix_cache.h); the save copies the state into the store.
  *
  * Single flight: a request whose prompt shares a prefix - longer than what any
  * checkpoint gives it - with a request that is computing that prefix right now waits
@@ -112,6 +113,23 @@ static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
     if (debug_ckpt())
         fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d: %d\n", (unsigned long long)r->id, mk->kind, at,
                 r->n_prompt, rc);
+}
+
+/* After a slice that captured the recurrent state at its mark (the slice went on past
+ * it, so the checkpoint cost no pass of its own): the checkpoint of that mark, from
+ * the capture and the KV rows below it. */
+static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
+    if (row->capture <= 0 || !use_cache(e, r)) return;
+    const int at = r->state->n_past - row->n_tokens + row->capture;
+    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++;
+    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return;
+    const pc_mark *mk = &r->marks[r->next_mark++];
+    pthread_mutex_lock(&e->cache_lock);
+    int rc = pc_save_rec(e->cs, r->state, row->capture_rec, r->prompt, r->h, at, mk->kind, r->s.session);
+    pthread_mutex_unlock(&e->cache_lock);
+    if (debug_ckpt())
+        fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
+                (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
 }
 
 /* (c) after generation: the checkpoint the next turn starts from, the end of this turn
@@ -311,22 +329,36 @@ static void end_post_job(chat_engine *e, request *r) {
 
 /* ---------------------------------------------------------------- one step */
 
-/* Where r's next slice must end: its next checkpoint mark, a position a follower waits
- * for, or the end of its prompt. */
-static int slice_end(const chat_engine *e, const request *r) {
+/* Where r's next slice must end: a position a follower waits for (it takes a copy of
+ * the live state there), its second checkpoint mark ahead, or the end of its prompt.
+ * The first mark ahead, when the slice passes it, is captured inside the slice
+ * (*capture: its position, else 0): a separate pass over the weights for the few
+ * tokens before it (the start of the last user message sits a handful of tokens after
+ * a restored system prompt) would cost as much as a decode step. */
+static int slice_end(const chat_engine *e, const request *r, int *capture) {
     const int done = r->state->n_past;
-    int end = r->n_prompt;
-    if (use_cache(e, r))
-        for (int i = r->next_mark; i < r->n_marks; i++)
-            if (r->marks[i].pos > done) {
-                if (r->marks[i].pos < end) end = r->marks[i].pos;
-                break;
-            }
+    int end = r->n_prompt, first = 0;
     for (int i = 0; i < e->n_act; i++) {
         const request *f = e->act[i];
         if (f->leader == r && f->flight_pos > done && f->flight_pos < end) end = f->flight_pos;
     }
+    if (use_cache(e, r))
+        for (int i = r->next_mark; i < r->n_marks && r->marks[i].pos < end; i++)
+            if (r->marks[i].pos > done) {
+                if (first) {
+                    end = r->marks[i].pos;
+                    break;
+                }
+                first = r->marks[i].pos;
+            }
+    *capture = first;
     return end;
+}
+
+/* Row i's capture blob, allocated on first use. 0 when out of memory. */
+static int capture_room(chat_engine *e, int i) {
+    if (!e->capture[i]) e->capture[i] = malloc(sizeof(float) * (e->m->rec_floats ? e->m->rec_floats : 1));
+    return e->capture[i] != NULL;
 }
 
 /* The rows of one step: every generating request's last token first, then prefill
@@ -339,7 +371,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
         request *r = e->act[i];
         if (r->r.phase != GEN_GENERATING) continue;
         const int fail = r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
-        e->rows[n] = (batch_seq){r->state, fail ? &broken : &r->last_token, 1, 1, r->logits};
+        e->rows[n] = (batch_seq){
+            .state = r->state, .tokens = fail ? &broken : &r->last_token, .n_tokens = 1, .logits = 1, .out = r->logits};
         e->row_of[n++] = r;
     }
     *n_decode = n;
@@ -350,10 +383,20 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             request *r = e->act[i];
             if (r->r.phase != GEN_PREFILL || (pass == 0) != (r->id > e->rr_last)) continue;
             const int done = r->state->n_past;
-            int k = slice_end(e, r) - done;
+            int capture;
+            int k = slice_end(e, r, &capture) - done;
             if (k > budget) k = budget;
             const int logits = done + k == r->n_prompt && !r->post;
-            e->rows[n] = (batch_seq){r->state, r->prompt + done, k, logits, r->logits};
+            e->rows[n] = (batch_seq){.state = r->state, .tokens = r->prompt + done, .n_tokens = k, .logits = logits,
+                                     .out = r->logits};
+            if (capture > done && capture < done + k && capture_room(e, n)) {
+                e->rows[n].capture = capture - done;
+                e->rows[n].capture_rec = e->capture[n];
+            } else if (capture > done && capture < done + k) {
+                k = capture - done; /* no memory for a capture: the slice stops at the mark */
+                e->rows[n].n_tokens = k;
+                e->rows[n].logits = 0;
+            }
             e->row_of[n++] = r;
             budget -= k;
             served = r->id;
@@ -410,6 +453,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
         return;
     }
     r->r.computed_tokens += k;
+    r->r.prefill_passes++;
     r->r.prefill_done = r->state->n_past;
     if (!at_end) {
         checkpoint_mark(e, r, 0);
@@ -450,7 +494,10 @@ static void step(chat_engine *e) {
         request *r = e->row_of[i];
         if (!e->row_ok[i]) row_failed(e, r);
         else if (i < n_decode) after_decode(e, r);
-        else after_slice(e, r, e->rows[i].n_tokens);
+        else {
+            checkpoint_capture(e, r, &e->rows[i]);
+            after_slice(e, r, e->rows[i].n_tokens);
+        }
     }
 }
 

@@ -38,6 +38,13 @@ int state_reserve(seq_state *s, int n);
 static inline float *state_conv(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].conv_off; }
 static inline float *state_ssm(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].ssm_off; }
 
+/* Where a segment's capture of the state part at `live` (a pointer into its state's
+ * recurrent blob) goes: the same offset in the capture blob; NULL when it captures
+ * nothing. */
+static inline float *seg_capture_at(const segment *sg, const float *live) {
+    return sg->capture > 0 ? sg->capture_rec + (live - sg->state->rec) : NULL;
+}
+
 /* KV floats per token over all attention layers (K and V). */
 size_t state_kv_floats_per_token(const model *m);
 /* Copies KV rows [p0, p1) out of / into a flat buffer laid out slot by slot, K rows

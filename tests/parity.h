@@ -41,7 +41,7 @@ static inline void parity_greedy(const model *m, seq_state *s, float *lg, int n,
         for (int k = 1; k < m->n_vocab; k++)
             if (lg[k] > lg[best]) best = k;
         out[i] = best;
-        batch_seq b = {s, &out[i], 1, 1, lg};
+        batch_seq b = {.state = s, .tokens = &out[i], .n_tokens = 1, .logits = 1, .out = lg};
         if (i + 1 < n) model_forward(m, &b, 1, a);
     }
 }
@@ -119,7 +119,9 @@ static inline void parity_oracle(const char *name, float tol, int check_greedy_s
  * original or another clone). With each_split, every K also alone: [0, K) in one chunk
  * (chunks of exactly 63, 64, 65 tokens from the start), then [K, n) in one chunk; and the
  * state at K copied over a sequence that holds more (state_copy into a used state),
- * continued after the original has finished. */
+ * continued after the original has finished. Also: the whole prompt in one pass that
+ * captures the recurrent state at K (batch_seq.capture) gives exactly the recurrent blob
+ * of the clone at K. */
 static inline float parity_prefix_model(const model *m, const char *name, int n_max, int token_by_token,
                                         int each_split) {
     char *text = read_file(FIXTURES "long.txt", NULL);
@@ -155,6 +157,17 @@ static inline float parity_prefix_model(const model *m, const char *name, int n_
     d = max_abs_diff(one, lg, V);
     CHECK(d <= 1e-4f, "%s: split at 1, 63, 64, 65 and 300 differs by %g", name, d);
     worst = fmaxf(worst, d);
+    float *captured = malloc(sizeof(float) * (m->rec_floats + 1));
+    for (int i = 0; i < N_SPLITS; i++) {
+        seq_state *whole = state_new(m, 0);
+        REQUIRE(whole && captured, "out of memory");
+        batch_seq b = {.state = whole, .tokens = ids, .n_tokens = n, .capture = splits[i], .capture_rec = captured};
+        CHECK(model_forward(m, &b, 1, &a) == 0, "%s: pass with a capture at %d failed", name, splits[i]);
+        d = max_abs_diff(captured, copy[i]->rec, (int)m->rec_floats);
+        CHECK(d == 0, "%s: the recurrent state captured at %d in one pass differs by %g", name, splits[i], d);
+        state_free(whole);
+    }
+    free(captured);
     for (int i = 0; i < N_SPLITS; i++) {
         const int K = splits[i];
         model_prefill(m, copy[i], ids + K, n - K, 0, lg, &a);

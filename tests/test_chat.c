@@ -55,7 +55,7 @@ static void same_as_direct(chat_engine *e) {
             k++;
             break;
         }
-        batch_seq b = {st, &gen[k], 1, 1, lg};
+        batch_seq b = {.state = st, .tokens = &gen[k], .n_tokens = 1, .logits = 1, .out = lg};
         model_forward(m, &b, 1, &a);
     }
     /* the same streaming detokenizer the engine uses (EOG tokens give no text) */

@@ -57,6 +57,7 @@ static void rm_db(const char *path) {
 
 #define N_SPLITS 4
 #define PROMPT_LEN 300
+#define PREFILL_CHUNK 512 /* the engines' prefill chunk (rig_open) */
 
 static void random_prompt(const model *m, unsigned seed, int *t, int n, int *splits) {
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
@@ -330,6 +331,16 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     int nm = pc_plan(g->m, &g->tmpl, c->m, c->n, t, n, g->interval, &mk);
     for (int i = 0; i < nm; i++)
         if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind == PC_PROMPT);
+    /* one pass per chunk, unless two marks lie ahead in it: the first is captured inside
+     * the pass, the second ends it */
+    int passes = 0;
+    for (int pos = r.reused_tokens; pos < n; passes++) {
+        int end = pos + PREFILL_CHUNK < n ? pos + PREFILL_CHUNK : n, ahead = 0;
+        for (int i = 0; i < nm; i++)
+            if (mk[i].pos > pos && mk[i].pos < end && ++ahead == 2) end = mk[i].pos;
+        pos = end;
+    }
+    CHECK(r.prefill_passes == passes, "%s: %d prefill passes, expected %d", what, r.prefill_passes, passes);
     free(mk);
     add(c, "assistant", a.buf);
     c->n--; /* the (c) prefix renders [..., assistant(reply), user(x)] */
@@ -345,7 +356,8 @@ static gen_report turn(rig *g, conv *c, const char *what) {
 
 static void rig_open(rig *g, const char *db, int with_plain) {
     memset(g, 0, sizeof *g);
-    engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db};
+    engine_config cfg = {
+        .model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db, .prefill_chunk = PREFILL_CHUNK};
     char err[256];
     g->e = engine_open(&cfg, err, sizeof err);
     REQUIRE(g->e, "%s", err);
@@ -622,7 +634,7 @@ static void corrupt_blob(void) {
                        "UPDATE ckpt_pages SET kv = substr(kv, 1, 99) || x'00' || substr(kv, 101) WHERE pos0 > 40;"
                        "UPDATE ckpt_entries SET rec = substr(rec, 1, 7) || x'7f' || substr(rec, 9) WHERE n_tokens > 60;",
                        NULL, NULL, NULL) == SQLITE_OK,
-          "%s", sqlite3_errmsg(h));
+        "%s", sqlite3_errmsg(h));
     db_close(h);
     engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db};
     g.e = engine_open(&cfg, err, sizeof err);

@@ -37,11 +37,14 @@ static void batch_property(const char *name) {
         alone[i] = state_new(m, 0);
         model_prefill(m, alone[i], ids, past[i], 0, NULL, &a);
         batched[i] = state_clone(alone[i]);
-        batch_seq b = {alone[i], ids + from[i], len[i], mode[i], ref[i]};
+        batch_seq b = {.state = alone[i], .tokens = ids + from[i], .n_tokens = len[i], .logits = mode[i],
+                       .out = ref[i]};
         CHECK(model_forward(m, &b, 1, &a) == 0, "%s: forward failed", name);
     }
     batch_seq bs[3];
-    for (int i = 0; i < 3; i++) bs[i] = (batch_seq){batched[i], ids + from[i], len[i], mode[i], out[i]};
+    for (int i = 0; i < 3; i++)
+        bs[i] = (batch_seq){.state = batched[i], .tokens = ids + from[i], .n_tokens = len[i], .logits = mode[i],
+                            .out = out[i]};
     CHECK(model_forward(m, bs, 3, &a) == 0, "%s: batched forward failed", name);
     float worst = 0;
     for (int i = 0; i < 3; i++) {
@@ -50,7 +53,8 @@ static void batch_property(const char *name) {
               alone[i]->n_past);
         /* the states moved on alike */
         const int next = ids[from[i] + len[i]];
-        batch_seq b1 = {alone[i], &next, 1, 1, ref[i]}, b2 = {batched[i], &next, 1, 1, out[i]};
+        batch_seq b1 = {.state = alone[i], .tokens = &next, .n_tokens = 1, .logits = 1, .out = ref[i]};
+        batch_seq b2 = {.state = batched[i], .tokens = &next, .n_tokens = 1, .logits = 1, .out = out[i]};
         model_forward(m, &b1, 1, &a);
         model_forward(m, &b2, 1, &a);
         worst = fmaxf(worst, max_abs_diff(ref[i], out[i], V));

@@ -83,7 +83,7 @@ static void one_type(const char *type) {
                 int gen[16], k = 0;
                 for (; k < n_gen && k < 16; k++) {
                     gen[k] = argmax(lg, V);
-                    batch_seq b = {s, &gen[k], 1, 1, lg};
+                    batch_seq b = {.state = s, .tokens = &gen[k], .n_tokens = 1, .logits = 1, .out = lg};
                     if (k + 1 < n_gen) model_forward(m, &b, 1, &a);
                 }
                 CHECK(!memcmp(gen, ref_gen, sizeof(int) * (size_t)k), "%s%s on %s: greedy tokens differ", type,
