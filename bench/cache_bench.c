@@ -91,9 +91,9 @@ static gen_report ask(chat_engine *e, conv *c, const char *label) {
     }
     add(c, "assistant", t.buf ? t.buf : "");
     free(t.buf);
-    printf("%-34s prompt %5d  reused %5d  computed %5d  %-4s  TTFT %8.1f ms%s%s\n", label, r.prompt_tokens,
-           r.reused_tokens, r.computed_tokens, r.source, r.ttft_ms, r.miss_reason[0] ? "  miss: " : "",
-           r.miss_reason);
+    printf("%-34s prompt %5d  reused %5d  computed %5d in %d passes  %-4s  TTFT %8.1f ms%s%s\n", label,
+           r.prompt_tokens, r.reused_tokens, r.computed_tokens, r.prefill_passes, r.source, r.ttft_ms,
+           r.miss_reason[0] ? "  miss: " : "", r.miss_reason);
     fflush(stdout);
     return r;
 }
