@@ -7,6 +7,7 @@
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
 #   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
+#   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #
 # Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson.
 
@@ -37,7 +38,7 @@ $(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=of
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
 
-.PHONY: all run test check deps bench bench-cache asan tsan fuzz clean
+.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
 all: chatfs
 
 deps:
@@ -126,6 +127,22 @@ $(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
 fuzz: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
+
+# libFuzzer target for the conversation logic (fs/chatfs.c, fs/settings.c) on the fake
+# engine: each input a script of operations (see tests/fuzz/fuzz_chatfs.c), starting from
+# the hand-written ones in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
+FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
+FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/settings.c fs/backend_fake.c fs/store.c store/db.c
+FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
+               build-fuzz/corpus-chatfs tests/fuzz/chatfs
+$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
+	@mkdir -p build-fuzz/corpus-chatfs
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
+	    $(shell pkg-config --libs libcjson sqlite3) -lm -pthread
+fuzz-chatfs: $(FUZZ_FS_BIN)
+	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
+
 .PHONY: fuzz-smoke
 fuzz-smoke: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
