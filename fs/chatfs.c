@@ -1666,9 +1666,10 @@ out:
 int fs_symlink(chatfs *fs, uint32_t tid, const char *target, uint64_t parent, const char *name, fs_attr *out) {
     pthread_mutex_lock(&fs->mu);
     node dir, nd;
-    int rc = resolve(fs, parent, &dir);
+    int rc = resolve(fs, parent, &dir), user;
     if (!rc && child(fs, 0, &dir, name, &nd) == 0) rc = -EEXIST;
     else if (!rc && !can_hold_scratch(&dir)) rc = -ENOTDIR;
+    else if (!rc && dir.kind == K_TURNS && parse_turn_name(name, &user) >= 0) rc = -EPERM; /* a later turn's name */
     scratch *s = NULL;
     if (!rc && !(s = scratch_new(fs, node_ino(&dir), name, 0777))) rc = -ENOMEM;
     if (!rc) {

@@ -295,7 +295,13 @@ static void test_vim_sequence(void) {
     /* new turns are appended in sequence without generating */
     CHECK(echo_to("v/turns/003-user.md", "appended\n") == 0 && count_turns("v") == 3, "append");
     CHECK(echo_to("v/turns/005-user.md", "gap\n") == -EACCES, "a gap is refused");
-    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("v/turns"), "002-assistant.md") == 0 && count_turns("v") == 1,
+    /* found by fuzzing: a symlink named like a later turn was listed twice once that turn
+     * existed (and rm of that name removed the turn, not the link) */
+    uint64_t turns = (uint64_t)ino_of("v/turns");
+    CHECK(fs_symlink(fs, me, "x", turns, "004-assistant.md", &a) == -EPERM, "symlink named like a turn");
+    CHECK(fs_symlink(fs, me, "x", turns, ".#003-user.md", &a) == 0 && fs_unlink(fs, me, turns, ".#003-user.md") == 0,
+          "an editor's lock in turns/");
+    CHECK(fs_unlink(fs, me, turns, "002-assistant.md") == 0 && count_turns("v") == 1,
           "unlink drops the turn and later ones");
     CHECK(echo_to("v/ctl", "regenerate\n") == 0 && text_is("v/reply", reply_to("edited", 12)), "regenerate");
 }
