@@ -1253,6 +1253,11 @@ static int parse_import(const char *text, size_t len, import *im, char *err, siz
         snprintf(err, errlen, "messages.json must be a JSON array of {\"role\", \"content\"} objects");
         rc = -1;
     }
+    for (size_t i = (size_t)(end - text); i < len && rc > 0; i++)
+        if (!strchr(" \t\r\n", text[i])) {
+            snprintf(err, errlen, "messages.json: text after the JSON array");
+            rc = -1;
+        }
     size_t sys_len = 0;
     int n = cJSON_GetArraySize(a), i = 0;
     im->turns = calloc(n + 1, sizeof *im->turns);

@@ -324,8 +324,14 @@ static void test_import(void) {
     CHECK(echo_to("i/messages.json", "[{\"role\":\"tool\",\"content\":\"x\"}]") == -EINVAL, "bad role");
     CHECK(echo_to("i/messages.json", "{}") == -EINVAL, "not an array");
     CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":null}]") == -EINVAL, "null content");
+    /* text after the array (was dropped without a word) */
+    CHECK(echo_to("i/messages.json", "[] [{\"role\":\"user\",\"content\":\"u\"}]") == -EINVAL &&
+              text_is("i/error", "messages.json: text after the JSON array\n"),
+          "text after the array");
     CHECK(count_turns("i") == 2, "unchanged");
     CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 0 && text_is("i/system", ""), "clear");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 && count_turns("i") == 1,
+          "whitespace after the array");
 }
 
 /* cp -r a b: cp makes b, then creates each file with O_EXCL */
