@@ -1394,14 +1394,15 @@ static int set_settings(chatfs *fs, conv *c, const char *text, size_t len, int f
 static int run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     char *copy = memdup0(text, len), *save = NULL;
     if (!copy) return -ENOMEM;
-    int rc = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
+    int rc = 0, stopped = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
     for (char *w = strtok_r(copy, " \t\r\n", &save); w && !rc; w = strtok_r(NULL, " \t\r\n", &save)) {
         int last = !final && !trailing_space && w + strlen(w) == copy + len;
         if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
         if (!strcmp(w, "stop")) {
             if (final) stop_gen(fs, c);
+            stopped = 1;
         } else if (!strcmp(w, "regenerate")) {
-            if (!final && busy(c)) {
+            if (!final && busy(c) && !stopped) { /* "stop regenerate" is fine: it stops first */
                 set_error(c, "a reply is being generated: write 'stop' first");
                 rc = -EBUSY;
             } else if (final) rc = regenerate(fs, c);

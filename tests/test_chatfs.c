@@ -250,6 +250,16 @@ static void test_writes_and_errors(void) {
     CHECK(s && strstr(s, "\"seed\": null"), "reset: %s", s);
     free(s);
     CHECK(echo_to("w/ctl", "jump\n") == -EINVAL, "unknown verb");
+    /* several verbs in one write: stop, then regenerate (was refused at the write with
+     * "write 'stop' first") */
+    CHECK(echo_to("w/message", "again #tokens=500 #delay=5\n") == 0, "long again");
+    CHECK(echo_to("w/ctl", "stop regenerate\n") == 0, "stop, then regenerate");
+    s = cat("w/status", &rc);
+    CHECK(s && (!strncmp(s, "queued", 6) || !strncmp(s, "prefill", 7) || !strncmp(s, "generating", 10)),
+          "regenerating: %s", s);
+    free(s);
+    CHECK(echo_to("w/ctl", "stop\n") == 0, "stop");
+    wait_idle("w");
 }
 
 /* vim 9 with defaults, as traced in fuse-interface.md section 2.7 */
