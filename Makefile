@@ -7,6 +7,7 @@
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
 #   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
+#   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #
 # Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson.
 
@@ -37,7 +38,7 @@ $(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=of
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
 
-.PHONY: all run test check deps bench bench-cache asan tsan fuzz clean
+.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
 all: chatfs
 
 deps:
@@ -126,10 +127,36 @@ $(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
 fuzz: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
+
+# libFuzzer target for the conversation logic (fs/chatfs.c, fs/settings.c) on the fake
+# engine: each input a script of operations (see tests/fuzz/fuzz_chatfs.c), starting from
+# the hand-written ones in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
+FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
+FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/settings.c fs/backend_fake.c fs/store.c store/db.c
+FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
+               build-fuzz/corpus-chatfs tests/fuzz/chatfs
+$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
+	@mkdir -p build-fuzz/corpus-chatfs
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
+	    $(shell pkg-config --libs libcjson sqlite3) -lm -pthread
+fuzz-chatfs: $(FUZZ_FS_BIN)
+	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
+
+# make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_SECONDS
+# (a crash, leak or failed check fails it and leaves the input in build-fuzz/crash-* or
+# leak-*; CHATFS_FUZZ_TRACE=1 build-fuzz/fuzz_chatfs FILE shows what a script does). Their
+# output goes to build-fuzz/*.log: piped into tail, a crash would not fail make.
+FUZZ_SMOKE_SECONDS ?= 20
 .PHONY: fuzz-smoke
-fuzz-smoke: $(FUZZ_BIN)
+fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
-	$(FUZZ_BIN) -runs=20000 -max_len=4096 build-fuzz/corpus 2>&1 | tail -n 2
+	$(FUZZ_BIN) -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
+	    { tail -n 40 build-fuzz/fuzz_gguf.log; exit 1; }
+	@tail -n 2 build-fuzz/fuzz_gguf.log
+	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SMOKE_SECONDS) >build-fuzz/fuzz_chatfs.log 2>&1 || \
+	    { tail -n 40 build-fuzz/fuzz_chatfs.log; exit 1; }
+	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_chatfs.log
 
 bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench
 	BUILD=$(BUILD) bench/run.sh

@@ -1253,6 +1253,11 @@ static int parse_import(const char *text, size_t len, import *im, char *err, siz
         snprintf(err, errlen, "messages.json must be a JSON array of {\"role\", \"content\"} objects");
         rc = -1;
     }
+    for (size_t i = (size_t)(end - text); i < len && rc > 0; i++)
+        if (!strchr(" \t\r\n", text[i])) {
+            snprintf(err, errlen, "messages.json: text after the JSON array");
+            rc = -1;
+        }
     size_t sys_len = 0;
     int n = cJSON_GetArraySize(a), i = 0;
     im->turns = calloc(n + 1, sizeof *im->turns);
@@ -1389,14 +1394,15 @@ static int set_settings(chatfs *fs, conv *c, const char *text, size_t len, int f
 static int run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     char *copy = memdup0(text, len), *save = NULL;
     if (!copy) return -ENOMEM;
-    int rc = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
+    int rc = 0, stopped = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
     for (char *w = strtok_r(copy, " \t\r\n", &save); w && !rc; w = strtok_r(NULL, " \t\r\n", &save)) {
         int last = !final && !trailing_space && w + strlen(w) == copy + len;
         if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
         if (!strcmp(w, "stop")) {
             if (final) stop_gen(fs, c);
+            stopped = 1;
         } else if (!strcmp(w, "regenerate")) {
-            if (!final && busy(c)) {
+            if (!final && busy(c) && !stopped) { /* "stop regenerate" is fine: it stops first */
                 set_error(c, "a reply is being generated: write 'stop' first");
                 rc = -EBUSY;
             } else if (final) rc = regenerate(fs, c);
@@ -1666,9 +1672,10 @@ out:
 int fs_symlink(chatfs *fs, uint32_t tid, const char *target, uint64_t parent, const char *name, fs_attr *out) {
     pthread_mutex_lock(&fs->mu);
     node dir, nd;
-    int rc = resolve(fs, parent, &dir);
+    int rc = resolve(fs, parent, &dir), user;
     if (!rc && child(fs, 0, &dir, name, &nd) == 0) rc = -EEXIST;
     else if (!rc && !can_hold_scratch(&dir)) rc = -ENOTDIR;
+    else if (!rc && dir.kind == K_TURNS && parse_turn_name(name, &user) >= 0) rc = -EPERM; /* a later turn's name */
     scratch *s = NULL;
     if (!rc && !(s = scratch_new(fs, node_ino(&dir), name, 0777))) rc = -ENOMEM;
     if (!rc) {

@@ -250,6 +250,16 @@ static void test_writes_and_errors(void) {
     CHECK(s && strstr(s, "\"seed\": null"), "reset: %s", s);
     free(s);
     CHECK(echo_to("w/ctl", "jump\n") == -EINVAL, "unknown verb");
+    /* several verbs in one write: stop, then regenerate (was refused at the write with
+     * "write 'stop' first") */
+    CHECK(echo_to("w/message", "again #tokens=500 #delay=5\n") == 0, "long again");
+    CHECK(echo_to("w/ctl", "stop regenerate\n") == 0, "stop, then regenerate");
+    s = cat("w/status", &rc);
+    CHECK(s && (!strncmp(s, "queued", 6) || !strncmp(s, "prefill", 7) || !strncmp(s, "generating", 10)),
+          "regenerating: %s", s);
+    free(s);
+    CHECK(echo_to("w/ctl", "stop\n") == 0, "stop");
+    wait_idle("w");
 }
 
 /* vim 9 with defaults, as traced in fuse-interface.md section 2.7 */
@@ -295,7 +305,13 @@ static void test_vim_sequence(void) {
     /* new turns are appended in sequence without generating */
     CHECK(echo_to("v/turns/003-user.md", "appended\n") == 0 && count_turns("v") == 3, "append");
     CHECK(echo_to("v/turns/005-user.md", "gap\n") == -EACCES, "a gap is refused");
-    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("v/turns"), "002-assistant.md") == 0 && count_turns("v") == 1,
+    /* found by fuzzing: a symlink named like a later turn was listed twice once that turn
+     * existed (and rm of that name removed the turn, not the link) */
+    uint64_t turns = (uint64_t)ino_of("v/turns");
+    CHECK(fs_symlink(fs, me, "x", turns, "004-assistant.md", &a) == -EPERM, "symlink named like a turn");
+    CHECK(fs_symlink(fs, me, "x", turns, ".#003-user.md", &a) == 0 && fs_unlink(fs, me, turns, ".#003-user.md") == 0,
+          "an editor's lock in turns/");
+    CHECK(fs_unlink(fs, me, turns, "002-assistant.md") == 0 && count_turns("v") == 1,
           "unlink drops the turn and later ones");
     CHECK(echo_to("v/ctl", "regenerate\n") == 0 && text_is("v/reply", reply_to("edited", 12)), "regenerate");
 }
@@ -318,8 +334,14 @@ static void test_import(void) {
     CHECK(echo_to("i/messages.json", "[{\"role\":\"tool\",\"content\":\"x\"}]") == -EINVAL, "bad role");
     CHECK(echo_to("i/messages.json", "{}") == -EINVAL, "not an array");
     CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":null}]") == -EINVAL, "null content");
+    /* text after the array (was dropped without a word) */
+    CHECK(echo_to("i/messages.json", "[] [{\"role\":\"user\",\"content\":\"u\"}]") == -EINVAL &&
+              text_is("i/error", "messages.json: text after the JSON array\n"),
+          "text after the array");
     CHECK(count_turns("i") == 2, "unchanged");
     CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 0 && text_is("i/system", ""), "clear");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 && count_turns("i") == 1,
+          "whitespace after the array");
 }
 
 /* cp -r a b: cp makes b, then creates each file with O_EXCL */
