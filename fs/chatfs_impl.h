@@ -1,0 +1,199 @@
+/* chatfs_impl.h - what the parts of the filesystem's logic share: the filesystem, its
+ * conversations, turns, reply streams, generations, scratch files and nodes, and the few
+ * functions one part calls in another. Nothing outside fs/ includes this; callers use
+ * chatfs.h.
+ *
+ *   chatfs.c      what names and inodes point at, lifetime, the public operations
+ *   conv.c        a conversation in memory: turns, reply streams, the error file; helpers
+ *   generation.c  a reply being generated: the engine's callbacks, starting, stopping
+ *   views.c       what each file reads as
+ *   commit.c      what a finished write (or a rename onto a file) does
+ *
+ * Locking: fs->mu guards every structure here. The engine is called without it (its
+ * callbacks take it); the database has its own lock and is only taken after fs->mu.
+ *
+ * The shared functions are prefixed cfs_ (chatfs internal) so that libchatfs.a's global
+ * names stay specific; what one file uses alone stays static there. */
+#ifndef CHATFS_FS_CHATFS_IMPL_H
+#define CHATFS_FS_CHATFS_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs/chatfs.h"
+#include "fs/settings.h"
+
+#define MAX_BUFFER (64u << 20)    /* most bytes one write handle or scratch file holds */
+
+enum kind {
+    K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
+    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_SCRATCH
+};
+
+typedef struct {
+    int user;
+    char *text;
+    size_t len;
+    int complete;
+    int64_t mtime;
+} turn;
+
+/* One assistant reply as it is produced; reply handles keep the one they opened. */
+typedef struct {
+    int refs;
+    char *buf;
+    size_t len, cap;
+    int done, failed;
+} stream;
+
+enum state { ST_IDLE, ST_BUSY, ST_DONE, ST_FAILED };
+
+struct gen;
+typedef struct conv {
+    int64_t id;
+    char *name;
+    int refs, deleted;
+    char *system;
+    conv_settings st;
+    turn *turns;
+    int n_turns, cap_turns;
+    int64_t mtime, mtime_system, mtime_settings, mtime_message, mtime_hist;
+    struct gen *gen;  /* the running generation, NULL when idle */
+    int state;        /* enum state */
+    gen_report rep;   /* the last progress report */
+    int finish;       /* of the last reply (enum gen_finish) */
+    char *error;      /* the error file; NULL when fine */
+    char *fail;       /* why the last reply failed (status) */
+    stream *reply;    /* the current or last reply */
+    uint32_t fresh_tid;
+    int64_t fresh_until;
+} conv;
+
+typedef struct gen {
+    chatfs *fs;
+    conv *c;
+    stream *s;
+    int turn;     /* index of the assistant turn it writes */
+    int refs;     /* the submitter and the engine */
+    int detached; /* stopped or deleted: callbacks only finish the bookkeeping */
+    uint64_t id;
+    int cancel_pending; /* stopped before submit returned the id */
+    int64_t last_save;
+} gen;
+
+typedef struct scratch {
+    struct scratch *next;
+    uint64_t ino, parent;
+    char *name;
+    int symlink;
+    char *data;
+    size_t len, cap;
+    uint32_t mode;
+    int64_t mtime;
+    int refs, linked;
+} scratch;
+
+struct chatfs {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* n_running changes */
+    fs_backend *be;
+    fs_store *st;
+    conv **convs;
+    int n_convs, cap_convs;
+    scratch *scratch;
+    uint64_t next_scratch;
+    conv_settings defaults;
+    int64_t t_start, mtime_root, mtime_settings;
+    void (*notify)(void *);
+    void *notify_ud;
+    int n_running;
+    int wake_pending; /* a reply ended inside an operation: wake readers after unlocking */
+    /* counters for stats.json */
+    uint64_t n_sent, n_replies, n_failed, n_stopped, n_imports, n_regenerated;
+};
+
+/* what an inode or a name points at (resolve, child in chatfs.c) */
+typedef struct {
+    int kind;
+    conv *c;
+    int turn;
+    scratch *sc;
+} node;
+
+/* a growing text: the views render into it; oom when an allocation failed */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+/* messages.json parsed: the system prompt and the turns (cfs_parse_import) */
+typedef struct {
+    char *system;
+    turn *turns;
+    int n;
+} import;
+
+/* ---- conv.c: helpers, streams, conversations ---- */
+
+int64_t cfs_now_ns(void);  /* CLOCK_REALTIME: modification times */
+int64_t cfs_mono_ns(void); /* CLOCK_MONOTONIC: intervals */
+/* grows *p (capacity *cap) to hold need bytes; 0 or -ENOMEM / -EFBIG */
+int cfs_reserve(char **p, size_t *cap, size_t need);
+char *cfs_memdup0(const char *s, size_t n); /* n bytes and a NUL */
+/* Texts are stored without the one newline that editors and echo add; files show it. */
+size_t cfs_strip_newline(const char *s, size_t n);
+void cfs_set_error(conv *c, const char *fmt, ...); /* the error file */
+void cfs_clear_error(conv *c);
+
+stream *cfs_stream_new(void); /* one reference */
+void cfs_stream_unref(stream *s);
+int cfs_stream_add(stream *s, const char *t, size_t n); /* 0 or -1 */
+/* the reply file of a finished turn (t may be NULL): its text and a newline */
+stream *cfs_stream_of_turn(const turn *t);
+
+void cfs_conv_unref(conv *c);
+int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
+void cfs_turns_truncate(conv *c, int n);
+/* The reply file shows the last assistant turn again (after an edit or a load). */
+void cfs_reset_reply(conv *c);
+int cfs_busy(const conv *c); /* a reply is being generated */
+/* Persists turns[from..] (0-based); errors only land in the error file. */
+void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system);
+
+/* ---- generation.c ---- */
+
+void cfs_notify(chatfs *fs); /* wakes parked readers; call without fs->mu */
+/* for operations that may end a reply (stop, rm): readers are woken after unlocking */
+void cfs_unlock(chatfs *fs);
+/* Builds the engine's message list from c (system first); pointers into c. */
+chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n);
+/* Starts a reply to c's history, whose last turn is the user's; releases fs->mu around
+ * the engine call. drop_user: the user turn goes away again if the engine refuses it. */
+int cfs_start_gen(chatfs *fs, conv *c, int drop_user);
+/* Stops c's generation (if any); releases fs->mu while the engine is told. */
+void cfs_stop_gen(chatfs *fs, conv *c);
+
+/* ---- views.c ---- */
+
+/* Renders the content of a file node into b. fs->mu held. */
+int cfs_render(chatfs *fs, const node *nd, sbuf *b);
+/* stats.json, malloc'd: asks the engine, then takes fs->mu itself (call it without) */
+char *cfs_stats_text(chatfs *fs, size_t *len);
+
+/* ---- commit.c ---- */
+
+/* README, stats.json, reply, transcript.md, status, error: they only show state */
+int cfs_is_derived(int kind);
+/* data written to (or renamed onto) a file node; fs->mu held */
+int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len);
+/* the checks fs_write makes at each write (final 0), so errors come back at write(2) */
+int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final);
+int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
+int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len);
+/* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
+int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
+void cfs_import_free(import *im);
+
+#endif

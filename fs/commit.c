@@ -1,0 +1,340 @@
+/* commit.c - what a finished write (or a rename onto a file) does: send a message, set
+ * the system prompt or the settings, import messages.json, rewrite a turn, run a ctl
+ * command; and the checks fs_write makes early, so that errors come back at write(2).
+ *
+ * Separate because these are the filesystem's rules (fs/README.md: sending, turns,
+ * imports, settings), independent of how names and handles reach them: chatfs.c decides
+ * when a commit happens (flush, release, rename, truncate), this file what it does. */
+#include "fs/chatfs_impl.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/settings.h"
+
+static int blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\n", s[i])) return 0;
+    return 1;
+}
+
+static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
+    if (cfs_busy(c)) {
+        cfs_set_error(c, "a reply is being generated: wait for it or write 'stop' to ctl");
+        return -EBUSY;
+    }
+    len = cfs_strip_newline(text, len);
+    if (blank(text, len)) return 0; /* nothing to say: nothing sent */
+    int rc = cfs_turn_push(c, 1, text, len, 1, cfs_now_ns());
+    if (rc) return rc;
+    c->mtime = cfs_now_ns();
+    fs->n_sent++;
+    return cfs_start_gen(fs, c, 1);
+}
+
+static int regenerate(chatfs *fs, conv *c) {
+    if (cfs_busy(c)) return -EBUSY;
+    if (c->n_turns && !c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
+    if (!c->n_turns) {
+        cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
+        return -EINVAL;
+    }
+    c->mtime = cfs_now_ns();
+    fs->n_regenerated++;
+    return cfs_start_gen(fs, c, 0);
+}
+
+static int set_turn_text(turn *t, const char *text, size_t len) {
+    char *p = cfs_memdup0(text, len);
+    if (!p) return -ENOMEM;
+    free(t->text);
+    t->text = p;
+    t->len = len;
+    t->complete = 1;
+    t->mtime = cfs_now_ns();
+    return 0;
+}
+
+static void save_one_turn(chatfs *fs, conv *c, int k) {
+    char err[256];
+    if (fs->st && store_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
+        cfs_set_error(c, "%s", err);
+}
+
+/* A turn file written through a handle that opened the existing turn. */
+static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int created) {
+    if (k >= c->n_turns) return -ENOENT;
+    if (cfs_busy(c)) return -EBUSY;
+    len = cfs_strip_newline(text, len);
+    turn *t = &c->turns[k];
+    if (!created && t->len == len && !memcmp(t->text, text, len)) return 0; /* unchanged: nothing happens */
+    int rc = set_turn_text(t, text, len);
+    if (rc) return rc;
+    if (created || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
+        save_one_turn(fs, c, k);
+        cfs_reset_reply(c);
+        return 0;
+    }
+    cfs_turns_truncate(c, k + 1);
+    cfs_save_turns(fs, c, k, 0);
+    c->mtime = cfs_now_ns();
+    fs->n_regenerated++;
+    return cfs_start_gen(fs, c, 0);
+}
+
+void cfs_import_free(import *im) {
+    free(im->system);
+    for (int i = 0; i < im->n; i++) free(im->turns[i].text);
+    free(im->turns);
+    memset(im, 0, sizeof *im);
+}
+
+static void append_merged(char **dst, size_t *dlen, const char *s) {
+    size_t n = strlen(s), sep = *dlen ? 2 : 0;
+    char *p = realloc(*dst, *dlen + sep + n + 1);
+    if (!p) return;
+    if (sep) memcpy(p + *dlen, "\n\n", 2);
+    memcpy(p + *dlen + sep, s, n + 1);
+    *dst = p;
+    *dlen += sep + n;
+}
+
+/* messages.json -> system prompt and turns, normalised the way templates need them:
+ * developer -> system, system messages first and merged, consecutive roles merged.
+ * 1: done; 0: not complete JSON yet; -1: invalid (reason in err). */
+int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen) {
+    memset(im, 0, sizeof *im);
+    const char *end = NULL;
+    cJSON *a = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!a) {
+        size_t at = end ? (size_t)(end - text) : 0;
+        snprintf(err, errlen, "messages.json: not valid JSON (at byte %zu)", at);
+        for (size_t i = at + 1; i < len; i++)
+            if (!strchr(" \t\r\n", text[i])) return -1;
+        return 0;
+    }
+    int rc = 1;
+    if (!cJSON_IsArray(a)) {
+        snprintf(err, errlen, "messages.json must be a JSON array of {\"role\", \"content\"} objects");
+        rc = -1;
+    }
+    for (size_t i = (size_t)(end - text); i < len && rc > 0; i++)
+        if (!strchr(" \t\r\n", text[i])) {
+            snprintf(err, errlen, "messages.json: text after the JSON array");
+            rc = -1;
+        }
+    size_t sys_len = 0;
+    int n = cJSON_GetArraySize(a), i = 0;
+    im->turns = calloc(n + 1, sizeof *im->turns);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    for (cJSON *m = rc > 0 ? a->child : NULL; m && rc > 0; m = m->next, i++) {
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
+            snprintf(err, errlen, "messages.json: message %d has no \"role\" string", i + 1);
+            rc = -1;
+            break;
+        }
+        /* content: a string, or an array of {"type": "text", "text": ...} parts */
+        char *body = NULL;
+        size_t blen = 0;
+        if (cJSON_IsString(content)) body = strdup(content->valuestring), blen = strlen(body);
+        else if (cJSON_IsArray(content)) {
+            body = strdup("");
+            for (cJSON *p = content->child; p; p = p->next) {
+                cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type"), *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+                if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+                    snprintf(err, errlen, "messages.json: message %d has a content part that is not text", i + 1);
+                    rc = -1;
+                    break;
+                }
+                char *q = realloc(body, blen + strlen(tx->valuestring) + 1);
+                if (q) body = q, strcpy(body + blen, tx->valuestring), blen += strlen(tx->valuestring);
+            }
+        } else {
+            snprintf(err, errlen, "messages.json: message %d has no \"content\" string", i + 1);
+            rc = -1;
+        }
+        if (rc < 0 || !body) {
+            free(body);
+            break;
+        }
+        const char *r = role->valuestring;
+        if (!strcmp(r, "system") || !strcmp(r, "developer")) append_merged(&im->system, &sys_len, body);
+        else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
+            int user = r[0] == 'u';
+            if (im->n && im->turns[im->n - 1].user == user) {
+                append_merged(&im->turns[im->n - 1].text, &lens[im->n - 1], body);
+                im->turns[im->n - 1].len = lens[im->n - 1];
+            } else {
+                im->turns[im->n] = (turn){user, strdup(body), blen, 1, cfs_now_ns()};
+                lens[im->n++] = blen;
+            }
+        } else {
+            snprintf(err, errlen, "messages.json: message %d has role '%.40s' (system, developer, user or assistant)",
+                     i + 1, r);
+            rc = -1;
+        }
+        free(body);
+    }
+    free(lens);
+    cJSON_Delete(a);
+    if (rc > 0 && !im->system) im->system = strdup("");
+    if (rc < 0) cfs_import_free(im);
+    return rc;
+}
+
+static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
+    if (cfs_busy(c)) return -EBUSY;
+    import im;
+    char err[256];
+    int rc = cfs_parse_import(text, len, &im, err, sizeof err);
+    if (rc <= 0) {
+        cfs_set_error(c, "%s", err);
+        return -EINVAL;
+    }
+    cfs_turns_truncate(c, 0);
+    for (int i = 0; i < im.n; i++)
+        if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
+    free(c->system);
+    c->system = im.system;
+    im.system = NULL;
+    cfs_import_free(&im);
+    c->mtime = c->mtime_system = cfs_now_ns();
+    c->state = ST_IDLE;
+    cfs_save_turns(fs, c, 0, 1);
+    cfs_reset_reply(c);
+    fs->n_imports++;
+    return 0;
+}
+
+static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
+    len = cfs_strip_newline(text, len);
+    if (strlen(c->system) == len && !memcmp(c->system, text, len)) return 0;
+    char *p = cfs_memdup0(text, len);
+    if (!p) return -ENOMEM;
+    free(c->system);
+    c->system = p;
+    c->mtime_system = cfs_now_ns();
+    char err[256];
+    if (fs->st && store_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
+    return 0;
+}
+
+/* conversation (c) or root (c NULL) settings */
+int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final) {
+    conv_settings st, builtin;
+    char err[400];
+    settings_builtin(&builtin);
+    int rc = blank(text, len) ? settings_parse("{}", 2, c ? &fs->defaults : &builtin, &st, err, sizeof err)
+                              : settings_parse(text, len, c ? &fs->defaults : &builtin, &st, err, sizeof err);
+    settings_free(&builtin);
+    if (rc < 0 || (rc == 0 && final)) {
+        if (c) cfs_set_error(c, "%s", err);
+        return -EINVAL;
+    }
+    if (rc == 0 || !final) {
+        if (rc > 0) settings_free(&st);
+        return 0; /* a check at write time */
+    }
+    conv_settings *dst = c ? &c->st : &fs->defaults;
+    if (settings_equal(dst, &st)) {
+        settings_free(&st);
+        return 0;
+    }
+    settings_free(dst);
+    *dst = st;
+    char *json = settings_render(dst);
+    if (c) c->mtime_settings = cfs_now_ns();
+    else fs->mtime_settings = cfs_now_ns();
+    if (fs->st && json) {
+        if (c && store_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
+        if (!c) store_set_global(fs->st, "settings", json, err, sizeof err);
+    }
+    free(json);
+    return 0;
+}
+
+/* ctl: whitespace-separated verbs. final=0 checks (a last word may still be growing). */
+int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
+    char *copy = cfs_memdup0(text, len), *save = NULL;
+    if (!copy) return -ENOMEM;
+    int rc = 0, stopped = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
+    for (char *w = strtok_r(copy, " \t\r\n", &save); w && !rc; w = strtok_r(NULL, " \t\r\n", &save)) {
+        int last = !final && !trailing_space && w + strlen(w) == copy + len;
+        if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
+        if (!strcmp(w, "stop")) {
+            if (final) cfs_stop_gen(fs, c);
+            stopped = 1;
+        } else if (!strcmp(w, "regenerate")) {
+            if (!final && cfs_busy(c) && !stopped) { /* "stop regenerate" is fine: it stops first */
+                cfs_set_error(c, "a reply is being generated: write 'stop' first");
+                rc = -EBUSY;
+            } else if (final) rc = regenerate(fs, c);
+        } else {
+            cfs_set_error(c, "ctl: unknown command '%.40s' (stop, regenerate)", w);
+            rc = -EINVAL;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+/* The text fits in the context together with c's history? fs->mu held; released while
+ * the engine counts. 0 or -EFBIG. */
+int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
+    size_t bytes = strlen(c->system) + len;
+    for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
+    int ctx = fs->be->context(fs->be);
+    /* a token covers at least one byte; the template adds a few per message */
+    if (bytes + 16 * (size_t)(c->n_turns + 3) < (size_t)ctx) return 0;
+    int n;
+    chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
+    char **copies = calloc(n + 1, sizeof *copies);
+    char *t = cfs_memdup0(text, cfs_strip_newline(text, len));
+    if (!m || !copies || !t) {
+        free(m), free(copies), free(t);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) m[i].content = copies[i] = strdup(m[i].content);
+    m[n] = (chat_msg){"user", t};
+    char *tmpl = c->st.template_name ? strdup(c->st.template_name) : NULL;
+    pthread_mutex_unlock(&fs->mu);
+    int tokens = fs->be->count_tokens(fs->be, m, n + 1, tmpl);
+    pthread_mutex_lock(&fs->mu);
+    for (int i = 0; i < n; i++) free(copies[i]);
+    free(copies), free(m), free(t), free(tmpl);
+    if (tokens >= ctx) {
+        cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
+        return -EFBIG;
+    }
+    return 0;
+}
+
+int cfs_is_derived(int kind) {
+    return kind == K_README || kind == K_STATS || kind == K_REPLY || kind == K_TRANSCRIPT || kind == K_STATUS ||
+           kind == K_ERROR;
+}
+
+/* data written to (or renamed onto) a file node; fs->mu held */
+int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len) {
+    conv *c = nd->c;
+    if (c && c->deleted) return -ENOENT;
+    int rc = 0;
+    switch (nd->kind) {
+    case K_MESSAGE: rc = send_message(fs, c, data, len); break;
+    case K_SYSTEM: rc = set_system(fs, c, data, len); break;
+    case K_SETTINGS: rc = cfs_set_settings(fs, c, data, len, 1); break;
+    case K_GSETTINGS: return cfs_set_settings(fs, NULL, data, len, 1);
+    case K_MESSAGES: rc = do_import(fs, c, data, len); break;
+    case K_CTL: rc = cfs_run_ctl(fs, c, data, len, 1); break;
+    case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, created); break;
+    default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
+    }
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) cfs_clear_error(c);
+    return rc;
+}

@@ -1,0 +1,171 @@
+/* conv.c - a conversation in memory: its turns, its reply stream, its error file, and
+ * saving its turns; with the clocks and buffers every part of the filesystem uses.
+ *
+ * Separate because every other part (generation, views, commits, the operations in
+ * chatfs.c) works on these objects and this layer calls none of them. The list of
+ * conversations and what names point at stay in chatfs.c. Callers hold fs->mu. */
+#include "fs/chatfs_impl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- small helpers ---- */
+
+int64_t cfs_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t cfs_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* grows *p (capacity *cap) to hold need bytes; 0 or -ENOMEM / -EFBIG */
+int cfs_reserve(char **p, size_t *cap, size_t need) {
+    if (need > MAX_BUFFER) return -EFBIG;
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    char *q = realloc(*p, c);
+    if (!q) return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+char *cfs_memdup0(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (p) {
+        if (n) memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+/* Texts are stored without the one newline that editors and echo add; files show it. */
+size_t cfs_strip_newline(const char *s, size_t n) { return n && s[n - 1] == '\n' ? n - 1 : n; }
+
+void cfs_set_error(conv *c, const char *fmt, ...) {
+    char tmp[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    free(c->error);
+    c->error = strdup(tmp);
+    c->mtime_hist = cfs_now_ns();
+}
+
+void cfs_clear_error(conv *c) {
+    if (!c->error) return;
+    free(c->error);
+    c->error = NULL;
+    c->mtime_hist = cfs_now_ns();
+}
+
+/* ---- streams ---- */
+
+stream *cfs_stream_new(void) {
+    stream *s = calloc(1, sizeof *s);
+    if (s) s->refs = 1;
+    return s;
+}
+
+void cfs_stream_unref(stream *s) {
+    if (s && --s->refs == 0) {
+        free(s->buf);
+        free(s);
+    }
+}
+
+int cfs_stream_add(stream *s, const char *t, size_t n) {
+    if (cfs_reserve(&s->buf, &s->cap, s->len + n + 1)) return -1;
+    memcpy(s->buf + s->len, t, n);
+    s->len += n;
+    return 0;
+}
+
+/* the reply file of a finished turn: its text and a newline */
+stream *cfs_stream_of_turn(const turn *t) {
+    stream *s = cfs_stream_new();
+    if (!s) return NULL;
+    s->done = 1;
+    if (t && t->len) {
+        cfs_stream_add(s, t->text, t->len);
+        cfs_stream_add(s, "\n", 1);
+    }
+    return s;
+}
+
+/* ---- conversations ---- */
+
+void cfs_conv_unref(conv *c) {
+    if (!c || --c->refs > 0) return;
+    for (int i = 0; i < c->n_turns; i++) free(c->turns[i].text);
+    free(c->turns);
+    free(c->name);
+    free(c->system);
+    free(c->error);
+    free(c->fail);
+    settings_free(&c->st);
+    cfs_stream_unref(c->reply);
+    free(c);
+}
+
+int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime) {
+    if (c->n_turns == c->cap_turns) {
+        int cap = c->cap_turns ? 2 * c->cap_turns : 8;
+        turn *p = realloc(c->turns, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        c->turns = p;
+        c->cap_turns = cap;
+    }
+    char *t = cfs_memdup0(text, len);
+    if (!t) return -ENOMEM;
+    c->turns[c->n_turns++] = (turn){user, t, len, complete, mtime};
+    return 0;
+}
+
+void cfs_turns_truncate(conv *c, int n) {
+    while (c->n_turns > n) free(c->turns[--c->n_turns].text);
+}
+
+static const turn *last_assistant(const conv *c) {
+    for (int i = c->n_turns - 1; i >= 0; i--)
+        if (!c->turns[i].user) return &c->turns[i];
+    return NULL;
+}
+
+/* The reply file shows the last assistant turn again (after an edit or a load). */
+void cfs_reset_reply(conv *c) {
+    stream *s = cfs_stream_of_turn(last_assistant(c));
+    if (!s) return;
+    cfs_stream_unref(c->reply);
+    c->reply = s;
+}
+
+int cfs_busy(const conv *c) { return c->gen != NULL; }
+
+/* Persists turns[from..] (0-based); errors only land in the error file: memory is the
+ * truth while mounted. */
+void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
+    if (!fs->st) return;
+    int n = c->n_turns - from;
+    store_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
+    if (!t) return;
+    for (int i = 0; i < n; i++) {
+        const turn *u = &c->turns[from + i];
+        t[i] = (store_turn){u->user, u->text, u->len, u->complete, u->mtime};
+    }
+    char err[256];
+    if (store_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
+        cfs_set_error(c, "%s", err);
+    free(t);
+}

@@ -1,0 +1,286 @@
+/* generation.c - a reply being generated: starting it on the engine, the engine's
+ * callbacks that grow the reply's stream and turn, saving it as it grows, stopping it,
+ * and waking the readers parked on it.
+ *
+ * Separate because this is the part that runs on the engine's threads (the callbacks
+ * take fs->mu from there) and that owns a generation's lifetime: who holds a
+ * reference, when a stopped one is detached, when chatfs_stop may return. Commits and
+ * the operations start and stop replies through cfs_start_gen and cfs_stop_gen. */
+#include "fs/chatfs_impl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/settings.h"
+
+#define SAVE_INTERVAL_NS 200000000 /* a growing reply reaches the database this often */
+
+static void gen_unref(gen *g) {
+    if (--g->refs > 0) return;
+    cfs_stream_unref(g->s);
+    cfs_conv_unref(g->c);
+    free(g);
+}
+
+void cfs_notify(chatfs *fs) {
+    if (fs->notify) fs->notify(fs->notify_ud);
+}
+
+/* for operations that may end a reply (stop, rm): readers are woken after unlocking */
+void cfs_unlock(chatfs *fs) {
+    int w = fs->wake_pending;
+    fs->wake_pending = 0;
+    pthread_mutex_unlock(&fs->mu);
+    if (w) cfs_notify(fs);
+}
+
+/* Saves the growing reply at most every SAVE_INTERVAL_NS (force: now). Called with
+ * fs->mu held; the write itself happens after unlocking, from a copy. */
+typedef struct {
+    int64_t id;
+    int idx;
+    char *text;
+    size_t len;
+    int complete;
+} pending_save;
+
+static void plan_save(chatfs *fs, gen *g, int force, pending_save *ps) {
+    ps->text = NULL;
+    if (!fs->st || g->detached || g->c->deleted || g->turn >= g->c->n_turns) return;
+    int64_t t = cfs_mono_ns();
+    if (!force && t - g->last_save < SAVE_INTERVAL_NS) return;
+    g->last_save = t;
+    const turn *u = &g->c->turns[g->turn];
+    ps->id = g->c->id;
+    ps->idx = g->turn + 1;
+    ps->len = u->len;
+    ps->complete = u->complete;
+    ps->text = cfs_memdup0(u->text, u->len);
+}
+
+static void do_save(chatfs *fs, pending_save *ps) {
+    if (!ps->text) return;
+    char err[256];
+    store_update_turn(fs->st, ps->id, ps->idx, ps->text, ps->len, ps->complete, err, sizeof err);
+    free(ps->text);
+}
+
+static void on_text(void *ud, const char *text, size_t len) {
+    gen *g = ud;
+    chatfs *fs = g->fs;
+    pending_save ps = {0};
+    pthread_mutex_lock(&fs->mu);
+    if (!g->detached) {
+        conv *c = g->c;
+        cfs_stream_add(g->s, text, len);
+        if (g->turn < c->n_turns) {
+            turn *u = &c->turns[g->turn];
+            char *p = realloc(u->text, u->len + len + 1);
+            if (p) {
+                memcpy(p + u->len, text, len);
+                u->len += len;
+                p[u->len] = 0;
+                u->text = p;
+                u->mtime = cfs_now_ns();
+            }
+        }
+        c->mtime_hist = cfs_now_ns();
+        plan_save(fs, g, 0, &ps);
+    }
+    pthread_mutex_unlock(&fs->mu);
+    do_save(fs, &ps);
+    cfs_notify(fs);
+}
+
+static void on_progress(void *ud, const gen_report *r) {
+    gen *g = ud;
+    pthread_mutex_lock(&g->fs->mu);
+    if (!g->detached) {
+        g->c->rep = *r;
+        g->c->rep.source = NULL; /* not ours to keep */
+        g->c->mtime_hist = cfs_now_ns();
+    }
+    pthread_mutex_unlock(&g->fs->mu);
+}
+
+/* Ends the reply for its readers; with fs->mu held. */
+static void finish_stream(gen *g, int failed) {
+    if (g->s->done) return;
+    g->fs->wake_pending = 1;
+    if (g->s->len) cfs_stream_add(g->s, "\n", 1);
+    g->s->done = 1;
+    g->s->failed = failed;
+}
+
+static void on_done(void *ud, const gen_report *r, const char *error) {
+    gen *g = ud;
+    chatfs *fs = g->fs;
+    pending_save ps = {0};
+    pthread_mutex_lock(&fs->mu);
+    if (!g->detached) {
+        conv *c = g->c;
+        c->rep = *r;
+        c->rep.source = NULL;
+        c->finish = r->finish;
+        if (g->turn < c->n_turns) c->turns[g->turn].complete = 1;
+        finish_stream(g, error != NULL);
+        if (error) {
+            c->state = ST_FAILED;
+            cfs_set_error(c, "%s", error);
+            free(c->fail);
+            c->fail = strdup(error);
+            fs->n_failed++;
+        } else {
+            c->state = ST_DONE;
+            fs->n_replies++;
+            if (r->finish == FINISH_CANCELLED) fs->n_stopped++;
+        }
+        c->gen = NULL;
+        c->mtime_hist = cfs_now_ns();
+        plan_save(fs, g, 1, &ps);
+        g->refs--; /* c->gen's reference; the engine's is dropped below */
+    }
+    gen_unref(g);
+    fs->wake_pending = 0;
+    pthread_mutex_unlock(&fs->mu);
+    do_save(fs, &ps);
+    cfs_notify(fs);
+    /* last: chatfs_stop waits for this, and may free what the lines above use */
+    pthread_mutex_lock(&fs->mu);
+    fs->n_running--;
+    pthread_cond_broadcast(&fs->cv);
+    pthread_mutex_unlock(&fs->mu);
+}
+
+/* Stops c's generation at once for everyone here: readers get the end of the reply,
+ * the turn stays as far as it got; the engine is told after unlocking (*cancel_id). */
+static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id, pending_save *ps) {
+    gen *g = c->gen;
+    *cancel_id = 0;
+    ps->text = NULL;
+    if (!g) return;
+    if (g->turn < c->n_turns) c->turns[g->turn].complete = 1;
+    plan_save(fs, g, 1, ps);
+    finish_stream(g, 0);
+    g->detached = 1;
+    if (g->id) *cancel_id = g->id;
+    else g->cancel_pending = 1;
+    c->gen = NULL;
+    c->state = ST_DONE;
+    c->finish = FINISH_CANCELLED;
+    c->mtime_hist = cfs_now_ns();
+    fs->n_stopped++;
+    gen_unref(g); /* c->gen's reference */
+}
+
+static void cancel_after(chatfs *fs, uint64_t id, pending_save *ps) {
+    do_save(fs, ps);
+    if (id) fs->be->cancel(fs->be, id);
+}
+
+void cfs_stop_gen(chatfs *fs, conv *c) {
+    uint64_t id;
+    pending_save ps;
+    detach_gen(fs, c, &id, &ps);
+    pthread_mutex_unlock(&fs->mu);
+    cancel_after(fs, id, &ps);
+    pthread_mutex_lock(&fs->mu);
+}
+
+/* Builds the engine's message list from c (system first); pointers into c. */
+chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n) {
+    chat_msg *m = calloc(n_turns + 2, sizeof *m);
+    if (!m) return NULL;
+    int k = 0;
+    if (c->system[0]) m[k++] = (chat_msg){"system", c->system};
+    for (int i = 0; i < n_turns; i++) m[k++] = (chat_msg){c->turns[i].user ? "user" : "assistant", c->turns[i].text};
+    *n = k;
+    return m;
+}
+
+/* Starts a reply to c's history, whose last turn is the user's. Called with fs->mu
+ * held; releases it around the engine call. drop_user: the user turn was added for this
+ * request and goes away again if the engine refuses it. 0 or -errno. */
+int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
+    int n;
+    chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
+    gen *g = calloc(1, sizeof *g);
+    stream *s = cfs_stream_new();
+    char **copies = calloc(n + 1, sizeof *copies);
+    if (!m || !g || !s || !copies || cfs_turn_push(c, 0, "", 0, 0, cfs_now_ns())) {
+        free(m), free(g), free(copies), cfs_stream_unref(s);
+        return -ENOMEM;
+    }
+    /* the engine copies the request, but the texts may change once we unlock */
+    for (int i = 0; i < n; i++) m[i].content = copies[i] = strdup(m[i].content);
+    conv_settings st;
+    settings_copy(&st, &c->st);
+    gen_settings gs;
+    settings_to_gen(&st, &gs);
+    char session[32];
+    snprintf(session, sizeof session, "conversation-%lld", (long long)c->id);
+    gs.session = session;
+
+    *g = (gen){fs, c, s, c->n_turns - 1, 3, 0, 0, 0, cfs_mono_ns()}; /* refs: c->gen, engine, this function */
+    c->refs++;
+    s->refs++;
+    cfs_stream_unref(c->reply);
+    c->reply = s;
+    c->gen = g;
+    c->state = ST_BUSY;
+    memset(&c->rep, 0, sizeof c->rep);
+    c->rep.phase = GEN_QUEUED;
+    c->finish = FINISH_NONE;
+    cfs_clear_error(c);
+    c->mtime_hist = cfs_now_ns();
+    c->fresh_tid = 0;
+    cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0);
+    fs->n_running++;
+
+    gen_callbacks cb = {on_text, on_progress, on_done, g};
+    char err[512] = "";
+    pthread_mutex_unlock(&fs->mu);
+    int tokens = fs->be->count_tokens(fs->be, m, n, st.template_name);
+    int ctx = fs->be->context(fs->be);
+    uint64_t id = 0;
+    if (tokens < 0) snprintf(err, sizeof err, "the conversation cannot be rendered with its chat template");
+    else if (tokens >= ctx)
+        snprintf(err, sizeof err, "the conversation has %d tokens, more than the context of %d", tokens, ctx);
+    else id = fs->be->submit(fs->be, m, n, &gs, &cb, err, sizeof err);
+    pthread_mutex_lock(&fs->mu);
+    for (int i = 0; i < n; i++) free(copies[i]);
+    free(copies);
+    free(m);
+    settings_free(&st);
+    int rc = 0;
+    if (!id) {
+        /* refused at once: no callback will come */
+        fs->n_running--;
+        pthread_cond_broadcast(&fs->cv);
+        if (!g->detached) {
+            finish_stream(g, 1); /* a reader that already opened the reply gets EIO */
+            g->detached = 1;
+            c->gen = NULL;
+            g->refs--;
+            cfs_turns_truncate(c, c->n_turns - 1 - (drop_user ? 1 : 0));
+            cfs_save_turns(fs, c, c->n_turns, 0);
+            cfs_reset_reply(c);
+            c->state = ST_IDLE;
+            cfs_set_error(c, "%s", err);
+        }
+        g->refs--; /* the engine's */
+        rc = tokens >= ctx ? -EFBIG : -EIO;
+    } else {
+        g->id = id;
+        if (g->cancel_pending) {
+            pthread_mutex_unlock(&fs->mu);
+            fs->be->cancel(fs->be, id);
+            pthread_mutex_lock(&fs->mu);
+        }
+    }
+    gen_unref(g); /* this function's */
+    return rc;
+}

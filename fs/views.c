@@ -1,0 +1,225 @@
+/* views.c - what each file reads as: a node's content (README, settings, reply,
+ * system, transcript.md, messages.json, status, error, turns, scratch files) rendered
+ * into a buffer, and stats.json.
+ *
+ * Separate because reading changes nothing: these functions only look at the state, so
+ * the formats can change without touching the rules for writing. chatfs.c renders for
+ * reads, for sizes (a file's size is its rendered length) and for the text a writer
+ * starts from. */
+#include "fs/chatfs_impl.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/settings.h"
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void sb_fmt(sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sb_add(b, tmp, n < (int)sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void add_turn_text(sbuf *b, const char *t, size_t n) {
+    sb_add(b, t, n);
+    if (n) sb_add(b, "\n", 1);
+}
+
+static void render_transcript(const conv *c, sbuf *b) {
+    if (c->system[0]) {
+        sb_str(b, "## system\n\n");
+        add_turn_text(b, c->system, strlen(c->system));
+        sb_str(b, "\n");
+    }
+    for (int i = 0; i < c->n_turns; i++) {
+        const turn *t = &c->turns[i];
+        int running = c->gen && c->gen->turn == i;
+        sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
+        if (running) {
+            sb_add(b, t->text, t->len); /* grows at the end while it generates */
+            continue;
+        }
+        add_turn_text(b, t->text, t->len);
+        if (!t->complete) sb_str(b, "\n*(incomplete: the daemon stopped while it generated)*\n");
+        sb_str(b, "\n");
+    }
+}
+
+/* one message per line: readable, and diff/grep-friendly */
+static void add_message_json(sbuf *b, const char *role, const char *content, int *first) {
+    cJSON *str = cJSON_CreateString(content);
+    char *t = str ? cJSON_PrintUnformatted(str) : NULL;
+    cJSON_Delete(str);
+    if (!t) {
+        b->oom = 1;
+        return;
+    }
+    sb_fmt(b, "%s{\"role\": \"%s\", \"content\": ", *first ? "\n  " : ",\n  ", role);
+    sb_str(b, t);
+    sb_str(b, "}");
+    cJSON_free(t);
+    *first = 0;
+}
+
+static void render_messages(const conv *c, sbuf *b) {
+    int first = 1;
+    sb_str(b, "[");
+    if (c->system[0]) add_message_json(b, "system", c->system, &first);
+    for (int i = 0; i < c->n_turns; i++)
+        add_message_json(b, c->turns[i].user ? "user" : "assistant", c->turns[i].text, &first);
+    sb_str(b, first ? "]\n" : "\n]\n");
+}
+
+static const char *finish_note(int finish) {
+    switch (finish) {
+    case FINISH_CANCELLED: return " (stopped)";
+    case FINISH_LENGTH: return " (max_tokens)";
+    case FINISH_CONTEXT: return " (context full)";
+    case FINISH_STOP: return " (stop string)";
+    default: return "";
+    }
+}
+
+static void render_status(const conv *c, sbuf *b) {
+    const gen_report *r = &c->rep;
+    if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
+    else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
+    else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
+        sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
+               r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
+    else if (c->state == ST_BUSY) sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
+    else if (c->state == ST_DONE)
+        sb_fmt(b, "done %d tokens %.1f tok/s reused %d/%d%s", r->generated_tokens, r->decode_tokens_per_s,
+               r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
+    else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
+        sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");
+    else sb_str(b, "idle");
+    sb_str(b, "\n");
+}
+
+static const char readme_text[] =
+    "chatfs - conversations with a local language model as files\n"
+    "\n"
+    "  mkdir NAME                      a new conversation (mv renames it, rm -r deletes it)\n"
+    "  echo 'Hello' > NAME/message     send a message (when the writer closes the file)\n"
+    "  cat NAME/reply                  the reply, streamed while it is generated\n"
+    "  cat NAME/status                 idle | queued | prefill ... | generating ... | done ... | error: ...\n"
+    "  tail -f NAME/transcript.md      the whole conversation as it grows\n"
+    "  echo stop > NAME/ctl            stop the reply; 'regenerate' makes a new one\n"
+    "  NAME/turns/NNN-user.md          the history: rewrite a user turn to regenerate from there;\n"
+    "                                  rm the last assistant turn + 'regenerate' to re-roll it\n"
+    "  NAME/system, NAME/settings.json the system prompt and generation settings (read-write)\n"
+    "  NAME/messages.json              the history in the OpenAI format; write it to import\n"
+    "  NAME/error                      why the last thing failed (empty when fine)\n"
+    "  cp -r NAME COPY                 fork a conversation (it reuses NAME's checkpoints)\n"
+    "  settings.json                   defaults for new conversations\n"
+    "  stats.json                      engine and checkpoint counters\n"
+    "\n"
+    "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
+    "the context EFBIG, a bad settings.json or messages.json EINVAL; the reason is in error.\n";
+
+/* Renders the content of a file node into b. fs->mu held. */
+int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
+    conv *c = nd->c;
+    switch (nd->kind) {
+    case K_README: sb_str(b, readme_text); break;
+    case K_GSETTINGS: {
+        char *t = settings_render(&fs->defaults);
+        if (t) sb_str(b, t);
+        free(t);
+        break;
+    }
+    case K_MESSAGE:
+    case K_CTL: break;
+    case K_REPLY: sb_add(b, c->reply ? c->reply->buf : "", c->reply ? c->reply->len : 0); break;
+    case K_SYSTEM: add_turn_text(b, c->system, strlen(c->system)); break;
+    case K_SETTINGS: {
+        char *t = settings_render(&c->st);
+        if (t) sb_str(b, t);
+        free(t);
+        break;
+    }
+    case K_TRANSCRIPT: render_transcript(c, b); break;
+    case K_MESSAGES: render_messages(c, b); break;
+    case K_STATUS: render_status(c, b); break;
+    case K_ERROR:
+        if (c->error) {
+            sb_str(b, c->error);
+            sb_str(b, "\n");
+        }
+        break;
+    case K_TURN: {
+        const turn *t = &c->turns[nd->turn];
+        if (c->gen && c->gen->turn == nd->turn) sb_add(b, t->text, t->len);
+        else add_turn_text(b, t->text, t->len);
+        break;
+    }
+    case K_SCRATCH: sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;
+    case K_STATS: break; /* rendered outside the lock: see cfs_stats_text */
+    default: return -EISDIR;
+    }
+    return b->oom ? -ENOMEM : 0;
+}
+
+char *cfs_stats_text(chatfs *fs, size_t *len) {
+    char *engine = fs->be->stats_json(fs->be); /* the engine's lock, not ours */
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "backend", fs->be->name);
+    cJSON *e = engine ? cJSON_Parse(engine) : NULL;
+    cJSON_AddItemToObject(o, "engine", e ? e : cJSON_CreateObject());
+    free(engine);
+    cJSON *f = cJSON_AddObjectToObject(o, "filesystem");
+    pthread_mutex_lock(&fs->mu);
+    int busy_n = 0, scratch_n = 0;
+    for (int i = 0; i < fs->n_convs; i++) busy_n += cfs_busy(fs->convs[i]);
+    for (scratch *s = fs->scratch; s; s = s->next) scratch_n++;
+    cJSON_AddNumberToObject(f, "conversations", fs->n_convs);
+    cJSON_AddNumberToObject(f, "generating", busy_n);
+    cJSON_AddNumberToObject(f, "messages_sent", (double)fs->n_sent);
+    cJSON_AddNumberToObject(f, "regenerations", (double)fs->n_regenerated);
+    cJSON_AddNumberToObject(f, "replies_finished", (double)fs->n_replies);
+    cJSON_AddNumberToObject(f, "replies_stopped", (double)fs->n_stopped);
+    cJSON_AddNumberToObject(f, "replies_failed", (double)fs->n_failed);
+    cJSON_AddNumberToObject(f, "imports", (double)fs->n_imports);
+    cJSON_AddNumberToObject(f, "scratch_files", scratch_n);
+    pthread_mutex_unlock(&fs->mu);
+    char *t = cJSON_Print(o);
+    cJSON_Delete(o);
+    size_t n = t ? strlen(t) : 0;
+    char *out = t ? malloc(n + 2) : NULL;
+    if (out) {
+        memcpy(out, t, n);
+        out[n] = '\n';
+        out[n + 1] = 0;
+        *len = n + 1;
+    }
+    cJSON_free(t);
+    return out;
+}
