@@ -145,18 +145,21 @@ $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
 fuzz-chatfs: $(FUZZ_FS_BIN)
 	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
 
-# make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_SECONDS
-# (a crash, leak or failed check fails it and leaves the input in build-fuzz/crash-* or
-# leak-*; CHATFS_FUZZ_TRACE=1 build-fuzz/fuzz_chatfs FILE shows what a script does). Their
-# output goes to build-fuzz/*.log: piped into tail, a crash would not fail make.
-FUZZ_SMOKE_SECONDS ?= 20
+# make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_RUNS
+# inputs (about 20 s), both from a fixed seed so that a given checkout always runs the same
+# inputs: a smoke run in make test checks that nothing known breaks; finding new bugs is
+# what make fuzz / fuzz-chatfs are for. A crash, leak or failed check fails it and leaves
+# the input in build-fuzz/crash-* or leak-* (CHATFS_FUZZ_TRACE=1 build-fuzz/fuzz_chatfs FILE
+# shows what a script does). Their output goes to build-fuzz/*.log: piped into tail, a
+# crash would not fail make.
+FUZZ_SMOKE_RUNS ?= 3000
 .PHONY: fuzz-smoke
 fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
-	$(FUZZ_BIN) -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
+	$(FUZZ_BIN) -seed=1 -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_gguf.log; exit 1; }
 	@tail -n 2 build-fuzz/fuzz_gguf.log
-	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SMOKE_SECONDS) >build-fuzz/fuzz_chatfs.log 2>&1 || \
+	$(FUZZ_FS_RUN) -seed=1 -runs=$(FUZZ_SMOKE_RUNS) >build-fuzz/fuzz_chatfs.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_chatfs.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_chatfs.log
 
