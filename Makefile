@@ -125,6 +125,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
 	@mkdir -p build-fuzz/corpus
 	clang -std=gnu11 -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_gguf.c engine/gguf.c
 fuzz: $(FUZZ_BIN)
+	@mkdir -p build-fuzz/corpus
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
 
@@ -143,6 +144,7 @@ $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
 	    $(shell pkg-config --libs libcjson sqlite3) -lm -pthread
 fuzz-chatfs: $(FUZZ_FS_BIN)
+	@mkdir -p build-fuzz/corpus-chatfs
 	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
 
 # make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_RUNS
@@ -155,6 +157,7 @@ fuzz-chatfs: $(FUZZ_FS_BIN)
 FUZZ_SMOKE_RUNS ?= 3000
 .PHONY: fuzz-smoke
 fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN)
+	@mkdir -p build-fuzz/corpus build-fuzz/corpus-chatfs
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -seed=1 -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_gguf.log; exit 1; }
