@@ -148,9 +148,10 @@ fuzz-chatfs: $(FUZZ_FS_BIN)
 	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
 
 # make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_RUNS
-# inputs (about 20 s), both from a fixed seed so that a given checkout always runs the same
-# inputs: a smoke run in make test checks that nothing known breaks; finding new bugs is
-# what make fuzz / fuzz-chatfs are for. A crash, leak or failed check fails it and leaves
+# inputs (about 20 s), both from a fixed seed: a smoke run in make test checks that nothing
+# known breaks, and finding new bugs is what make fuzz / fuzz-chatfs are for. (The
+# conversation target's engine thread still makes its coverage, and so its later inputs,
+# vary a little from run to run.) A crash, leak or failed check fails it and leaves
 # the input in build-fuzz/crash-* or leak-* (CHATFS_FUZZ_TRACE=1 build-fuzz/fuzz_chatfs FILE
 # shows what a script does). Their output goes to build-fuzz/*.log: piped into tail, a
 # crash would not fail make.
