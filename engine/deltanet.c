@@ -26,13 +26,6 @@ size_t gdn_conv_floats(const gdn_layer *l) {
 }
 size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v * l->d_k; }
 
-/* causal convolution then SiLU, row by row */
-static void conv_silu(float *conv_state, const float *w, int C, int K, const float *in, int in_stride, float *out,
-                      int out_stride, int n) {
-    conv_causal(conv_state, w, C, K, in, (size_t)in_stride, out, (size_t)out_stride, n);
-    for (int t = 0; t < n; t++) vec_silu(out + (size_t)t * out_stride, out + (size_t)t * out_stride, C);
-}
-
 /* q, k = x / sqrt(sum(x^2) + eps), formed as llama.cpp (release 0ad4a86) forms it:
  * RMSNorm with eps/n, then a scale by 1/sqrt(n). (Older releases used
  * x / max(|x|, eps); the two differ only in rounding and for tiny |x|.) */
@@ -107,14 +100,11 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
         }
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
-        if (conv_capture)
-            conv_state_after(conv_capture, conv, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
-                             sg->capture);
-        conv_silu(conv, l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
-                  C + (size_t)sg->row0 * conv_dim, conv_dim, sg->n);
-        for (int t = 0; t < sg->n; t++) {
+        seg_conv_causal(sg, l->rec_slot, l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
+                        C + (size_t)sg->row0 * conv_dim, conv_dim);
+        for (int t = 0; t < sg->n; t++) { /* c = silu(conv), then q and k L2-normalised */
             float *c = C + (size_t)(sg->row0 + t) * conv_dim;
+            vec_silu(c, c, conv_dim);
             for (int hk = 0; hk < Hk; hk++) {
                 gdn_l2norm(c + (size_t)hk * dk, dk, l->eps);
                 gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);

@@ -78,11 +78,8 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
-        if (conv_capture)
-            conv_state_after(conv_capture, conv, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D, sg->capture);
-        conv_causal(conv, l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D, X + (size_t)sg->row0 * D, D,
-                    sg->n);
+        seg_conv_causal(sg, l->rec_slot, l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D,
+                        X + (size_t)sg->row0 * D, D);
     }
     for (int r = 0; r < N; r++) {
         float *xr = X + (size_t)r * D;

@@ -110,12 +110,8 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
-        if (conv_capture)
-            conv_state_after(conv_capture, conv, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner,
-                             d_in_proj, sg->capture);
-        conv_causal(conv, l->conv_w, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner, d_in_proj,
-                    XBC + (size_t)sg->row0 * cd, cd, sg->n);
+        seg_conv_causal(sg, l->rec_slot, l->conv_w, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner,
+                        d_in_proj, XBC + (size_t)sg->row0 * cd, cd);
         for (int t = 0; t < sg->n; t++) {
             float *r = XBC + (size_t)(sg->row0 + t) * cd;
             if (l->conv_b)

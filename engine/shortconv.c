@@ -28,9 +28,8 @@ void shortconv_forward(const shortconv_layer *l, const segment *segs, int n_segs
     }
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        float *conv = state_conv(sg->state, l->rec_slot), *conv_capture = seg_capture_at(sg, conv);
-        if (conv_capture) conv_state_after(conv_capture, conv, E, l->l_cache, W + (size_t)sg->row0 * E, E, sg->capture);
-        conv_causal(conv, l->conv_w, E, l->l_cache, W + (size_t)sg->row0 * E, E, Y + (size_t)sg->row0 * E, E, sg->n);
+        seg_conv_causal(sg, l->rec_slot, l->conv_w, E, l->l_cache, W + (size_t)sg->row0 * E, E,
+                        Y + (size_t)sg->row0 * E, E);
     }
     for (int r = 0; r < N; r++) {
         const float *c = BCX + (size_t)r * 3 * E + E;

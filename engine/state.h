@@ -45,6 +45,16 @@ static inline float *seg_capture_at(const segment *sg, const float *live) {
     return sg->capture > 0 ? sg->capture_rec + (live - sg->state->rec) : NULL;
 }
 
+/* conv_causal over a segment's rows on its state's conv slot; when the segment
+ * captures, the window after sg->capture rows goes to the capture first (it must see
+ * the state before the rows move it). */
+static inline void seg_conv_causal(const segment *sg, int slot, const float *w, int C, int K, const float *in,
+                                   size_t in_stride, float *out, size_t out_stride) {
+    float *state = state_conv(sg->state, slot), *captured = seg_capture_at(sg, state);
+    if (captured) conv_state_after(captured, state, C, K, in, in_stride, sg->capture);
+    conv_causal(state, w, C, K, in, in_stride, out, out_stride, sg->n);
+}
+
 /* KV floats per token over all attention layers (K and V). */
 size_t state_kv_floats_per_token(const model *m);
 /* Copies KV rows [p0, p1) out of / into a flat buffer laid out slot by slot, K rows
