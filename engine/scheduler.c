@@ -98,14 +98,21 @@ static int restore_prompt(chat_engine *e, request *r) {
     return k == r->n_prompt && r->hit.has_logits;
 }
 
+/* r's mark at position `at`, taken (marks before it were passed by a copy or a
+ * restore), or NULL when r has none there. */
+static const pc_mark *take_mark(request *r, int at) {
+    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++;
+    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return NULL;
+    return &r->marks[r->next_mark++];
+}
+
 /* After a slice: a checkpoint when the state stands on r's next mark. The store copies
  * what it keeps; the live state goes on untouched. */
 static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
     if (!use_cache(e, r)) return;
     const int at = r->state->n_past;
-    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++; /* passed by a copy */
-    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return;
-    const pc_mark *mk = &r->marks[r->next_mark++];
+    const pc_mark *mk = take_mark(r, at);
+    if (!mk) return;
     const int with_logits = at == r->n_prompt && logits_ready;
     pthread_mutex_lock(&e->cache_lock);
     int rc = pc_save(e->cs, r->state, r->prompt, r->h, at, with_logits ? r->logits : NULL, mk->kind, r->s.session);
@@ -121,9 +128,8 @@ static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
 static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
     if (row->capture <= 0 || !use_cache(e, r)) return;
     const int at = r->state->n_past - row->n_tokens + row->capture;
-    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++;
-    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return;
-    const pc_mark *mk = &r->marks[r->next_mark++];
+    const pc_mark *mk = take_mark(r, at);
+    if (!mk) return;
     pthread_mutex_lock(&e->cache_lock);
     int rc = pc_save_rec(e->cs, r->state, row->capture_rec, r->prompt, r->h, at, mk->kind, r->s.session);
     pthread_mutex_unlock(&e->cache_lock);
@@ -389,13 +395,15 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             const int logits = done + k == r->n_prompt && !r->post;
             e->rows[n] = (batch_seq){.state = r->state, .tokens = r->prompt + done, .n_tokens = k, .logits = logits,
                                      .out = r->logits};
-            if (capture > done && capture < done + k && capture_room(e, n)) {
-                e->rows[n].capture = capture - done;
-                e->rows[n].capture_rec = e->capture[n];
-            } else if (capture > done && capture < done + k) {
-                k = capture - done; /* no memory for a capture: the slice stops at the mark */
-                e->rows[n].n_tokens = k;
-                e->rows[n].logits = 0;
+            if (capture > done && capture < done + k) {
+                if (capture_room(e, n)) {
+                    e->rows[n].capture = capture - done;
+                    e->rows[n].capture_rec = e->capture[n];
+                } else { /* no memory for a capture: the slice stops at the mark */
+                    k = capture - done;
+                    e->rows[n].n_tokens = k;
+                    e->rows[n].logits = 0;
+                }
             }
             e->row_of[n++] = r;
             budget -= k;
