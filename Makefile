@@ -122,7 +122,7 @@ chatfs-asan: $(LIB_SRC) $(CLI_SRC)
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build-fuzz/fuzz_gguf
 $(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
-	@mkdir -p build-fuzz/corpus
+	@mkdir -p $(dir $@)
 	clang -std=gnu11 -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_gguf.c engine/gguf.c
 fuzz: $(FUZZ_BIN)
 	@mkdir -p build-fuzz/corpus
@@ -139,7 +139,7 @@ FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/conv.c fs/generation.c fs
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
-	@mkdir -p build-fuzz/corpus-chatfs
+	@mkdir -p $(dir $@)
 	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
 	    $(shell pkg-config --libs libcjson sqlite3) -lm -pthread
