@@ -36,13 +36,15 @@ static float scalar_sum(const float *x, size_t n) {
 }
 
 static const kernel_ops scalar_ops; /* all NULL: ops.c's reference code */
-const kernel_isa kernels_scalar = {"scalar", scalar_supported, scalar_gemm, scalar_sum, &scalar_ops, NULL};
+const kernel_isa kernels_scalar = {
+    .name = "scalar", .supported = scalar_supported, .gemm = scalar_gemm, .sum = scalar_sum, .ops = &scalar_ops};
 
 /* ---------------------------------------------------------------- selection */
 
-extern const kernel_isa kernels_avx2, kernels_avx512;
+extern const kernel_isa kernels_avx2, kernels_avx512, kernels_amx;
 
-static const kernel_isa *const all_isas[] = {&kernels_avx512, &kernels_avx2, &kernels_scalar};
+/* best first; "auto" takes the first supported set that is not opt-in */
+static const kernel_isa *const all_isas[] = {&kernels_avx512, &kernels_amx, &kernels_avx2, &kernels_scalar};
 #define N_ISAS (sizeof all_isas / sizeof all_isas[0])
 
 /* Atomic: the first forward pass may choose it on the pool's threads at once (every
@@ -53,7 +55,8 @@ int kernels_select(const char *name) {
     for (size_t i = 0; i < N_ISAS; i++) {
         const kernel_isa *k = all_isas[i];
         if (!k->supported()) continue;
-        if (!name || !*name || strcmp(name, "auto") == 0 || strcmp(name, k->name) == 0) {
+        const int any = !name || !*name || strcmp(name, "auto") == 0;
+        if ((any && !k->opt_in) || (name && strcmp(name, k->name) == 0)) {
             atomic_store_explicit(&active, k, memory_order_release);
             return 1;
         }
@@ -83,9 +86,17 @@ const char *const *kernels_available(void) {
     return names;
 }
 
-float kernels_sum_floats(const float *x, size_t n) { return isa()->sum(x, n); }
+/* a member of the active set, or of the set it extends when it leaves that one NULL */
+#define MEMBER(k, m) ((k)->m || !(k)->base ? (k)->m : (k)->base->m)
 
-const kernel_ops *kernels_ops(void) { return isa()->ops; }
+float kernels_sum_floats(const float *x, size_t n) { return MEMBER(isa(), sum)(x, n); }
+
+const kernel_ops *kernels_ops(void) { return MEMBER(isa(), ops); }
+
+int kernels_blockint(uint32_t wt) {
+    const kernel_isa *k = isa();
+    return k->blockint && k->blockint(wt);
+}
 
 /* ---------------------------------------------------------------- activations */
 
@@ -133,7 +144,8 @@ static void prepare_row(const kact *x, const float *src, int t) {
     uint8_t *row = (uint8_t *)kact_row(x, t), *aux = row + x->aux_off;
     const int64_t n = x->n;
     const kernel_isa *k = isa();
-    if (k->prep_row && k->prep_row(x->dot_type, src, row, aux, n)) return;
+    int (*prep)(uint32_t, const float *, void *, void *, int64_t) = MEMBER(k, prep_row);
+    if (prep && prep(x->dot_type, src, row, aux, n)) return;
     quantize_activation(x->dot_type, src, row, n);
     switch (x->dot_type) {
     case GGML_Q8_0: {
@@ -195,7 +207,9 @@ static void prepare_job(void *arg, int ith, int nth) {
 
 /* Prepares X for wt into buf (kact_bytes long); in parallel over tokens when T > 1. */
 static void prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf, int parallel) {
+    static _Atomic uint64_t serials;
     kact_layout(x, wt, n, T);
+    x->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
     if (x->dot_type == GGML_F32) {
         x->base = (const uint8_t *)X;
         return;
@@ -212,9 +226,20 @@ void kact_prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *
     prepare(x, wt, X, n, T, buf, 0);
 }
 
+void kernels_gemm_reference(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    if (!kernels_blockint(W->type)) {
+        scalar_gemm(W, r0, r1, x, Y, ldy);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) /* blockint types: Q8_0 */
+        for (int t = 0; t < x->T; t++)
+            Y[t * ldy + r] = vec_dot_q8_0_blockint(
+                W->n_in, (const block_q8_0 *)((const uint8_t *)W->data + (size_t)r * W->row_bytes), kact_row(x, t));
+}
+
 void kernels_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     if (r1 <= r0 || x->T <= 0) return;
-    if (!isa()->gemm(W, r0, r1, x, Y, ldy)) scalar_gemm(W, r0, r1, x, Y, ldy);
+    if (!isa()->gemm(W, r0, r1, x, Y, ldy)) kernels_gemm_reference(W, r0, r1, x, Y, ldy);
 }
 
 /* ---------------------------------------------------------------- driver */

@@ -8,8 +8,14 @@
  * the SIMD kernels are free to process many rows and tokens at once and to reorder
  * loops, never the order in which one output's terms are added.
  *
+ * One exception, opt-in (CHATFS_ISA=amx): the AMX set computes Q8_0 weights in the
+ * block-integer order (vec_dot_q8_0_blockint), because tile multiplies give whole block
+ * sums; it is bit for bit the same for every number of tokens, and kernels_blockint()
+ * tells which order the active set uses.
+ *
  * Where the kernels are, by type and instruction set:
  *   kernels.c         driver (activation preparation, thread split) + the scalar set
+ *   kernels_amx.c     AMX tiles: Q8_0 (block-integer order); the rest is the AVX-512 set's
  *   kernels_avx512.c  AVX-512 F/BW/VL/DQ + VNNI: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1,
  *                     Q5_1, Q4_K, Q5_K, Q6_K
  *   kernels_avx2.c    AVX2 + FMA + F16C: the same types
@@ -66,6 +72,7 @@ typedef struct {
     int T;
     const uint8_t *base;
     size_t stride, aux_off;
+    uint64_t serial; /* unique to this preparation: a kernel may cache a re-layout of it */
 } kact;
 
 static inline const void *kact_row(const kact *x, int t) { return x->base + (size_t)t * x->stride; }
@@ -95,7 +102,7 @@ const kernel_ops *kernels_ops(void);
 /* An instruction-set kernel set. gemm computes Y[t*ldy + r] for r in [r0, r1) and t < T
  * and returns 1, or returns 0 without writing when it does not handle the weight type
  * or row length (the scalar reference runs then). */
-typedef struct {
+typedef struct kernel_isa {
     const char *name;
     int (*supported)(void);
     int (*gemm)(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
@@ -104,20 +111,34 @@ typedef struct {
     /* optional: one activation row into the dot type (exactly quantize_activation) and the
      * kact aux data; returns 0 for dot types it does not handle */
     int (*prep_row)(uint32_t dot_type, const float *x, void *row, void *aux, int64_t n);
+    /* optional: a set this one extends; it supplies the members left NULL here */
+    const struct kernel_isa *base;
+    /* optional: 1 for the weight types this set computes in the block-integer order
+     * (quant.h vec_dot_q8_0_blockint) instead of llama.cpp's (vec_dot_ref) */
+    int (*blockint)(uint32_t wt);
+    /* 1: never chosen by "auto", only by name (its results are not llama.cpp's bits) */
+    int opt_in;
 } kernel_isa;
 
-/* Picks the kernel set: "auto" (best the CPU supports), "scalar", "avx2", "avx512".
+/* Picks the kernel set: "auto" (best the CPU supports, opt-in sets aside), "scalar", "avx2",
+ * "avx512", "amx" (opt-in: block-integer order for Q8_0).
  * Also read from the CHATFS_ISA environment variable at first use. Returns 0 if the
  * named set is unknown or unsupported by this CPU. */
 int kernels_select(const char *name);
 const char *kernels_name(void);
-/* Names of the sets this CPU can run, best first; NULL-terminated. */
+/* Names of the sets this CPU can run, best first (the first is what "auto" picks, opt-in
+ * sets follow it); NULL-terminated. */
 const char *const *kernels_available(void);
 
 /* For tests: prepares the activations of T rows of n floats for weights of type wt into
  * a buffer of kact_bytes() bytes, and runs the active set's gemm (or the reference) on
  * rows [r0, r1). */
 size_t kact_bytes(uint32_t wt, int64_t n, int T);
+/* 1 when the active set computes weights of type wt in the block-integer order */
+int kernels_blockint(uint32_t wt);
+/* The scalar reference of the active set's arithmetic for wt (vec_dot_ref, or the
+ * block-integer order), on rows [r0, r1): what kernels_gemm must return bit for bit. */
+void kernels_gemm_reference(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
 void kact_prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf);
 void kernels_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
 

@@ -661,4 +661,5 @@ static float avx2_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx2 = {"avx2", avx2_supported, avx2_gemm, avx2_sum, &avx2_ops, NULL};
+const kernel_isa kernels_avx2 = {
+    .name = "avx2", .supported = avx2_supported, .gemm = avx2_gemm, .sum = avx2_sum, .ops = &avx2_ops};

@@ -1096,5 +1096,9 @@ static float avx512_sum(const float *x, size_t n) {
     return s;
 }
 
-const kernel_isa kernels_avx512 = {"avx512", avx512_supported, avx512_gemm, avx512_sum, &avx512_ops,
-                                   avx512_prep_row};
+const kernel_isa kernels_avx512 = {.name = "avx512",
+                                   .supported = avx512_supported,
+                                   .gemm = avx512_gemm,
+                                   .sum = avx512_sum,
+                                   .ops = &avx512_ops,
+                                   .prep_row = avx512_prep_row};

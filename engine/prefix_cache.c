@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/kernels.h"
 #include "store/hash.h"
 
 /* Bump when the layout of seq_state (KV rows, recurrent blob) changes meaning. */
@@ -40,6 +41,12 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
             hash64_update(&h, d + nb - SAMPLE_BYTES, SAMPLE_BYTES);
         }
     }
+    /* The arithmetic: a set that sums some weight type in the block-integer order
+     * (kernels.h) gives other last bits, and a state computed one way must not continue
+     * the other (llama.cpp's order adds nothing, so earlier fingerprints stay valid). */
+    int blockint = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) blockint |= kernels_blockint(f->tensors[i].type);
+    if (blockint) hash64_update(&h, "arith:blockint", 14);
     /* the sequence-state shape this build derives from the file */
     int shape[4] = {m->n_kv_slots, m->n_rec_slots, (int)m->rec_floats, m->trimmable};
     hash64_update(&h, shape, sizeof shape);

@@ -265,6 +265,16 @@ static float dot_blocks_i8(int64_t nb, const int8_t *(*block)(const void *, int6
     return hsum8(acc);
 }
 
+float vec_dot_q8_0_blockint(int64_t n, const block_q8_0 *w, const block_q8_0 *x) {
+    float acc = 0;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < QK8_0; j++) isum += w[b].qs[j] * x[b].qs[j];
+        acc = fmaf((float)isum, fp16_to_f32(w[b].d) * fp16_to_f32(x[b].d), acc);
+    }
+    return acc;
+}
+
 static const int8_t *q8_0_block(const void *w, int64_t i, int8_t *tmp) {
     (void)tmp;
     return ((const block_q8_0 *)w)[i].qs;

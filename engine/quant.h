@@ -104,6 +104,13 @@ void quantize_activation(uint32_t dot_type, const float *x, void *dst, int64_t n
  * rounded to 8 bits, so one ulp here can move a small model's logits visibly. */
 float vec_dot_ref(uint32_t wt, int64_t n, const void *w, const void *x);
 
+/* The block-integer order, the AMX kernel set's arithmetic for Q8_0 weights (kernels_amx.c):
+ * per 32-block the products are summed exactly as one integer, then accumulated block after
+ * block as acc = fma((float)isum, d_w * d_x, acc). Not llama.cpp's order (vec_dot_ref), so the
+ * two differ in the last bits; each is the reference of the kernels that use it.
+ * x: a Q8_0 activation row. */
+float vec_dot_q8_0_blockint(int64_t n, const block_q8_0 *w, const block_q8_0 *x);
+
 /* Weight quantizers (used by chatfs synth and the tests), llama.cpp's reference
  * algorithms. n is a multiple of the block size. */
 void quantize_row_q8_0_ref(const float *x, block_q8_0 *y, int64_t n);

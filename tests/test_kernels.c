@@ -83,23 +83,31 @@ static void gemm_case(uint32_t wt, int64_t n, int64_t rows, int T, int64_t r0, i
     kact x;
     kact_prepare(&x, wt, X, n, T, buf);
     float *ref = malloc(sizeof(float) * (size_t)rows * (size_t)T), *got = malloc(sizeof(float) * (size_t)rows * (size_t)T);
+    float *blockint_ref = malloc(sizeof(float) * (size_t)rows * (size_t)T);
     for (size_t i = 0; i < (size_t)rows * (size_t)T; i++) ref[i] = got[i] = 12345.f;
     kernels_select("scalar");
     kernels_gemm(&W, r0, r1, &x, ref, rows);
     for (const char *const *isa = kernels_available(); *isa; isa++) {
         if (!strcmp(*isa, "scalar")) continue;
         kernels_select(*isa);
+        float *want = ref;
+        if (kernels_blockint(wt)) { /* this set's own order for wt: its scalar reference */
+            want = blockint_ref;
+            for (size_t i = 0; i < (size_t)rows * (size_t)T; i++) want[i] = 12345.f;
+            kernels_gemm_reference(&W, r0, r1, &x, want, rows);
+        }
         for (size_t i = 0; i < (size_t)rows * (size_t)T; i++) got[i] = 12345.f;
         kernels_gemm(&W, r0, r1, &x, got, rows);
         size_t at = 0;
-        int ok = same_bits(ref, got, (size_t)rows * (size_t)T, &at);
+        int ok = same_bits(want, got, (size_t)rows * (size_t)T, &at);
         CHECK(ok, "%s %s n=%lld rows=%lld [%lld,%lld) T=%d: token %zu row %zu: %.9g vs reference %.9g", *isa,
               ggml_type_name(wt), (long long)n, (long long)rows, (long long)r0, (long long)r1, T, at / (size_t)rows,
-              at % (size_t)rows, got[at], ref[at]);
+              at % (size_t)rows, got[at], want[at]);
     }
     kernels_select("auto");
     free(ref);
     free(got);
+    free(blockint_ref);
     free(buf);
     free(X);
     free(data);
@@ -125,6 +133,10 @@ static void test_gemm_bits(void) {
             gemm_case(wt, ns[i], 7, 1, 1, 6);  /* sub-range starting on an odd row */
             gemm_case(wt, ns[i], 9, 33, 2, 9); /* many tokens */
         }
+        /* whole tiles of 16 rows (the AMX set) and a tail, from an odd first row, for one
+         * token, a few, one and two full token groups and a partial one */
+        const int tile_T[] = {1, 2, 7, 16, 17, 33};
+        for (size_t i = 0; i < sizeof tile_T / sizeof tile_T[0]; i++) gemm_case(wt, 2 * blk * 16, 53, tile_T[i], 3, 53);
         /* enough rows for several L2 chunks with many tokens */
         gemm_case(wt, blk == 1 ? 512 : 1024, blk == 1 ? 130 : 401, 29, 0, blk == 1 ? 130 : 401);
     }
@@ -167,6 +179,15 @@ static void test_prep(void) {
 }
 
 /* matmul / matmul_multi through the pool with 1 and 2 threads equal the scalar result */
+/* Y = W X by the active set's scalar reference (kernels_gemm_reference) */
+static void reference_matmul(const matrix *W, const float *X, int T, float *Y) {
+    void *buf = malloc(kact_bytes(W->type, W->n_in, T) + 64);
+    kact x;
+    kact_prepare(&x, W->type, X, W->n_in, T, buf);
+    kernels_gemm_reference(W, 0, W->n_out, &x, Y, W->n_out);
+    free(buf);
+}
+
 static void test_matmul_threads(void) {
     const int64_t n = 512;
     const int T_list[] = {1, 3, 40};
@@ -179,12 +200,10 @@ static void test_matmul_threads(void) {
             float *X = make_acts(n, T);
             float *ra = malloc(sizeof(float) * 70 * (size_t)T), *rb = malloc(sizeof(float) * 33 * (size_t)T);
             float *ga = malloc(sizeof(float) * 70 * (size_t)T), *gb = malloc(sizeof(float) * 33 * (size_t)T);
-            kernels_select("scalar");
-            pool_set_threads(1);
-            matmul(&A, X, T, ra);
-            matmul(&B, X, T, rb);
             for (const char *const *isa = kernels_available(); *isa; isa++) {
                 kernels_select(*isa);
+                reference_matmul(&A, X, T, ra);
+                reference_matmul(&B, X, T, rb);
                 for (int th = 1; th <= 2; th++) {
                     pool_set_threads(th);
                     const matrix *Ws[2] = {&A, &B};

@@ -8,7 +8,8 @@
  * token, split at K, or split at K with the state copied at K, gives logits within 1e-4
  * of each other - on every kernel path this CPU has (each K alone too on the default
  * one; test_parity_types does BF16 and the other weight types). The oracle comparison
- * runs with one thread too: the thread count must not change a result (issue "Speed"). */
+ * runs with one thread too: the thread count must not change a result (issue "Speed").
+ * The opt-in AMX set (block-integer order for Q8_0) has its own, looser oracle bound. */
 #include "engine/threadpool.h"
 #include "tests/parity.h"
 
@@ -28,6 +29,15 @@ int main(void) {
         parity_prefix("qwen35-tiny-f32", 1, first);
         parity_prefix("qwen35-tiny-f16", 1, first);
         parity_prefix("qwen35-tiny-q8_0", 1, first);
+    }
+    /* The opt-in AMX set sums Q8_0 blocks as whole integers (kernels_amx.c): not
+     * llama.cpp's rounding, and on this 64-wide model the activations' 8-bit
+     * re-quantization turns that into logit differences of up to about 0.17 (0.1 is the
+     * bar of llama.cpp's order, checked above on the default set). Its own bound: */
+    if (kernels_select("amx")) {
+        printf("  on the opt-in amx set (block-integer order):\n");
+        parity_oracle("qwen35-tiny-q8_0", 0.25f, 0, 0);
+        kernels_select("auto");
     }
     pool_shutdown();
     return check_report("test_parity_qwen35");
