@@ -1,7 +1,8 @@
 #!/bin/sh
 # Speed of prompt processing, decode and batched decode on synthetic models of a real
 # model's shape (default: Qwen3.5-0.8B in Q8_0 and Q4_K), one JSON line per run from
-# `chatfs bench`. Settings through the environment:
+# `chatfs bench` (for Q8_0 also on the opt-in AMX kernel set where the CPU has AMX).
+# Settings through the environment:
 #   BENCH_SHAPES="qwen3.5-0.8b"  BENCH_TYPES="q8_0 q4_k"  THREADS=2  PP=512  TG=64  REPS=3  BATCH=6
 #   LLREF=/path/to/llref         also run llama.cpp's bench on the same files, side by side
 set -eu
@@ -26,6 +27,11 @@ for shape in $SHAPES; do
         fi
         "$CHATFS" bench -m "$model" -t "$THREADS" --pp "$PP" --tg "$TG" --reps "$REPS"
         "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth
+        # the opt-in AMX set (Q8_0 in the block-integer order, engine/kernels_amx.c), where the CPU has it
+        if [ "$type" = q8_0 ] && grep -q amx_int8 /proc/cpuinfo; then
+            CHATFS_ISA=amx "$CHATFS" bench -m "$model" -t "$THREADS" --pp "$PP" --tg "$TG" --reps "$REPS" --no-bandwidth
+            CHATFS_ISA=amx "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth
+        fi
         if [ -n "$LLREF" ] && [ -x "$LLREF" ]; then
             "$LLREF" "$model" --bench --pp "$PP" --tg "$TG" -t "$THREADS" --reps "$REPS" --kv f32 --fa off --json 2>/dev/null |
                 sed 's/.*"bench": {/{"llama.cpp":"kv f32, fa off","model":"'"$shape-$type"'",/; s/}}$/}/'
