@@ -141,12 +141,16 @@ int main(int argc, char **argv) {
     }
     int sys_tokens = argc > 3 ? atoi(argv[3]) : 2700;
     if (sys_tokens < 100) sys_tokens = 100;
+    /* Messages 2-6 are short so that a warm request computes 25-28 tokens (the synthetic
+     * model's tokenizer is nearly byte-level: about one token per character, plus the
+     * turn's template tokens), as llama.cpp's requests in ../shared/bench/reference.md
+     * computed 24-29: the warm times then compare the same work. */
     const char *users[6] = {"What is the capital of France? Answer in one word.",
-                            "Write a haiku about the sea.",
-                            "How many legs does a spider have?",
-                            "Name three primary colors, please.",
-                            "Translate 'good morning' into Spanish.",
-                            "Give me a synonym for happy."};
+                            "Haiku about the sea.",
+                            "Is the sea salty?",
+                            "Name a big river.",
+                            "Two plus two?",
+                            "Say hi in French."};
 
     chat_engine *e = open_engine(model_path, db);
     printf("model %s\n", model_path);
