@@ -37,44 +37,49 @@ static void gdn_l2norm(float *x, int n, float eps) {
 
 typedef struct {
     const gdn_layer *l;
-    const segment *seg;
+    const segment *segs; /* every (segment, value head) pair is one item of the job */
+    int n_items;
     const float *C;      /* conv outputs, rows of conv_dim (q and k already L2-normalised) */
     const float *beta, *g, *Z;
     float *O;            /* rows of value_dim */
-    float *S;            /* the segment's delta state */
-    float *S_capture;    /* where S goes after seg->capture tokens, or NULL */
 } gdn_job;
 
-/* All tokens of the segment for the value heads assigned to this thread. */
-static void gdn_heads(void *arg, int ith, int nth) {
-    const gdn_job *j = arg;
+/* All tokens of one segment for one value head. */
+static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     const gdn_layer *l = j->l;
     const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads;
     const int key_dim = Hk * dk, conv_dim = 2 * key_dim + Hv * dv, value_dim = Hv * dv;
     const float scale = 1.0f / sqrtf((float)dk);
-    long h0, h1;
-    pool_split(Hv, ith, nth, 1, &h0, &h1);
-    for (int h = (int)h0; h < (int)h1; h++) {
-        float *S = j->S + (size_t)h * dv * dk;
-        const int kh = h % Hk;
-        for (int t = 0; t < j->seg->n; t++) {
-            const int row = j->seg->row0 + t;
-            const float *c = j->C + (size_t)row * conv_dim;
-            const float *q = c + (size_t)kh * dk, *k = c + key_dim + (size_t)kh * dk;
-            const float *v = c + 2 * key_dim + (size_t)h * dv;
-            const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
-            float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
-            gdn_head_step(S, dk, dv, q, k, v, decay, beta, scale, o);
-            /* gated RMSNorm of this head */
-            const float *z = j->Z + (size_t)row * value_dim + (size_t)h * dv;
-            float sz[dv];
-            rmsnorm(o, o, l->norm, dv, l->eps);
-            vec_silu(sz, z, dv);
-            for (int cv = 0; cv < dv; cv++) o[cv] *= sz[cv];
-            if (j->S_capture && t + 1 == j->seg->capture)
-                memcpy(j->S_capture + (size_t)h * dv * dk, S, sizeof *S * (size_t)dv * dk);
-        }
+    float *S0 = state_ssm(seg->state, l->rec_slot), *captured = seg_capture_at(seg, S0);
+    float *S = S0 + (size_t)h * dv * dk;
+    const int kh = h % Hk;
+    for (int t = 0; t < seg->n; t++) {
+        const int row = seg->row0 + t;
+        const float *c = j->C + (size_t)row * conv_dim;
+        const float *q = c + (size_t)kh * dk, *k = c + key_dim + (size_t)kh * dk;
+        const float *v = c + 2 * key_dim + (size_t)h * dv;
+        const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
+        float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
+        gdn_head_step(S, dk, dv, q, k, v, decay, beta, scale, o);
+        /* gated RMSNorm of this head */
+        const float *z = j->Z + (size_t)row * value_dim + (size_t)h * dv;
+        float sz[dv];
+        rmsnorm(o, o, l->norm, dv, l->eps);
+        vec_silu(sz, z, dv);
+        for (int cv = 0; cv < dv; cv++) o[cv] *= sz[cv];
+        if (captured && t + 1 == seg->capture)
+            memcpy(captured + (size_t)h * dv * dk, S, sizeof *S * (size_t)dv * dk);
     }
+}
+
+/* The items assigned to this chunk: heads are independent, and so are the segments (each
+ * its own state), so one job serves a whole batch of sequences. */
+static void gdn_heads(void *arg, int ith, int nth) {
+    const gdn_job *j = arg;
+    const int Hv = j->l->n_v_heads;
+    long i0, i1;
+    pool_split(j->n_items, ith, nth, 1, &i0, &i1);
+    for (long i = i0; i < i1; i++) gdn_head(j, &j->segs[i / Hv], (int)(i % Hv));
 }
 
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
@@ -110,11 +115,9 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
                 gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
             }
         }
-        float *S = state_ssm(sg->state, l->rec_slot);
-        gdn_job j = {.l = l, .seg = sg, .C = C, .beta = B, .g = G, .Z = Z, .O = O, .S = S,
-                     .S_capture = seg_capture_at(sg, S)};
-        pool_run_n(gdn_heads, &j, Hv); /* one head per chunk */
     }
+    gdn_job j = {.l = l, .segs = segs, .n_items = n_segs * Hv, .C = C, .beta = B, .g = G, .Z = Z, .O = O};
+    pool_run_n(gdn_heads, &j, j.n_items); /* one (segment, head) per chunk */
     matmul(&l->w_out, O, N, out);
     (void)n_embd;
     arena_restore(a, mark);
