@@ -105,6 +105,47 @@ static void attend_job(void *arg, int ith, int nth) {
     }
 }
 
+typedef struct {
+    const attn_layer *l;
+    const segment *segs;
+    int n_segs, N;
+    float *Q, *K;
+    const float *V;
+    int q_stride;
+} prep_job;
+
+/* Per row: q and k normalised per head and rotated by the row's position, then k and v
+ * into the sequence's cache. Rows are independent, so a prompt's rows split over the pool. */
+static void prep_rows(void *arg, int ith, int nth) {
+    const prep_job *j = arg;
+    const attn_layer *l = j->l;
+    const int hd = l->head_dim, kvd = l->n_head_kv * hd;
+    float cs[l->n_rot > 0 ? l->n_rot : 2];
+    long r0, r1;
+    pool_split(j->N, ith, nth, 1, &r0, &r1);
+    int si = 0;
+    for (long row = r0; row < r1; row++) {
+        while (row >= j->segs[si].row0 + j->segs[si].n) si++;
+        const segment *sg = &j->segs[si];
+        seq_state *s = sg->state;
+        const int pos = sg->pos0 + (int)(row - sg->row0);
+        float *q = j->Q + (size_t)row * j->q_stride, *k = j->K + (size_t)row * kvd;
+        if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
+        for (int h = 0; h < l->n_head; h++) {
+            float *qh = q + (size_t)h * hd * (l->gated ? 2 : 1);
+            if (l->q_norm) rmsnorm(qh, qh, l->q_norm, hd, l->eps);
+            if (l->rope != ROPE_NONE) rope_apply(qh, l->rope, l->n_rot, cs);
+        }
+        for (int g = 0; g < l->n_head_kv; g++) {
+            float *kh = k + (size_t)g * hd;
+            if (l->k_norm) rmsnorm(kh, kh, l->k_norm, hd, l->eps);
+            if (l->rope != ROPE_NONE) rope_apply(kh, l->rope, l->n_rot, cs);
+        }
+        memcpy(s->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+        memcpy(s->v[l->kv_slot] + (size_t)pos * kvd, j->V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
+    }
+}
+
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
                        float *out, arena *a) {
     const arena_mark mark = arena_save(a); /* temporaries go back at the end */
@@ -134,30 +175,14 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     add_bias(K, l->bk, N, kvd);
     add_bias(V, l->bv, N, kvd);
 
-    float *cs = arena_floats(a, (size_t)(l->n_rot > 0 ? l->n_rot : 2));
+    prep_job pj = {.l = l, .segs = segs, .n_segs = n_segs, .N = N, .Q = Q, .K = K, .V = V, .q_stride = q_stride};
+    if (N >= 8)
+        pool_run(prep_rows, &pj);
+    else
+        prep_rows(&pj, 0, 1);
     int max_ctx = 0;
-    for (int si = 0; si < n_segs; si++) {
-        const segment *sg = &segs[si];
-        seq_state *s = sg->state;
-        for (int t = 0; t < sg->n; t++) {
-            const int row = sg->row0 + t, pos = sg->pos0 + t;
-            float *q = Q + (size_t)row * q_stride, *k = K + (size_t)row * kvd;
-            if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
-            for (int h = 0; h < l->n_head; h++) {
-                float *qh = q + (size_t)h * hd * (l->gated ? 2 : 1);
-                if (l->q_norm) rmsnorm(qh, qh, l->q_norm, hd, l->eps);
-                if (l->rope != ROPE_NONE) rope_apply(qh, l->rope, l->n_rot, cs);
-            }
-            for (int g = 0; g < l->n_head_kv; g++) {
-                float *kh = k + (size_t)g * hd;
-                if (l->k_norm) rmsnorm(kh, kh, l->k_norm, hd, l->eps);
-                if (l->rope != ROPE_NONE) rope_apply(kh, l->rope, l->n_rot, cs);
-            }
-            memcpy(s->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-            memcpy(s->v[l->kv_slot] + (size_t)pos * kvd, V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
-        }
-        if (sg->pos0 + sg->n > max_ctx) max_ctx = sg->pos0 + sg->n;
-    }
+    for (int si = 0; si < n_segs; si++)
+        if (segs[si].pos0 + segs[si].n > max_ctx) max_ctx = segs[si].pos0 + segs[si].n;
 
     /* items: (segment, KV group, run of up to `run` tokens); a run's scores and partial
      * sums (R heads per token) take at most about 8 MB of scratch per chunk */

@@ -82,6 +82,30 @@ static void gdn_heads(void *arg, int ith, int nth) {
     for (long i = i0; i < i1; i++) gdn_head(j, &j->segs[i / Hv], (int)(i % Hv));
 }
 
+typedef struct {
+    const gdn_layer *l;
+    float *C;
+    int N;
+} gdn_rows_job;
+
+/* c = silu(conv), then q and k L2-normalised: row by row, so a prompt's rows split over
+ * the pool */
+static void gdn_silu_norm(void *arg, int ith, int nth) {
+    const gdn_rows_job *j = arg;
+    const gdn_layer *l = j->l;
+    const int dk = l->d_k, Hk = l->n_k_heads, key_dim = Hk * dk, conv_dim = 2 * key_dim + l->n_v_heads * l->d_v;
+    long r0, r1;
+    pool_split(j->N, ith, nth, 1, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        float *c = j->C + (size_t)r * conv_dim;
+        vec_silu(c, c, conv_dim);
+        for (int hk = 0; hk < Hk; hk++) {
+            gdn_l2norm(c + (size_t)hk * dk, dk, l->eps);
+            gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
+        }
+    }
+}
+
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  arena *a) {
     const arena_mark mark = arena_save(a); /* temporaries go back at the end */
@@ -107,15 +131,12 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
         const segment *sg = &segs[si];
         seg_conv_causal(sg, l->rec_slot, l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
                         C + (size_t)sg->row0 * conv_dim, conv_dim);
-        for (int t = 0; t < sg->n; t++) { /* c = silu(conv), then q and k L2-normalised */
-            float *c = C + (size_t)(sg->row0 + t) * conv_dim;
-            vec_silu(c, c, conv_dim);
-            for (int hk = 0; hk < Hk; hk++) {
-                gdn_l2norm(c + (size_t)hk * dk, dk, l->eps);
-                gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
-            }
-        }
     }
+    gdn_rows_job rj = {.l = l, .C = C, .N = N};
+    if (N >= 8)
+        pool_run(gdn_silu_norm, &rj);
+    else
+        gdn_silu_norm(&rj, 0, 1);
     gdn_job j = {.l = l, .segs = segs, .n_items = n_segs * Hv, .C = C, .beta = B, .g = G, .Z = Z, .O = O};
     pool_run_n(gdn_heads, &j, j.n_items); /* one (segment, head) per chunk */
     matmul(&l->w_out, O, N, out);

@@ -6,10 +6,28 @@
  * The biases are optional (most models have none). */
 #include "engine/layers.h"
 #include "engine/ops.h"
+#include "engine/threadpool.h"
 
 static void add_bias(float *y, const float *b, int rows, int n) {
     if (!b) return;
     for (int r = 0; r < rows; r++) add_scaled(y + (size_t)r * n, b, 1.0f, (size_t)n);
+}
+
+typedef struct {
+    float *U;
+    const float *G;
+    int N, n_ff;
+} swiglu_job;
+
+/* U = silu(G) * U, row by row: a prompt's rows split over the pool */
+static void swiglu_rows(void *arg, int ith, int nth) {
+    const swiglu_job *j = arg;
+    long r0, r1;
+    pool_split(j->N, ith, nth, 1, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        float *u = j->U + (size_t)r * j->n_ff;
+        vec_swiglu(u, j->G + (size_t)r * j->n_ff, u, j->n_ff);
+    }
 }
 
 void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, arena *a) {
@@ -23,7 +41,11 @@ void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *o
         matmul_multi(2, W, Y, x, N); /* x quantized once, one pass of the pool */
         add_bias(U, l->b_up, N, l->n_ff);
         add_bias(G, l->b_gate, N, l->n_ff);
-        for (int r = 0; r < N; r++) vec_swiglu(U + (size_t)r * l->n_ff, G + (size_t)r * l->n_ff, U + (size_t)r * l->n_ff, l->n_ff);
+        swiglu_job j = {U, G, N, l->n_ff};
+        if (N >= 8)
+            pool_run(swiglu_rows, &j);
+        else
+            swiglu_rows(&j, 0, 1);
     } else { /* ReLU^2 (Nemotron-H) */
         matmul(&l->up, x, N, U);
         add_bias(U, l->b_up, N, l->n_ff);

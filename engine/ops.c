@@ -2,6 +2,7 @@
 #include "engine/ops.h"
 
 #include "engine/kernels.h"
+#include "engine/threadpool.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -19,8 +20,27 @@ void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
         for (int i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int rows, n;
+    float eps;
+} rmsnorm_job;
+
+static void rmsnorm_some(void *arg, int ith, int nth) {
+    const rmsnorm_job *j = arg;
+    long r0, r1;
+    pool_split(j->rows, ith, nth, 1, &r0, &r1);
+    for (long r = r0; r < r1; r++) rmsnorm(j->y + (size_t)r * j->n, j->x + (size_t)r * j->n, j->w, j->n, j->eps);
+}
+
+/* rows are independent: a prompt's rows split over the pool (a few rows are not worth a job) */
 void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
-    for (int r = 0; r < rows; r++) rmsnorm(y + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+    rmsnorm_job j = {y, x, w, rows, n, eps};
+    if (rows >= 8)
+        pool_run(rmsnorm_some, &j);
+    else
+        rmsnorm_some(&j, 0, 1);
 }
 
 void l2norm(float *y, const float *x, int n, float eps) {
