@@ -864,6 +864,108 @@ static void op_scores(float *s, const float *K, size_t stride, const float *q, i
     }
 }
 
+/* Scores of NQ query vectors (NQ <= 4) against row i of K, hd % 64 == 0: each query keeps
+ * its own four accumulators in dot_ggml16's order, and each 16 floats of the row, loaded
+ * once, go into all of them (the queries come from L1, the row from L2) */
+INLINE void scores_row(float *const *s, int i, const float *k, const float *const *q, const int NQ, const int hd,
+                       float scale) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[h][j] = _mm512_setzero_ps();
+    #pragma GCC unroll 4
+    for (int j0 = 0; j0 < hd; j0 += 64)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            const __m512 kv = _mm512_loadu_ps(k + j0 + 16 * j);
+            #pragma GCC unroll 16
+            for (int h = 0; h < NQ; h++) a[h][j] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[h] + j0 + 16 * j), a[h][j]);
+        }
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        s[h][i] = reduce16(_mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]))) * scale;
+}
+
+INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int n, const int NQ,
+                        const int hd, float scale) {
+    for (int i = 0; i < n; i++) scores_row(s, i, K + (size_t)i * stride, q, NQ, hd, scale);
+}
+
+/* the head dims of the models we run get their loops unrolled */
+#define SCORES_HD(NQ)                                                                                                  \
+    switch (hd) {                                                                                                      \
+    case 64: scores_rows(s, K, stride, q, n, NQ, 64, scale); break;                                                    \
+    case 128: scores_rows(s, K, stride, q, n, NQ, 128, scale); break;                                                  \
+    case 256: scores_rows(s, K, stride, q, n, NQ, 256, scale); break;                                                  \
+    default: scores_rows(s, K, stride, q, n, NQ, hd, scale);                                                           \
+    }
+
+static void op_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n,
+                            int hd, float scale) {
+    if (hd % 64 || nq == 1) { /* dot_ggml16's scalar tail; or one query: scores_hd keeps it in registers */
+        for (int h = 0; h < nq; h++) op_scores(s[h], K, stride, q[h], n, hd, scale);
+        return;
+    }
+    for (; nq > 0; nq -= 4, s += 4, q += 4) switch (nq) {
+        case 1: SCORES_HD(1); break;
+        case 2: SCORES_HD(2); break;
+        case 3: SCORES_HD(3); break;
+        default: SCORES_HD(4); break;
+        }
+}
+
+/* One residue class k of attn_wsum_acc's 16 partial sums (positions i = k, k+16, ...) for
+ * NP pairs and NC column vectors from column 16*cb: NP*NC accumulators in registers, each
+ * the same chain of fused multiply-adds as in op_wsum_acc; each V row's 16*NC floats are
+ * loaded once for all NP pairs. */
+INLINE void wsum_tile(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int k, int cb,
+                      const int NP, const int NC) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) a[u][c] = _mm512_loadu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k);
+    for (int i = k; i < n; i += 16) {
+        const float *v = V + (size_t)i * stride + 16 * cb;
+        __m512 x[4];
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) x[c] = _mm512_loadu_ps(v + 16 * c);
+        #pragma GCC unroll 16
+        for (int u = 0; u < NP; u++) {
+            const __m512 pu = _mm512_set1_ps(p[u][i]);
+            #pragma GCC unroll 16
+            for (int c = 0; c < NC; c++) a[u][c] = _mm512_fmadd_ps(x[c], pu, a[u][c]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) _mm512_storeu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k, a[u][c]);
+}
+
+/* all 16 residues and all columns for NP pairs: column vectors by 4, then one at a time */
+INLINE void wsum_pairs(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int hd,
+                       const int NP) {
+    const int ncb = hd / 16, nk = n < 16 ? n : 16;
+    int cb = 0;
+    for (; cb + 4 <= ncb; cb += 4)
+        for (int k = 0; k < nk; k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, 4);
+    for (; cb < ncb; cb++)
+        for (int k = 0; k < nk; k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, 1);
+}
+
+/* attn_wsum_acc_multi for hd % 16 == 0: pairs by 4 */
+static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                          int hd) {
+    for (; np > 0; np -= 4, acc += 4, p += 4) switch (np) {
+        case 1: wsum_pairs(acc, V, stride, p, n, hd, 1); break;
+        case 2: wsum_pairs(acc, V, stride, p, n, hd, 2); break;
+        case 3: wsum_pairs(acc, V, stride, p, n, hd, 3); break;
+        default: wsum_pairs(acc, V, stride, p, n, hd, 4); break;
+        }
+}
+
 static void op_mad(float *y, const float *x, float v, int n) {
     const __m512 vv = _mm512_set1_ps(v);
     int i = 0;
@@ -977,7 +1079,7 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
 }
 
 static const kernel_ops avx512_ops = {op_dot,          op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                       op_gdn_step,     op_conv, op_scores, op_wsum_acc};
+                                       op_gdn_step,     op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
