@@ -864,11 +864,31 @@ static void op_scores(float *s, const float *K, size_t stride, const float *q, i
     }
 }
 
-/* Scores of NQ query vectors (NQ <= 4) against row i of K, hd % 64 == 0: each query keeps
- * its own four accumulators in dot_ggml16's order, and each 16 floats of the row, loaded
- * once, go into all of them (the queries come from L1, the row from L2) */
-INLINE void scores_row(float *const *s, int i, const float *k, const float *const *q, const int NQ, const int hd,
-                       float scale) {
+/* reduce16 of 16 vectors at once, the same additions as 16 calls: each stage adds the
+ * lanes reduce16 adds (halves, quarters, pairs, then the last pair), two or four vectors
+ * packed per register. Lane 4j+e of the result is w[4e+j]'s sum. */
+INLINE __m512 reduce16x16(const __m512 *w) {
+    __m512 x[8], y[4], z[2];
+    #pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) /* v[i] + v[i+8]: w[2m]'s in lanes 0-7, w[2m+1]'s in 8-15 */
+        x[m] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0x44),
+                             _mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0xEE));
+    #pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) /* a[i] + a[i+4]: 128-bit block j holds w[4m+j]'s */
+        y[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0xDD));
+    #pragma GCC unroll 2
+    for (int m = 0; m < 2; m++) /* b[i] + b[i+2]: block j holds w[8m+j]'s, then w[8m+4+j]'s */
+        z[m] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0x44),
+                             _mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0xEE));
+    /* c[0] + c[1]: block j holds w[j], w[4+j], w[8+j], w[12+j] */
+    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+}
+
+/* The dot_ggml16 sums of NQ query vectors (NQ <= 4) with one K row, hd % 64 == 0, before
+ * reduce16: each query keeps its own four accumulators, and each 16 floats of the row,
+ * loaded once, go into all of them (the queries come from L1, the row from L2) */
+INLINE void scores_sums(__m512 *w, const float *k, const float *const *q, const int NQ, const int hd) {
     __m512 a[4][4];
     #pragma GCC unroll 16
     for (int h = 0; h < NQ; h++)
@@ -883,13 +903,26 @@ INLINE void scores_row(float *const *s, int i, const float *k, const float *cons
             for (int h = 0; h < NQ; h++) a[h][j] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[h] + j0 + 16 * j), a[h][j]);
         }
     #pragma GCC unroll 16
-    for (int h = 0; h < NQ; h++)
-        s[h][i] = reduce16(_mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]))) * scale;
+    for (int h = 0; h < NQ; h++) w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
 }
 
+/* scores of NQ queries: rows by 16, whose sums reduce16x16 finishes together (row r goes
+ * to slot 4(r%4) + r/4, so the result lanes come out in row order), the rest one by one */
 INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int n, const int NQ,
                         const int hd, float scale) {
-    for (int i = 0; i < n; i++) scores_row(s, i, K + (size_t)i * stride, q, NQ, hd, scale);
+    __m512 w[4 * 16];
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        #pragma GCC unroll 1
+        for (int r = 0; r < 16; r++) scores_sums(w + 4 * (r % 4) + r / 4, K + (size_t)(i + r) * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++) _mm512_storeu_ps(s[h] + i, _mm512_mul_ps(reduce16x16(w + 16 * h), _mm512_set1_ps(scale)));
+    }
+    for (; i < n; i++) {
+        scores_sums(w, K + (size_t)i * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++) s[h][i] = reduce16(w[16 * h]) * scale;
+    }
 }
 
 /* the head dims of the models we run get their loops unrolled */
