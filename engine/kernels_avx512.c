@@ -906,46 +906,55 @@ INLINE void scores_sums(__m512 *w, const float *k, const float *const *q, const 
     for (int h = 0; h < NQ; h++) w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
 }
 
-/* scores of NQ queries: rows by 16, whose sums reduce16x16 finishes together (row r goes
- * to slot 4(r%4) + r/4, so the result lanes come out in row order), the rest one by one */
-INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int n, const int NQ,
-                        const int hd, float scale) {
+/* scores of NQ queries for rows [i, i1) (at most 16): 16 rows' sums are finished
+ * together by reduce16x16 (row r goes to slot 4(r%4) + r/4, so the result lanes come out
+ * in row order), fewer one by one */
+INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int i, int i1,
+                        const int NQ, const int hd, float scale) {
     __m512 w[4 * 16];
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
+    if (i1 - i == 16) {
         #pragma GCC unroll 1
         for (int r = 0; r < 16; r++) scores_sums(w + 4 * (r % 4) + r / 4, K + (size_t)(i + r) * stride, q, NQ, hd);
         #pragma GCC unroll 4
-        for (int h = 0; h < NQ; h++) _mm512_storeu_ps(s[h] + i, _mm512_mul_ps(reduce16x16(w + 16 * h), _mm512_set1_ps(scale)));
+        for (int h = 0; h < NQ; h++)
+            _mm512_storeu_ps(s[h] + i, _mm512_mul_ps(reduce16x16(w + 16 * h), _mm512_set1_ps(scale)));
+        return;
     }
-    for (; i < n; i++) {
+    for (; i < i1; i++) {
         scores_sums(w, K + (size_t)i * stride, q, NQ, hd);
         #pragma GCC unroll 4
         for (int h = 0; h < NQ; h++) s[h][i] = reduce16(w[16 * h]) * scale;
     }
 }
 
-/* the head dims of the models we run get their loops unrolled */
-#define SCORES_HD(NQ)                                                                                                  \
-    switch (hd) {                                                                                                      \
-    case 64: scores_rows(s, K, stride, q, n, NQ, 64, scale); break;                                                    \
-    case 128: scores_rows(s, K, stride, q, n, NQ, 128, scale); break;                                                  \
-    case 256: scores_rows(s, K, stride, q, n, NQ, 256, scale); break;                                                  \
-    default: scores_rows(s, K, stride, q, n, NQ, hd, scale);                                                           \
-    }
+/* all queries by 4 for rows [i, i1); the head dims of the models we run get their loops
+ * unrolled */
+INLINE void scores_queries(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int i,
+                           int i1, const int hd, float scale) {
+    for (int u = 0; u < nq; u += 4) switch (nq - u) {
+        case 1: scores_rows(s + u, K, stride, q + u, i, i1, 1, hd, scale); break;
+        case 2: scores_rows(s + u, K, stride, q + u, i, i1, 2, hd, scale); break;
+        case 3: scores_rows(s + u, K, stride, q + u, i, i1, 3, hd, scale); break;
+        default: scores_rows(s + u, K, stride, q + u, i, i1, 4, hd, scale); break;
+        }
+}
 
+/* by 16 rows (16 KB of K for head dim 256, in L1 while every query reads them) */
 static void op_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n,
                             int hd, float scale) {
     if (hd % 64 || nq == 1) { /* dot_ggml16's scalar tail; or one query: scores_hd keeps it in registers */
         for (int h = 0; h < nq; h++) op_scores(s[h], K, stride, q[h], n, hd, scale);
         return;
     }
-    for (; nq > 0; nq -= 4, s += 4, q += 4) switch (nq) {
-        case 1: SCORES_HD(1); break;
-        case 2: SCORES_HD(2); break;
-        case 3: SCORES_HD(3); break;
-        default: SCORES_HD(4); break;
+    for (int i = 0; i < n; i += 16) {
+        const int i1 = i + 16 < n ? i + 16 : n;
+        switch (hd) {
+        case 64: scores_queries(s, K, stride, q, nq, i, i1, 64, scale); break;
+        case 128: scores_queries(s, K, stride, q, nq, i, i1, 128, scale); break;
+        case 256: scores_queries(s, K, stride, q, nq, i, i1, 256, scale); break;
+        default: scores_queries(s, K, stride, q, nq, i, i1, hd, scale);
         }
+    }
 }
 
 /* One residue class k of attn_wsum_acc's 16 partial sums (positions i = k, k+16, ...) for
@@ -977,26 +986,28 @@ INLINE void wsum_tile(float *const *acc, const float *V, size_t stride, const fl
         for (int c = 0; c < NC; c++) _mm512_storeu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k, a[u][c]);
 }
 
-/* all 16 residues and all columns for NP pairs: column vectors by 4, then one at a time */
-INLINE void wsum_pairs(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int hd,
-                       const int NP) {
-    const int ncb = hd / 16, nk = n < 16 ? n : 16;
-    int cb = 0;
-    for (; cb + 4 <= ncb; cb += 4)
-        for (int k = 0; k < nk; k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, 4);
-    for (; cb < ncb; cb++)
-        for (int k = 0; k < nk; k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, 1);
+/* all 16 residues of NC column vectors from 16*cb for NP pairs */
+INLINE void wsum_cols(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int cb,
+                      const int NP, const int NC) {
+    for (int k = 0; k < (n < 16 ? n : 16); k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, NC);
 }
 
-/* attn_wsum_acc_multi for hd % 16 == 0: pairs by 4 */
+#define WSUM_PAIRS(NC)                                                                                                 \
+    for (int u = 0; u < np; u += 4) switch (np - u) {                                                                  \
+        case 1: wsum_cols(acc + u, V, stride, p + u, n, cb, 1, NC); break;                                             \
+        case 2: wsum_cols(acc + u, V, stride, p + u, n, cb, 2, NC); break;                                             \
+        case 3: wsum_cols(acc + u, V, stride, p + u, n, cb, 3, NC); break;                                             \
+        default: wsum_cols(acc + u, V, stride, p + u, n, cb, 4, NC); break;                                            \
+        }
+
+/* attn_wsum_acc_multi for hd % 16 == 0: by 64 columns (then 16), and within them by 4
+ * pairs, so that those columns of the block's rows (32 KB for 128 rows) stay in L1 while
+ * every pair reads them */
 static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                           int hd) {
-    for (; np > 0; np -= 4, acc += 4, p += 4) switch (np) {
-        case 1: wsum_pairs(acc, V, stride, p, n, hd, 1); break;
-        case 2: wsum_pairs(acc, V, stride, p, n, hd, 2); break;
-        case 3: wsum_pairs(acc, V, stride, p, n, hd, 3); break;
-        default: wsum_pairs(acc, V, stride, p, n, hd, 4); break;
-        }
+    int cb = 0;
+    for (; cb + 4 <= hd / 16; cb += 4) WSUM_PAIRS(4)
+    for (; cb < hd / 16; cb++) WSUM_PAIRS(1)
 }
 
 static void op_mad(float *y, const float *x, float v, int n) {
