@@ -59,8 +59,10 @@ static int pairs_alike(const segment *seg, int t0, int R, int P, int k0, int i0)
  *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
  *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced)
  * Every (token, head) of the group reads the same K and V rows, so the cache is walked in
- * blocks of ATTN_BLOCK positions and each block serves all of them while it is in L2; the
- * sums per (token, head) are the same operations in the same order as one at a time. */
+ * blocks of ATTN_BLOCK positions and each block serves all of them while it is in L2, the
+ * pairs that read the same positions of it in one call of the multi-pair kernels (which load
+ * each row once for several pairs); the sums per (token, head) are the same operations in
+ * the same order as one at a time. */
 static void attend_group(const attn_job *j, const segment *seg, int g, int t0, int t1, float *scratch) {
     const attn_layer *l = j->l;
     const seq_state *s = seg->state;
@@ -78,7 +80,10 @@ static void attend_group(const attn_job *j, const segment *seg, int g, int t0, i
             if (cnt <= 0) continue;
             float *sr[ATTN_MULTI];
             const float *q[ATTN_MULTI];
-            for (int k = k0; k < k1; k++) sr[k - k0] = ps + (size_t)k * j->n_pad + i0, q[k - k0] = PAIR_Q(t0 + k / R, k % R);
+            for (int k = k0; k < k1; k++) {
+                sr[k - k0] = ps + (size_t)k * j->n_pad + i0;
+                q[k - k0] = PAIR_Q(t0 + k / R, k % R);
+            }
             attn_scores_multi(sr, K + (size_t)i0 * kvd, (size_t)kvd, q, k1 - k0, cnt, hd, l->kq_scale);
         }
     for (int t = t0; t < t1; t++) {
@@ -102,7 +107,10 @@ static void attend_group(const attn_job *j, const segment *seg, int g, int t0, i
             if (cnt <= 0) continue;
             float *a[ATTN_MULTI];
             const float *p[ATTN_MULTI];
-            for (int k = k0; k < k1; k++) a[k - k0] = acc + (size_t)k * accn, p[k - k0] = ps + (size_t)k * j->n_pad + i0;
+            for (int k = k0; k < k1; k++) {
+                a[k - k0] = acc + (size_t)k * accn;
+                p[k - k0] = ps + (size_t)k * j->n_pad + i0;
+            }
             attn_wsum_acc_multi(a, V + (size_t)i0 * kvd, (size_t)kvd, p, k1 - k0, cnt, hd);
         }
     for (int k = 0; k < P; k++) {

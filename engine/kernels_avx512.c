@@ -903,7 +903,8 @@ INLINE void scores_sums(__m512 *w, const float *k, const float *const *q, const 
             for (int h = 0; h < NQ; h++) a[h][j] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[h] + j0 + 16 * j), a[h][j]);
         }
     #pragma GCC unroll 16
-    for (int h = 0; h < NQ; h++) w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+    for (int h = 0; h < NQ; h++)
+        w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
 }
 
 /* scores of NQ queries for rows [i, i1) (at most 16): 16 rows' sums are finished
@@ -1005,6 +1006,10 @@ INLINE void wsum_cols(float *const *acc, const float *V, size_t stride, const fl
  * every pair reads them */
 static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                           int hd) {
+    if (np % 4 == 1) { /* a pair alone: op_wsum_acc keeps all 16 partial sums in registers */
+        op_wsum_acc(acc[np - 1], V, stride, p[np - 1], n, hd);
+        if (--np == 0) return;
+    }
     int cb = 0;
     for (; cb + 4 <= hd / 16; cb += 4) WSUM_PAIRS(4)
     for (; cb < hd / 16; cb++) WSUM_PAIRS(1)
@@ -1122,8 +1127,8 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
     free(wt);
 }
 
-static const kernel_ops avx512_ops = {op_dot,          op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                       op_gdn_step,     op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
+static const kernel_ops avx512_ops = {op_dot,      op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
+                                       op_conv,     op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
