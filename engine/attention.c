@@ -34,6 +34,23 @@ typedef struct {
 } attn_job;
 
 #define ATTN_BLOCK 128 /* cache positions per block: 128 KB of one KV head's K (or V), in L2 */
+#define ATTN_MULTI 32  /* (token, head) pairs per call of the multi-pair kernels */
+
+/* Pair k of a run from token t0 is token t0 + k/R, head k%R; of cache block i0 it reads
+ * this many positions (0 or less: none; the causal mask cuts the tokens' last blocks) */
+static int block_count(const segment *seg, int t0, int R, int k, int i0) {
+    const int n = seg->pos0 + t0 + k / R + 1;
+    return n - i0 < ATTN_BLOCK ? n - i0 : ATTN_BLOCK;
+}
+
+/* the end of the pairs from k0 that read the same positions of block i0 (at most
+ * ATTN_MULTI): one multi-pair call serves them, each row loaded once for several pairs */
+static int pairs_alike(const segment *seg, int t0, int R, int P, int k0, int i0) {
+    const int cnt = block_count(seg, t0, R, k0, i0);
+    int k1 = k0 + 1;
+    while (k1 < P && k1 - k0 < ATTN_MULTI && block_count(seg, t0, R, k1, i0) == cnt) k1++;
+    return k1;
+}
 
 /* Attention for the heads of KV group g and tokens [t0, t1) of one segment, with the
  * arithmetic of llama.cpp's CPU path (F32 cache, no flash attention), so that our
@@ -42,8 +59,10 @@ typedef struct {
  *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
  *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced)
  * Every (token, head) of the group reads the same K and V rows, so the cache is walked in
- * blocks of ATTN_BLOCK positions and each block serves all of them while it is in L2; the
- * sums per (token, head) are the same operations in the same order as one at a time. */
+ * blocks of ATTN_BLOCK positions and each block serves all of them while it is in L2, the
+ * pairs that read the same positions of it in one call of the multi-pair kernels (which load
+ * each row once for several pairs); the sums per (token, head) are the same operations in
+ * the same order as one at a time. */
 static void attend_group(const attn_job *j, const segment *seg, int g, int t0, int t1, float *scratch) {
     const attn_layer *l = j->l;
     const seq_state *s = seg->state;
@@ -55,11 +74,17 @@ static void attend_group(const attn_job *j, const segment *seg, int g, int t0, i
 #define PAIR_Q(t, r) (j->Q + (size_t)(seg->row0 + (t)) * j->q_stride + (size_t)(g * R + (r)) * hd * (l->gated ? 2 : 1))
 
     for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
-        for (int t = t0; t < t1; t++) {
-            const int n = seg->pos0 + t + 1, cnt = n - i0 < ATTN_BLOCK ? n - i0 : ATTN_BLOCK;
-            for (int r = 0; cnt > 0 && r < R; r++)
-                attn_scores(ps + (size_t)((t - t0) * R + r) * j->n_pad + i0, K + (size_t)i0 * kvd, (size_t)kvd,
-                            PAIR_Q(t, r), cnt, hd, l->kq_scale);
+        for (int k0 = 0, k1; k0 < P; k0 = k1) {
+            const int cnt = block_count(seg, t0, R, k0, i0);
+            k1 = pairs_alike(seg, t0, R, P, k0, i0);
+            if (cnt <= 0) continue;
+            float *sr[ATTN_MULTI];
+            const float *q[ATTN_MULTI];
+            for (int k = k0; k < k1; k++) {
+                sr[k - k0] = ps + (size_t)k * j->n_pad + i0;
+                q[k - k0] = PAIR_Q(t0 + k / R, k % R);
+            }
+            attn_scores_multi(sr, K + (size_t)i0 * kvd, (size_t)kvd, q, k1 - k0, cnt, hd, l->kq_scale);
         }
     for (int t = t0; t < t1; t++) {
         const int n = seg->pos0 + t + 1;
@@ -76,11 +101,17 @@ static void attend_group(const attn_job *j, const segment *seg, int g, int t0, i
     }
     memset(acc, 0, (size_t)P * accn * sizeof(float));
     for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
-        for (int k = 0; k < P; k++) {
-            const int n = seg->pos0 + t0 + k / R + 1, cnt = n - i0 < ATTN_BLOCK ? n - i0 : ATTN_BLOCK;
-            if (cnt > 0)
-                attn_wsum_acc(acc + (size_t)k * accn, V + (size_t)i0 * kvd, (size_t)kvd,
-                              ps + (size_t)k * j->n_pad + i0, cnt, hd);
+        for (int k0 = 0, k1; k0 < P; k0 = k1) {
+            const int cnt = block_count(seg, t0, R, k0, i0);
+            k1 = pairs_alike(seg, t0, R, P, k0, i0);
+            if (cnt <= 0) continue;
+            float *a[ATTN_MULTI];
+            const float *p[ATTN_MULTI];
+            for (int k = k0; k < k1; k++) {
+                a[k - k0] = acc + (size_t)k * accn;
+                p[k - k0] = ps + (size_t)k * j->n_pad + i0;
+            }
+            attn_wsum_acc_multi(a, V + (size_t)i0 * kvd, (size_t)kvd, p, k1 - k0, cnt, hd);
         }
     for (int k = 0; k < P; k++) {
         const int t = t0 + k / R, r = k % R;

@@ -94,6 +94,11 @@ typedef struct {
                  size_t out_stride, int n);
     void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
     void (*wsum_acc)(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
+    /* attn_scores_multi / attn_wsum_acc_multi; NULL: ops.c calls scores / wsum_acc per pair */
+    void (*scores_multi)(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
+                         float scale);
+    void (*wsum_multi)(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                       int hd);
 } kernel_ops;
 
 /* the active set's vector ops (never NULL; members may be) */

@@ -626,7 +626,7 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
 
 static const kernel_ops avx2_ops = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
                                      op_gdn_step, op_conv, NULL /* scores: ops.c loops op_dot */,
-                                     op_wsum_acc};
+                                     op_wsum_acc, NULL, NULL /* multi: ops.c loops the above */};
 
 /* ---------------------------------------------------------------- dispatch */
 

@@ -864,6 +864,157 @@ static void op_scores(float *s, const float *K, size_t stride, const float *q, i
     }
 }
 
+/* reduce16 of 16 vectors at once, the same additions as 16 calls: each stage adds the
+ * lanes reduce16 adds (halves, quarters, pairs, then the last pair), two or four vectors
+ * packed per register. Lane 4j+e of the result is w[4e+j]'s sum. */
+INLINE __m512 reduce16x16(const __m512 *w) {
+    __m512 x[8], y[4], z[2];
+    #pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) /* v[i] + v[i+8]: w[2m]'s in lanes 0-7, w[2m+1]'s in 8-15 */
+        x[m] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0x44),
+                             _mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0xEE));
+    #pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) /* a[i] + a[i+4]: 128-bit block j holds w[4m+j]'s */
+        y[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0xDD));
+    #pragma GCC unroll 2
+    for (int m = 0; m < 2; m++) /* b[i] + b[i+2]: block j holds w[8m+j]'s, then w[8m+4+j]'s */
+        z[m] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0x44),
+                             _mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0xEE));
+    /* c[0] + c[1]: block j holds w[j], w[4+j], w[8+j], w[12+j] */
+    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+}
+
+/* The dot_ggml16 sums of NQ query vectors (NQ <= 4) with one K row, hd % 64 == 0, before
+ * reduce16: each query keeps its own four accumulators, and each 16 floats of the row,
+ * loaded once, go into all of them (the queries come from L1, the row from L2) */
+INLINE void scores_sums(__m512 *w, const float *k, const float *const *q, const int NQ, const int hd) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[h][j] = _mm512_setzero_ps();
+    #pragma GCC unroll 4
+    for (int j0 = 0; j0 < hd; j0 += 64)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            const __m512 kv = _mm512_loadu_ps(k + j0 + 16 * j);
+            #pragma GCC unroll 16
+            for (int h = 0; h < NQ; h++) a[h][j] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[h] + j0 + 16 * j), a[h][j]);
+        }
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+}
+
+/* scores of NQ queries for rows [i, i1) (at most 16): 16 rows' sums are finished
+ * together by reduce16x16 (row r goes to slot 4(r%4) + r/4, so the result lanes come out
+ * in row order), fewer one by one */
+INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int i, int i1,
+                        const int NQ, const int hd, float scale) {
+    __m512 w[4 * 16];
+    if (i1 - i == 16) {
+        #pragma GCC unroll 1
+        for (int r = 0; r < 16; r++) scores_sums(w + 4 * (r % 4) + r / 4, K + (size_t)(i + r) * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++)
+            _mm512_storeu_ps(s[h] + i, _mm512_mul_ps(reduce16x16(w + 16 * h), _mm512_set1_ps(scale)));
+        return;
+    }
+    for (; i < i1; i++) {
+        scores_sums(w, K + (size_t)i * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++) s[h][i] = reduce16(w[16 * h]) * scale;
+    }
+}
+
+/* all queries by 4 for rows [i, i1); the head dims of the models we run get their loops
+ * unrolled */
+INLINE void scores_queries(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int i,
+                           int i1, const int hd, float scale) {
+    for (int u = 0; u < nq; u += 4) switch (nq - u) {
+        case 1: scores_rows(s + u, K, stride, q + u, i, i1, 1, hd, scale); break;
+        case 2: scores_rows(s + u, K, stride, q + u, i, i1, 2, hd, scale); break;
+        case 3: scores_rows(s + u, K, stride, q + u, i, i1, 3, hd, scale); break;
+        default: scores_rows(s + u, K, stride, q + u, i, i1, 4, hd, scale); break;
+        }
+}
+
+/* by 16 rows (16 KB of K for head dim 256, in L1 while every query reads them) */
+static void op_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n,
+                            int hd, float scale) {
+    if (hd % 64 || nq == 1) { /* dot_ggml16's scalar tail; or one query: scores_hd keeps it in registers */
+        for (int h = 0; h < nq; h++) op_scores(s[h], K, stride, q[h], n, hd, scale);
+        return;
+    }
+    for (int i = 0; i < n; i += 16) {
+        const int i1 = i + 16 < n ? i + 16 : n;
+        switch (hd) {
+        case 64: scores_queries(s, K, stride, q, nq, i, i1, 64, scale); break;
+        case 128: scores_queries(s, K, stride, q, nq, i, i1, 128, scale); break;
+        case 256: scores_queries(s, K, stride, q, nq, i, i1, 256, scale); break;
+        default: scores_queries(s, K, stride, q, nq, i, i1, hd, scale);
+        }
+    }
+}
+
+/* One residue class k of attn_wsum_acc's 16 partial sums (positions i = k, k+16, ...) for
+ * NP pairs and NC column vectors from column 16*cb: NP*NC accumulators in registers, each
+ * the same chain of fused multiply-adds as in op_wsum_acc; each V row's 16*NC floats are
+ * loaded once for all NP pairs. */
+INLINE void wsum_tile(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int k, int cb,
+                      const int NP, const int NC) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) a[u][c] = _mm512_loadu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k);
+    for (int i = k; i < n; i += 16) {
+        const float *v = V + (size_t)i * stride + 16 * cb;
+        __m512 x[4];
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) x[c] = _mm512_loadu_ps(v + 16 * c);
+        #pragma GCC unroll 16
+        for (int u = 0; u < NP; u++) {
+            const __m512 pu = _mm512_set1_ps(p[u][i]);
+            #pragma GCC unroll 16
+            for (int c = 0; c < NC; c++) a[u][c] = _mm512_fmadd_ps(x[c], pu, a[u][c]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) _mm512_storeu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k, a[u][c]);
+}
+
+/* all 16 residues of NC column vectors from 16*cb for NP pairs */
+INLINE void wsum_cols(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int cb,
+                      const int NP, const int NC) {
+    for (int k = 0; k < (n < 16 ? n : 16); k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, NC);
+}
+
+#define WSUM_PAIRS(NC)                                                                                                 \
+    for (int u = 0; u < np; u += 4) switch (np - u) {                                                                  \
+        case 1: wsum_cols(acc + u, V, stride, p + u, n, cb, 1, NC); break;                                             \
+        case 2: wsum_cols(acc + u, V, stride, p + u, n, cb, 2, NC); break;                                             \
+        case 3: wsum_cols(acc + u, V, stride, p + u, n, cb, 3, NC); break;                                             \
+        default: wsum_cols(acc + u, V, stride, p + u, n, cb, 4, NC); break;                                            \
+        }
+
+/* attn_wsum_acc_multi for hd % 16 == 0: by 64 columns (then 16), and within them by 4
+ * pairs, so that those columns of the block's rows (32 KB for 128 rows) stay in L1 while
+ * every pair reads them */
+static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                          int hd) {
+    if (np % 4 == 1) { /* a pair alone: op_wsum_acc keeps all 16 partial sums in registers */
+        op_wsum_acc(acc[np - 1], V, stride, p[np - 1], n, hd);
+        if (--np == 0) return;
+    }
+    int cb = 0;
+    for (; cb + 4 <= hd / 16; cb += 4) WSUM_PAIRS(4)
+    for (; cb < hd / 16; cb++) WSUM_PAIRS(1)
+}
+
 static void op_mad(float *y, const float *x, float v, int n) {
     const __m512 vv = _mm512_set1_ps(v);
     int i = 0;
@@ -976,8 +1127,8 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
     free(wt);
 }
 
-static const kernel_ops avx512_ops = {op_dot,          op_mad,  op_silu, op_swiglu, op_softmax_exp,
-                                       op_gdn_step,     op_conv, op_scores, op_wsum_acc};
+static const kernel_ops avx512_ops = {op_dot,      op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
+                                       op_conv,     op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,

@@ -185,6 +185,26 @@ void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, in
     }
 }
 
+void attn_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
+                       float scale) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->scores_multi) {
+        ko->scores_multi(s, K, stride, q, nq, n, hd, scale);
+        return;
+    }
+    for (int h = 0; h < nq; h++) attn_scores(s[h], K, stride, q[h], n, hd, scale);
+}
+
+void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                         int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum_multi && hd % 16 == 0) {
+        ko->wsum_multi(acc, V, stride, p, np, n, hd);
+        return;
+    }
+    for (int h = 0; h < np; h++) attn_wsum_acc(acc[h], V, stride, p[h], n, hd);
+}
+
 void attn_wsum_finish(float *o, const float *acc, int hd) {
     for (int c = 0; c < hd; c++) {
         float lanes[16];

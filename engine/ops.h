@@ -74,6 +74,14 @@ void attn_scores(float *s, const float *K, size_t stride, const float *q, int n,
 #define ATTN_ACC_FLOATS(hd) ((size_t)(((hd) + 15) / 16) * 256)
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
 void attn_wsum_finish(float *o, const float *acc, int hd);
+/* The same for nq (query, scores) pairs over the same cache rows (the heads of a KV group,
+ * the tokens of a run): s[h] gets q[h]'s scores, acc[h] takes p[h]'s weighted sum. Every
+ * pair's result is that of the one-pair call, bit for bit; the kernels may load each K or
+ * V row once for several pairs. */
+void attn_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
+                       float scale);
+void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                         int hd);
 /* One token of a causal depthwise convolution without bias: y[c] = sum_k w[c][k] * window,
  * window = the K-1 values in state[c] (oldest first) then u[c], summed oldest first with
  * fused multiply-adds; the state then shifts by one and takes u[c]. */

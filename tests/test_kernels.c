@@ -487,6 +487,62 @@ static void case_scores(float *out, size_t *n) {
     *n = k;
 }
 
+/* attn_scores_multi == attn_scores per query, bit for bit (the multi-query kernels load
+ * each K row once for several queries; each keeps its own sums), for 1..8 queries */
+static const int multi_lens[] = {1, 2, 15, 16, 17, 33, 70};
+static void case_scores_multi(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 128, 64, 192, 20};
+    float one[70];
+    for (size_t h = 0; h < 5; h++)
+        for (size_t li = 0; li < sizeof multi_lens / sizeof *multi_lens; li++)
+            for (int nq = 1; nq <= 8; nq++) {
+                const int len = multi_lens[li];
+                float *s[8];
+                const float *q[8];
+                for (int r = 0; r < nq; r++) s[r] = out + k + (size_t)r * len, q[r] = vg + 300 * r + 5;
+                attn_scores_multi(s, vx, 260, q, nq, len, hds[h], 0.0625f);
+                for (int r = 0; r < nq; r++) {
+                    attn_scores(one, vx, 260, q[r], len, hds[h], 0.0625f);
+                    CHECK(!memcmp(one, s[r], sizeof(float) * (size_t)len),
+                          "scores of query %d of %d == alone (hd %d, n %d)", r, nq, hds[h], len);
+                }
+                k += (size_t)nq * len;
+            }
+    *n = k;
+}
+
+/* attn_wsum_acc_multi == attn_wsum_acc per pair, in two pieces (the second adds to the
+ * partial sums of the first), for 1..8 pairs */
+static void case_wsum_multi(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 128, 64, 48, 20};
+    const size_t accn = ATTN_ACC_FLOATS(256);
+    float *acc = malloc(sizeof(float) * accn * 9), *one = acc + 8 * accn;
+    for (size_t h = 0; h < 5; h++)
+        for (size_t li = 0; li < sizeof multi_lens / sizeof *multi_lens; li++)
+            for (int np = 1; np <= 8; np++) {
+                const int len = multi_lens[li], hd = hds[h];
+                float *a[8];
+                const float *p[8], *p2[8];
+                memset(acc, 0, sizeof(float) * accn * 8);
+                for (int r = 0; r < np; r++) a[r] = acc + r * accn, p[r] = vg + 100 * r + 3, p2[r] = p[r] + 32;
+                attn_wsum_acc_multi(a, vx, 260, p, np, len < 32 ? len : 32, hd);
+                if (len > 32) attn_wsum_acc_multi(a, vx + 32 * 260, 260, p2, np, len - 32, hd);
+                for (int r = 0; r < np; r++) {
+                    memset(one, 0, sizeof(float) * accn);
+                    attn_wsum_acc(one, vx, 260, p[r], len < 32 ? len : 32, hd);
+                    if (len > 32) attn_wsum_acc(one, vx + 32 * 260, 260, p2[r], len - 32, hd);
+                    CHECK(!memcmp(one, a[r], sizeof(float) * ATTN_ACC_FLOATS(hd)),
+                          "wsum of pair %d of %d == alone (hd %d, n %d)", r, np, hd, len);
+                    attn_wsum_finish(out + k, a[r], hd);
+                    k += (size_t)hd;
+                }
+            }
+    free(acc);
+    *n = k;
+}
+
 static void case_conv(float *out, size_t *n) {
     float st[300 * 3], w[300 * 4];
     for (int i = 0; i < 900; i++) st[i] = vx[i];
@@ -533,6 +589,8 @@ static void test_ops(void) {
     compare_isas("attention weighted sum", case_wsum, 20000);
     compare_isas("attn_scores", case_scores, 20000);
     compare_isas("attn_wsum_acc/attn_wsum_finish", case_wsum_pieces, 20000);
+    compare_isas("attn_scores_multi", case_scores_multi, 40000);
+    compare_isas("attn_wsum_acc_multi", case_wsum_multi, 140000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
     /* the ops agree with plain math */
     kernels_select("auto");
