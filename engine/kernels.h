@@ -142,7 +142,8 @@ size_t kact_bytes(uint32_t wt, int64_t n, int T);
 /* 1 when the active set computes weights of type wt in the block-integer order */
 int kernels_blockint(uint32_t wt);
 /* The scalar reference of the active set's arithmetic for wt (vec_dot_ref, or the
- * block-integer order), on rows [r0, r1): what kernels_gemm must return bit for bit. */
+ * block-integer order), on rows [r0, r1): what kernels_gemm must return bit for bit (the
+ * AMX set also runs it for rows that do not fill a tile). */
 void kernels_gemm_reference(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
 void kact_prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf);
 void kernels_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);

@@ -273,14 +273,6 @@ static const uint8_t *q80_relayout(const kact *x, int64_t nb) {
     return relay_buf;
 }
 
-/* rows that do not fill a tile: the same arithmetic, one dot at a time */
-static void q80_rows_scalar(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    for (int64_t r = r0; r < r1; r++)
-        for (int t = 0; t < x->T; t++)
-            Y[(size_t)t * ldy + r] = vec_dot_q8_0_blockint(
-                W->n_in, (const block_q8_0 *)((const uint8_t *)W->data + (size_t)r * W->row_bytes), kact_row(x, t));
-}
-
 /* rows per L2 chunk when many token groups pass over the same weights */
 static int64_t chunk_rows(size_t rb, int T) {
     if (T <= 16) return INT64_MAX / 4;
@@ -294,8 +286,8 @@ static void gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, fl
     const uint8_t *base = W->data;
     const int T = x->T;
     const uint8_t *relay = T > 1 ? q80_relayout(x, nb) : NULL;
-    if (T > 1 && !relay) { /* no memory for the re-layout */
-        q80_rows_scalar(W, r0, r1, x, Y, ldy);
+    if (T > 1 && !relay) { /* no memory for the re-layout: the scalar reference of this order */
+        kernels_gemm_reference(W, r0, r1, x, Y, ldy);
         return;
     }
     const int64_t rc = chunk_rows(rb, T);
@@ -318,7 +310,7 @@ static void gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, fl
         }
     }
     if (full > r0) tiles_release();
-    q80_rows_scalar(W, full, r1, x, Y, ldy);
+    if (full < r1) kernels_gemm_reference(W, full, r1, x, Y, ldy); /* rows that do not fill a tile */
 }
 
 /* ---------------------------------------------------------------- dispatch */
