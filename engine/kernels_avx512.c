@@ -518,47 +518,70 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
     return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
 }
 
-/* The panels of Q8_K tiles (as q80_panels, for the same reason): per super-block, each
- * token's 256 values and its 8 pair sums of bsums (272 bytes), then the tile's C scales. */
-#define QK8K_PANEL_TOKEN (QK_K + 16)
+/* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
+ * token's 256 values, then per group of 4 tokens (zero-padded) their pair sums of bsums
+ * (4 x 8 int16) and their negated scales, each repeated 4 times (16 floats), then the
+ * tile's C scales. The mins term of 4 tokens is then one 512-bit multiply-add per row, a
+ * token per 128-bit lane, instead of one 256-bit pass per token. */
+#define Q8K_GROUP 128 /* bytes per 4 tokens: bs32 [4][8] int16, -d [4][4] float */
+INLINE int q8k_groups(int C) { return (C + 3) / 4; }
+INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
 
 static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
-    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)x->T * (size_t)nsb * (QK8K_PANEL_TOKEN + 4))) return NULL;
+    const int tiles = (x->T + TILE - 1) / TILE;
+    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)tiles * (size_t)nsb * q8k_block(TILE))) return NULL;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
-        const size_t block = (size_t)C * (QK8K_PANEL_TOKEN + 4);
-        uint8_t *panel = q8k_panel_buf + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
+        const size_t block = q8k_block(C), groups = (size_t)C * QK_K;
+        uint8_t *panel = q8k_panel_buf + (size_t)(t0 / TILE) * (size_t)nsb * q8k_block(TILE);
+        for (int64_t i = 0; i < nsb; i++) memset(panel + (size_t)i * block + groups, 0, block - groups);
         for (int t = 0; t < C; t++) {
             const block_q8_K *xq = (const block_q8_K *)kact_row(x, t0 + t);
             const int16_t *bs = (const int16_t *)kact_aux(x, t0 + t);
             for (int64_t i = 0; i < nsb; i++) {
-                uint8_t *p = panel + (size_t)i * block;
-                memcpy(p + (size_t)t * QK8K_PANEL_TOKEN, xq[i].qs, QK_K);
-                memcpy(p + (size_t)t * QK8K_PANEL_TOKEN + QK_K, bs + 8 * i, 16);
-                memcpy(p + (size_t)C * QK8K_PANEL_TOKEN + 4 * (size_t)t, &xq[i].d, 4);
+                uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 4) * Q8K_GROUP;
+                const float nd[4] = {-xq[i].d, -xq[i].d, -xq[i].d, -xq[i].d};
+                memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
+                memcpy(g + 16 * (t % 4), bs + 8 * i, 16);
+                memcpy(g + 64 + 16 * (t % 4), nd, 16);
+                memcpy(p + groups + (size_t)q8k_groups(C) * Q8K_GROUP + 4 * (size_t)t, &xq[i].d, 4);
             }
         }
     }
     return q8k_panel_buf;
 }
 
+/* The mins lanes of one row for the 4 tokens of a group, one token per 128-bit lane:
+ * k = m_2k*bs32_2k + m_2k+1*bs32_2k+1 (Q4_K), or for Q5_K their sum in every lane of the
+ * token (integers: the grouping does not change the value). */
+INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
+    __m512i p = _mm512_madd_epi16(m, bs32);
+    if (five) {
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_CDAB));
+    }
+    return p;
+}
+
+/* the per-token sum of a row's mins accumulator: lanes 4k..4k+3 of token k of the group */
+INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
+
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                     float *Y, int64_t ldy) {
-    const int five = wt == GGML_Q5_K;
+    const int five = wt == GGML_Q5_K, G = q8k_groups(C);
     const int64_t nsb = W->n_in / QK_K;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const size_t block = (size_t)C * (QK8K_PANEL_TOKEN + 4);
-    __m512 acc[8];
-    __m256 accm[8];
+    const size_t block = q8k_block(C);
+    __m512 acc[8], accm0[2], accm1[2];
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
+    for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
+    #pragma GCC unroll 4
+    for (int g = 0; g < G; g++) accm0[g] = accm1[g] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
-    /* [m0..7 | m0..7 of row 1] out of kscales_pair's layout */
-    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
-                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    /* [m0..7 x 4] of row 0 and of row 1 out of kscales_pair's layout */
+    const __m512i pick_m0 = _mm512_set_epi16(15, 14, 13, 12, 11, 10, 9, 8, 15, 14, 13, 12, 11, 10, 9, 8, 15, 14, 13,
+                                             12, 11, 10, 9, 8, 15, 14, 13, 12, 11, 10, 9, 8);
+    const __m512i pick_m1 = _mm512_add_epi16(pick_m0, _mm512_set1_epi16(16));
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *qs0, *qs1, *sc0, *sc1;
         if (C <= 8) {
@@ -578,8 +601,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
             d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
         }
         const __m512i scm = kscales_pair(sc0, sc1);
-        const uint8_t *p = panel + (size_t)i * block;
-        const float *pd = (const float *)(p + (size_t)C * QK8K_PANEL_TOKEN);
+        const uint8_t *p = panel + (size_t)i * block, *pg = p + (size_t)C * QK_K;
+        const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
         __m512i isum[8];
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
@@ -596,42 +619,42 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
             const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
-                const int8_t *a = (const int8_t *)(p + (size_t)t * QK8K_PANEL_TOKEN) + 64 * c;
+                const int8_t *a = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
             }
         }
-        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4 | dmin1 x 4] */
+        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and dmin0 x 16, dmin1 x 16 */
         const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
         const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
                                                 _mm512_castps128_ps512(dd));
-        const __m256 dm = _mm256_permutexvar_ps(_mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3), _mm256_castps128_ps256(dd));
-        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
         #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const float yd = pd[t];
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-            const __m256i b32 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + (size_t)t * QK8K_PANEL_TOKEN + QK_K)));
-            __m256i prod = _mm256_madd_epi16(mins, b32); /* [4 lanes row 0 | 4 lanes row 1] */
-            const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-yd), dm);
-            if (five) { /* ((p0 + p1) + (p2 + p3)) per row, fused into a scalar per row */
-                prod = _mm256_hadd_epi32(prod, prod);
-                prod = _mm256_hadd_epi32(prod, prod);
-            }
-            accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
+        for (int t = 0; t < C; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        const __m512 dm0 = _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(dd));
+        const __m512 dm1 = _mm512_permutexvar_ps(_mm512_set1_epi32(3), _mm512_castps128_ps512(dd));
+        const __m512i mr0 = _mm512_permutexvar_epi16(pick_m0, scm), mr1 = _mm512_permutexvar_epi16(pick_m1, scm);
+        #pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
+            const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
+            accm0[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm0), _mm512_cvtepi32_ps(mins_group(mr0, bs32, five)), accm0[g]);
+            accm1[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm1), _mm512_cvtepi32_ps(mins_group(mr1, bs32, five)), accm1[g]);
         }
+    }
+    float m0s[32], m1s[32];
+    #pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+        _mm512_storeu_ps(m0s + 16 * g, accm0[g]);
+        _mm512_storeu_ps(m1s + 16 * g, accm1[g]);
     }
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
-        _mm256_storeu_ps(m, accm[t]);
-        const float s0 = five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]);
-        const float s1 = five ? m[4] : (m[4] + m[6]) + (m[5] + m[7]);
-        y[0] = hsum8_lo(acc[t]) + s0;
-        if (two) y[1] = hsum8_hi(acc[t]) + s1;
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]) + mins_out(m0s + 4 * t, five);
+        if (two) y[1] = hsum8_hi(acc[t]) + mins_out(m1s + 4 * t, five);
     }
 }
-
 
 #define Q45K_TILE 8
 #define Q45K_CASE(k) \
@@ -646,7 +669,7 @@ INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
             const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
-            const uint8_t *panel = panels + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
+            const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
             for (int64_t r = c0; r < c1; r += 2) {
                 const int two = r + 1 < c1;
                 switch (c) {
