@@ -566,13 +566,19 @@ INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
 /* the per-token sum of a row's mins accumulator: lanes 4k..4k+3 of token k of the group */
 INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
 
+/* Tokens per tile: 16 keeps the 16 integer sums in registers (the float accumulators go to
+ * the stack, one load and store per super-block and token); the per-super-block setup
+ * (scales, nibbles) is then paid over twice the tokens of a tile of 8, about 7% faster. */
+#ifndef Q45K_TILE
+#define Q45K_TILE 16
+#endif
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                     float *Y, int64_t ldy) {
     const int five = wt == GGML_Q5_K, G = q8k_groups(C);
     const int64_t nsb = W->n_in / QK_K;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
     const size_t block = q8k_block(C);
-    __m512 acc[8], accm0[2], accm1[2];
+    __m512 acc[Q45K_TILE], accm0[(Q45K_TILE + 3) / 4], accm1[(Q45K_TILE + 3) / 4];
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
     #pragma GCC unroll 4
@@ -603,7 +609,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
         const __m512i scm = kscales_pair(sc0, sc1);
         const uint8_t *p = panel + (size_t)i * block, *pg = p + (size_t)C * QK_K;
         const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
-        __m512i isum[8];
+        __m512i isum[Q45K_TILE];
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
         #pragma GCC unroll 16
@@ -642,7 +648,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
             accm1[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm1), _mm512_cvtepi32_ps(mins_group(mr1, bs32, five)), accm1[g]);
         }
     }
-    float m0s[32], m1s[32];
+    float m0s[4 * Q45K_TILE + 12], m1s[4 * Q45K_TILE + 12];
     #pragma GCC unroll 4
     for (int g = 0; g < G; g++) {
         _mm512_storeu_ps(m0s + 16 * g, accm0[g]);
@@ -656,9 +662,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
     }
 }
 
-#define Q45K_TILE 8
 #define Q45K_CASE(k) \
-    case k: k_q45k(wt, W, r, two, panel, t0, k, Y, ldy); break;
+    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
 /* 0 without writing when there is no memory for the panels (the reference runs then) */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
@@ -674,7 +679,8 @@ INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const
                 const int two = r + 1 < c1;
                 switch (c) {
                     Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
-                    Q45K_CASE(8)
+                    Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
+                    Q45K_CASE(15) Q45K_CASE(16)
                 }
             }
         }
