@@ -519,12 +519,13 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
 }
 
 /* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
- * token's 256 values, then per group of 4 tokens (zero-padded) their pair sums of bsums
- * (4 x 8 int16) and their negated scales, each repeated 4 times (16 floats), then the
- * tile's C scales. The mins term of 4 tokens is then one 512-bit multiply-add per row, a
- * token per 128-bit lane, instead of one 256-bit pass per token. */
-#define Q8K_GROUP 128 /* bytes per 4 tokens: bs32 [4][8] int16, -d [4][4] float */
-INLINE int q8k_groups(int C) { return (C + 3) / 4; }
+ * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
+ * sums of bsums and their negated scales, laid out as the mins lanes of a row pair
+ * [row 0, token a | row 1, token a | row 0, token b | row 1, token b] (each 128 bits: 8
+ * int16 sums, 4 floats), then the tile's C scales. The mins term of a row pair and two
+ * tokens is then one 512-bit multiply-add, instead of a 256-bit pass per token. */
+#define Q8K_GROUP 128 /* bytes per 2 tokens: bs32 [2][2][8] int16, -d [2][2][4] float */
+INLINE int q8k_groups(int C) { return (C + 1) / 2; }
 INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
 
 static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
@@ -539,11 +540,13 @@ static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
             const block_q8_K *xq = (const block_q8_K *)kact_row(x, t0 + t);
             const int16_t *bs = (const int16_t *)kact_aux(x, t0 + t);
             for (int64_t i = 0; i < nsb; i++) {
-                uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 4) * Q8K_GROUP;
+                uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 2) * Q8K_GROUP + 32 * (t % 2);
                 const float nd[4] = {-xq[i].d, -xq[i].d, -xq[i].d, -xq[i].d};
                 memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
-                memcpy(g + 16 * (t % 4), bs + 8 * i, 16);
-                memcpy(g + 64 + 16 * (t % 4), nd, 16);
+                memcpy(g, bs + 8 * i, 16);
+                memcpy(g + 16, bs + 8 * i, 16);
+                memcpy(g + 64, nd, 16);
+                memcpy(g + 80, nd, 16);
                 memcpy(p + groups + (size_t)q8k_groups(C) * Q8K_GROUP + 4 * (size_t)t, &xq[i].d, 4);
             }
         }
@@ -551,9 +554,9 @@ static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
     return q8k_panel_buf;
 }
 
-/* The mins lanes of one row for the 4 tokens of a group, one token per 128-bit lane:
- * k = m_2k*bs32_2k + m_2k+1*bs32_2k+1 (Q4_K), or for Q5_K their sum in every lane of the
- * token (integers: the grouping does not change the value). */
+/* The mins lanes of a row pair for the 2 tokens of a group, one row and token per 128-bit
+ * lane: k = m_2k*bs32_2k + m_2k+1*bs32_2k+1 (Q4_K), or for Q5_K their sum in every lane of
+ * the row and token (integers: the grouping does not change the value). */
 INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
     __m512i p = _mm512_madd_epi16(m, bs32);
     if (five) {
@@ -563,7 +566,7 @@ INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
     return p;
 }
 
-/* the per-token sum of a row's mins accumulator: lanes 4k..4k+3 of token k of the group */
+/* the sum of a row's and token's 4 mins lanes */
 INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
 
 /* Tokens per tile: 16 keeps the 16 integer sums in registers (the float accumulators go to
@@ -578,16 +581,15 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
     const int64_t nsb = W->n_in / QK_K;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
     const size_t block = q8k_block(C);
-    __m512 acc[Q45K_TILE], accm0[(Q45K_TILE + 3) / 4], accm1[(Q45K_TILE + 3) / 4];
+    __m512 acc[Q45K_TILE], accm[(Q45K_TILE + 1) / 2];
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
-    #pragma GCC unroll 4
-    for (int g = 0; g < G; g++) accm0[g] = accm1[g] = _mm512_setzero_ps();
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) accm[g] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
-    /* [m0..7 x 4] of row 0 and of row 1 out of kscales_pair's layout */
-    const __m512i pick_m0 = _mm512_set_epi16(15, 14, 13, 12, 11, 10, 9, 8, 15, 14, 13, 12, 11, 10, 9, 8, 15, 14, 13,
-                                             12, 11, 10, 9, 8, 15, 14, 13, 12, 11, 10, 9, 8);
-    const __m512i pick_m1 = _mm512_add_epi16(pick_m0, _mm512_set1_epi16(16));
+    /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
+    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
+                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *qs0, *qs1, *sc0, *sc1;
         if (C <= 8) {
@@ -630,35 +632,31 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
             }
         }
-        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and dmin0 x 16, dmin1 x 16 */
+        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4, dmin1 x 4] x 2 */
         const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
         const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
                                                 _mm512_castps128_ps512(dd));
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-        const __m512 dm0 = _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(dd));
-        const __m512 dm1 = _mm512_permutexvar_ps(_mm512_set1_epi32(3), _mm512_castps128_ps512(dd));
-        const __m512i mr0 = _mm512_permutexvar_epi16(pick_m0, scm), mr1 = _mm512_permutexvar_epi16(pick_m1, scm);
-        #pragma GCC unroll 4
+        const __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3),
+                                                _mm512_castps128_ps512(dd));
+        const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
+        #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
             const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
-            accm0[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm0), _mm512_cvtepi32_ps(mins_group(mr0, bs32, five)), accm0[g]);
-            accm1[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm1), _mm512_cvtepi32_ps(mins_group(mr1, bs32, five)), accm1[g]);
+            accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
         }
     }
-    float m0s[4 * Q45K_TILE + 12], m1s[4 * Q45K_TILE + 12];
-    #pragma GCC unroll 4
-    for (int g = 0; g < G; g++) {
-        _mm512_storeu_ps(m0s + 16 * g, accm0[g]);
-        _mm512_storeu_ps(m1s + 16 * g, accm1[g]);
-    }
+    float ms[8 * Q45K_TILE + 8];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) _mm512_storeu_ps(ms + 16 * g, accm[g]);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r;
-        y[0] = hsum8_lo(acc[t]) + mins_out(m0s + 4 * t, five);
-        if (two) y[1] = hsum8_hi(acc[t]) + mins_out(m1s + 4 * t, five);
+        y[0] = hsum8_lo(acc[t]) + mins_out(ms + 8 * t, five);
+        if (two) y[1] = hsum8_hi(acc[t]) + mins_out(ms + 8 * t + 4, five);
     }
 }
 
