@@ -475,24 +475,37 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
  * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
  * to one integer first and fused into a scalar (Q5_K). */
 
-/* the scales and mins of two Q4_K/Q5_K super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7],
- * from their 12 packed bytes (s0, s1; 16 bytes are read, the 4 after belong to the block):
+/* The first 16 bytes of two Q4_K/Q5_K super-blocks (d, dmin, the 12 packed scale bytes)
+ * as [block 0 | block 1]; the scales, mins and factors all come out of this register. */
+INLINE __m256i khead_pair(const void *b0, const void *b1) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0)),
+                                   _mm_loadu_si128((const __m128i *)b1), 1);
+}
+
+/* the scales and mins of the two super-blocks of khead_pair as int16
+ * [sc0..7 m0..7 | sc0..7 m0..7], from their 12 packed bytes q (at byte 4 of each half):
  *   sc_j = q[j] & 63, m_j = q[j+4] & 63                                  (j < 4)
  *   sc_j = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m_j = (q[j+4] >> 4) | (q[j] >> 6) << 4   (j >= 4) */
-INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
-    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
-                                              _mm_loadu_si128((const __m128i *)s1), 1);
-    const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10,
-                                            11, 4, 5, 6, 7, 8, 9, 10, 11);
-    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
-                                            1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+INLINE __m512i kscales_pair(__m256i head) {
+    const __m256i lo_idx = _mm256_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15, 4, 5, 6, 7, 12,
+                                            13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11, -1, -1, -1, -1, 4,
+                                            5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11);
     const __m256i lo_mask = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63,
                                              63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
-    __m256i a = _mm256_shuffle_epi8(q, lo_idx);
+    __m256i a = _mm256_shuffle_epi8(head, lo_idx);
     /* m4..7 take the high nibble of q[8..11] */
     a = _mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88);
-    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(q, hi_idx), 2), _mm256_set1_epi8(0x30));
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(head, hi_idx), 2), _mm256_set1_epi8(0x30));
     return _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(a, lo_mask), h));
+}
+
+/* the fp16 words w and w+8 of khead_pair (d: 0, dmin: 1) as floats, in groups of n (8: [block 0
+ * x 8 | block 1 x 8], the layout of the lanes; 4: the mins lanes' [block 0 x 4, block 1 x 4] x 2) */
+INLINE __m512 khead_factor(__m256i head, int w, int n) {
+    const __m256i idx = n == 8 ? _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8)
+                               : _mm256_setr_epi16(0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0, 8, 8, 8, 8);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(_mm256_add_epi16(idx, _mm256_set1_epi16((short)w)), head));
 }
 
 /* permutation indices, as tables so the compiler loads them instead of building them
@@ -591,24 +604,24 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
     const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
                                             28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *qs0, *qs1, *sc0, *sc1;
+        const uint8_t *qs0, *qs1;
         if (C <= 8) {
             const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
             prefetch_pair(w0, w1, (size_t)i * bs, bs);
         }
-        fp16_t d0, d1, m0, m1;
         __m512i qh = _mm512_setzero_si512();
+        __m256i head;
         if (five) {
             const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qs0 = a->qs, qs1 = c->qs;
+            head = khead_pair(a, c);
             qh = load_pair256(a->qh, c->qh);
         } else {
             const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qs0 = a->qs, qs1 = c->qs;
+            head = khead_pair(a, c);
         }
-        const __m512i scm = kscales_pair(sc0, sc1);
+        const __m512i scm = kscales_pair(head);
         const uint8_t *p = panel + (size_t)i * block, *pg = p + (size_t)C * QK_K;
         const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
         __m512i isum[Q45K_TILE];
@@ -632,15 +645,11 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
             }
         }
-        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4, dmin1 x 4] x 2 */
-        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
-        const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
-                                                _mm512_castps128_ps512(dd));
+        const __m512 dw = khead_factor(head, 0, 8);
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-        const __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3),
-                                                _mm512_castps128_ps512(dd));
+        const __m512 dm = khead_factor(head, 1, 4);
         const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
         #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
