@@ -286,6 +286,7 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
 #define Q80_PANEL_TOKEN 64
 static __thread uint8_t *q80_panel_buf, *q8k_panel_buf;
 static __thread size_t q80_panel_cap, q8k_panel_cap;
+static __thread uint64_t q8k_panel_serial; /* the preparation q8k_panel_buf holds (0: none) */
 
 /* Each thread's panel buffers live as long as the thread: a key's destructor frees them
  * when a pool thread ends (engine_close), so nothing leaks. */
@@ -297,6 +298,7 @@ static void panel_free(void *unused) {
     free(q8k_panel_buf);
     q80_panel_buf = q8k_panel_buf = NULL;
     q80_panel_cap = q8k_panel_cap = 0;
+    q8k_panel_serial = 0;
 }
 static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
 
@@ -541,8 +543,12 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
 INLINE int q8k_groups(int C) { return (C + 1) / 2; }
 INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
 
+/* Built once per preparation and thread: the matrices of one matmul_multi job share the
+ * activations, and one matrix's rows may come to a thread in several calls. */
 static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
     const int tiles = (x->T + TILE - 1) / TILE;
+    if (x->serial && q8k_panel_serial == x->serial && q8k_panel_buf) return q8k_panel_buf;
+    q8k_panel_serial = 0;
     if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)tiles * (size_t)nsb * q8k_block(TILE))) return NULL;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
@@ -564,6 +570,7 @@ static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
             }
         }
     }
+    q8k_panel_serial = x->serial;
     return q8k_panel_buf;
 }
 
