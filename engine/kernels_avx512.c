@@ -286,6 +286,7 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
 #define Q80_PANEL_TOKEN 64
 static __thread uint8_t *q80_panel_buf, *q8k_panel_buf;
 static __thread size_t q80_panel_cap, q8k_panel_cap;
+static __thread uint64_t q8k_panel_serial; /* the preparation q8k_panel_buf holds (0: none) */
 
 /* Each thread's panel buffers live as long as the thread: a key's destructor frees them
  * when a pool thread ends (engine_close), so nothing leaks. */
@@ -297,6 +298,7 @@ static void panel_free(void *unused) {
     free(q8k_panel_buf);
     q80_panel_buf = q8k_panel_buf = NULL;
     q80_panel_cap = q8k_panel_cap = 0;
+    q8k_panel_serial = 0;
 }
 static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
 
@@ -475,24 +477,37 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
  * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
  * to one integer first and fused into a scalar (Q5_K). */
 
-/* the scales and mins of two Q4_K/Q5_K super-blocks as int16 [sc0..7 m0..7 | sc0..7 m0..7],
- * from their 12 packed bytes (s0, s1; 16 bytes are read, the 4 after belong to the block):
+/* The first 16 bytes of two Q4_K/Q5_K super-blocks (d, dmin, the 12 packed scale bytes)
+ * as [block 0 | block 1]; the scales, mins and factors all come out of this register. */
+INLINE __m256i khead_pair(const void *b0, const void *b1) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0)),
+                                   _mm_loadu_si128((const __m128i *)b1), 1);
+}
+
+/* the scales and mins of the two super-blocks of khead_pair as int16
+ * [sc0..7 m0..7 | sc0..7 m0..7], from their 12 packed bytes q (at byte 4 of each half):
  *   sc_j = q[j] & 63, m_j = q[j+4] & 63                                  (j < 4)
  *   sc_j = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m_j = (q[j+4] >> 4) | (q[j] >> 6) << 4   (j >= 4) */
-INLINE __m512i kscales_pair(const uint8_t *s0, const uint8_t *s1) {
-    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s0)),
-                                              _mm_loadu_si128((const __m128i *)s1), 1);
-    const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10,
-                                            11, 4, 5, 6, 7, 8, 9, 10, 11);
-    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 0,
-                                            1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+INLINE __m512i kscales_pair(__m256i head) {
+    const __m256i lo_idx = _mm256_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15, 4, 5, 6, 7, 12,
+                                            13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11, -1, -1, -1, -1, 4,
+                                            5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11);
     const __m256i lo_mask = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63,
                                              63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
-    __m256i a = _mm256_shuffle_epi8(q, lo_idx);
+    __m256i a = _mm256_shuffle_epi8(head, lo_idx);
     /* m4..7 take the high nibble of q[8..11] */
     a = _mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88);
-    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(q, hi_idx), 2), _mm256_set1_epi8(0x30));
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(head, hi_idx), 2), _mm256_set1_epi8(0x30));
     return _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(a, lo_mask), h));
+}
+
+/* the fp16 words w and w+8 of khead_pair (d: 0, dmin: 1) as floats, in groups of n (8: [block 0
+ * x 8 | block 1 x 8], the layout of the lanes; 4: the mins lanes' [block 0 x 4, block 1 x 4] x 2) */
+INLINE __m512 khead_factor(__m256i head, int w, int n) {
+    const __m256i idx = n == 8 ? _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8)
+                               : _mm256_setr_epi16(0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0, 8, 8, 8, 8);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(_mm256_add_epi16(idx, _mm256_set1_epi16((short)w)), head));
 }
 
 /* permutation indices, as tables so the compiler loads them instead of building them
@@ -518,69 +533,105 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
     return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
 }
 
-/* The panels of Q8_K tiles (as q80_panels, for the same reason): per super-block, each
- * token's 256 values and its 8 pair sums of bsums (272 bytes), then the tile's C scales. */
-#define QK8K_PANEL_TOKEN (QK_K + 16)
+/* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
+ * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
+ * sums of bsums and their negated scales, laid out as the mins lanes of a row pair
+ * [row 0, token a | row 1, token a | row 0, token b | row 1, token b] (each 128 bits: 8
+ * int16 sums, 4 floats), then the tile's C scales. The mins term of a row pair and two
+ * tokens is then one 512-bit multiply-add, instead of a 256-bit pass per token. */
+#define Q8K_GROUP 128 /* bytes per 2 tokens: bs32 [2][2][8] int16, -d [2][2][4] float */
+INLINE int q8k_groups(int C) { return (C + 1) / 2; }
+INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
 
+/* Built once per preparation and thread: the matrices of one matmul_multi job share the
+ * activations, and one matrix's rows may come to a thread in several calls. */
 static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
-    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)x->T * (size_t)nsb * (QK8K_PANEL_TOKEN + 4))) return NULL;
+    const int tiles = (x->T + TILE - 1) / TILE;
+    if (x->serial && q8k_panel_serial == x->serial && q8k_panel_buf) return q8k_panel_buf;
+    q8k_panel_serial = 0;
+    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)tiles * (size_t)nsb * q8k_block(TILE))) return NULL;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
-        const size_t block = (size_t)C * (QK8K_PANEL_TOKEN + 4);
-        uint8_t *panel = q8k_panel_buf + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
+        const size_t block = q8k_block(C), groups = (size_t)C * QK_K;
+        uint8_t *panel = q8k_panel_buf + (size_t)(t0 / TILE) * (size_t)nsb * q8k_block(TILE);
+        for (int64_t i = 0; i < nsb; i++) memset(panel + (size_t)i * block + groups, 0, block - groups);
         for (int t = 0; t < C; t++) {
             const block_q8_K *xq = (const block_q8_K *)kact_row(x, t0 + t);
             const int16_t *bs = (const int16_t *)kact_aux(x, t0 + t);
             for (int64_t i = 0; i < nsb; i++) {
-                uint8_t *p = panel + (size_t)i * block;
-                memcpy(p + (size_t)t * QK8K_PANEL_TOKEN, xq[i].qs, QK_K);
-                memcpy(p + (size_t)t * QK8K_PANEL_TOKEN + QK_K, bs + 8 * i, 16);
-                memcpy(p + (size_t)C * QK8K_PANEL_TOKEN + 4 * (size_t)t, &xq[i].d, 4);
+                uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 2) * Q8K_GROUP + 32 * (t % 2);
+                const float nd[4] = {-xq[i].d, -xq[i].d, -xq[i].d, -xq[i].d};
+                memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
+                memcpy(g, bs + 8 * i, 16);
+                memcpy(g + 16, bs + 8 * i, 16);
+                memcpy(g + 64, nd, 16);
+                memcpy(g + 80, nd, 16);
+                memcpy(p + groups + (size_t)q8k_groups(C) * Q8K_GROUP + 4 * (size_t)t, &xq[i].d, 4);
             }
         }
     }
+    q8k_panel_serial = x->serial;
     return q8k_panel_buf;
 }
 
+/* The mins lanes of a row pair for the 2 tokens of a group, one row and token per 128-bit
+ * lane: k = m_2k*bs32_2k + m_2k+1*bs32_2k+1 (Q4_K), or for Q5_K their sum in every lane of
+ * the row and token (integers: the grouping does not change the value). */
+INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
+    __m512i p = _mm512_madd_epi16(m, bs32);
+    if (five) {
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_CDAB));
+    }
+    return p;
+}
+
+/* the sum of a row's and token's 4 mins lanes */
+INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
+
+/* Tokens per tile: 16 keeps the 16 integer sums in registers (the float accumulators go to
+ * the stack, one load and store per super-block and token); the per-super-block setup
+ * (scales, nibbles) is then paid over twice the tokens of a tile of 8, about 7% faster. */
+#ifndef Q45K_TILE
+#define Q45K_TILE 16
+#endif
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                     float *Y, int64_t ldy) {
-    const int five = wt == GGML_Q5_K;
+    const int five = wt == GGML_Q5_K, G = q8k_groups(C);
     const int64_t nsb = W->n_in / QK_K;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const size_t block = (size_t)C * (QK8K_PANEL_TOKEN + 4);
-    __m512 acc[8];
-    __m256 accm[8];
+    const size_t block = q8k_block(C);
+    __m512 acc[Q45K_TILE], accm[(Q45K_TILE + 1) / 2];
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
+    for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) accm[g] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
-    /* [m0..7 | m0..7 of row 1] out of kscales_pair's layout */
+    /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
     const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
                                             28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
     for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *qs0, *qs1, *sc0, *sc1;
+        const uint8_t *qs0, *qs1;
         if (C <= 8) {
             const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
             prefetch_pair(w0, w1, (size_t)i * bs, bs);
         }
-        fp16_t d0, d1, m0, m1;
         __m512i qh = _mm512_setzero_si512();
+        __m256i head;
         if (five) {
             const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qs0 = a->qs, qs1 = c->qs;
+            head = khead_pair(a, c);
             qh = load_pair256(a->qh, c->qh);
         } else {
             const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs, sc0 = a->scales, sc1 = c->scales;
-            d0 = a->d, d1 = c->d, m0 = a->dmin, m1 = c->dmin;
+            qs0 = a->qs, qs1 = c->qs;
+            head = khead_pair(a, c);
         }
-        const __m512i scm = kscales_pair(sc0, sc1);
-        const uint8_t *p = panel + (size_t)i * block;
-        const float *pd = (const float *)(p + (size_t)C * QK8K_PANEL_TOKEN);
-        __m512i isum[8];
+        const __m512i scm = kscales_pair(head);
+        const uint8_t *p = panel + (size_t)i * block, *pg = p + (size_t)C * QK_K;
+        const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
+        __m512i isum[Q45K_TILE];
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
         #pragma GCC unroll 16
@@ -596,46 +647,37 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int two, const uint8
             const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
-                const int8_t *a = (const int8_t *)(p + (size_t)t * QK8K_PANEL_TOKEN) + 64 * c;
+                const int8_t *a = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
             }
         }
-        /* [d0, dmin0, d1, dmin1] as floats, spread to [d0 x 8 | d1 x 8] and [dmin0 x 4 | dmin1 x 4] */
-        const __m128 dd = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)m0, (short)d1, (short)m1, 0, 0, 0, 0));
-        const __m512 dw = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
-                                                _mm512_castps128_ps512(dd));
-        const __m256 dm = _mm256_permutexvar_ps(_mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3), _mm256_castps128_ps256(dd));
-        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(pick_m, scm));
+        const __m512 dw = khead_factor(head, 0, 8);
         #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const float yd = pd[t];
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(yd), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-            const __m256i b32 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + (size_t)t * QK8K_PANEL_TOKEN + QK_K)));
-            __m256i prod = _mm256_madd_epi16(mins, b32); /* [4 lanes row 0 | 4 lanes row 1] */
-            const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(-yd), dm);
-            if (five) { /* ((p0 + p1) + (p2 + p3)) per row, fused into a scalar per row */
-                prod = _mm256_hadd_epi32(prod, prod);
-                prod = _mm256_hadd_epi32(prod, prod);
-            }
-            accm[t] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), accm[t]);
+        for (int t = 0; t < C; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        const __m512 dm = khead_factor(head, 1, 4);
+        const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
+            const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
+            accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
         }
     }
+    float ms[8 * Q45K_TILE + 8];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) _mm512_storeu_ps(ms + 16 * g, accm[g]);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r, m[8];
-        _mm256_storeu_ps(m, accm[t]);
-        const float s0 = five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]);
-        const float s1 = five ? m[4] : (m[4] + m[6]) + (m[5] + m[7]);
-        y[0] = hsum8_lo(acc[t]) + s0;
-        if (two) y[1] = hsum8_hi(acc[t]) + s1;
+        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        y[0] = hsum8_lo(acc[t]) + mins_out(ms + 8 * t, five);
+        if (two) y[1] = hsum8_hi(acc[t]) + mins_out(ms + 8 * t + 4, five);
     }
 }
 
-
-#define Q45K_TILE 8
 #define Q45K_CASE(k) \
-    case k: k_q45k(wt, W, r, two, panel, t0, k, Y, ldy); break;
+    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
 /* 0 without writing when there is no memory for the panels (the reference runs then) */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
@@ -646,12 +688,13 @@ INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
             const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
-            const uint8_t *panel = panels + (size_t)t0 * (size_t)nsb * (QK8K_PANEL_TOKEN + 4);
+            const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
             for (int64_t r = c0; r < c1; r += 2) {
                 const int two = r + 1 < c1;
                 switch (c) {
                     Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
-                    Q45K_CASE(8)
+                    Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
+                    Q45K_CASE(15) Q45K_CASE(16)
                 }
             }
         }
