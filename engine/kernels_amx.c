@@ -28,8 +28,9 @@
  *      x_t[4k + j] (k < 8), re-laid out once per prepared activation (kact.serial);
  *   C  16 rows x C tokens of int32 block sums, stored to a small buffer, then converted
  *      and fused into float accumulators (one vector per row, lanes = tokens).
- * One token (decode) skips the tiles: q80_row_one computes the same sums with VPDPBUSD,
- * one row at a time, which streams the weights better. */
+ * One token (decode) needs no re-layout: its B is the block's 32 bytes with a 4-byte
+ * stride. Tile loads straight from memory stall, so the next 16 rows are prefetched
+ * (they are the next 16 row-lengths of bytes) while the current ones multiply. */
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -116,56 +117,42 @@ INLINE __m512 row_scales(const uint8_t *w, __m512i offs, int64_t b) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
-/* One token, one row, without tiles (decode: the weights stream through once, and a
- * row read front to back streams better than 16 rows side by side). Per 16 blocks:
- * VPDPBUSD gives 8 exact int32 lanes per block (weights as w + 128, each lane started
- * from the activations' -128 * sum correction, kact aux), a tree of permutes adds each
- * block's 8 lanes into one vector of the 16 block sums (integer adds: exact), and the
- * fused multiply-adds then run block after block as in the reference. */
-INLINE __m512i pair_sums(__m512i a, __m512i b, __m512i even, __m512i odd) {
-    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b), _mm512_permutex2var_epi32(a, odd, b));
-}
-
-static float q80_row_one(const uint8_t *w, int64_t nb, const int8_t *xq, const int32_t *corr, const float *dx) {
-    /* each level adds adjacent lanes of two vectors (a's 16 lanes give the low 8): a
-     * block's lanes stay together, in block order */
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    const __m512i offs = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(Q80_BLOCK));
-    float acc = 0;
+/* One token: B = the token's block with a 4-byte stride, and C (16 rows x 1 sum) stored
+ * with a 4-byte stride is one vector of the 16 rows' sums, so the accumulator runs over
+ * rows. */
+static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t *xq, const float *dx, float *y) {
+    int32_t sums[2][16] __attribute__((aligned(64)));
+    const __m512i offs = row_offsets(rb);
+    __m512 acc = _mm512_setzero_ps();
     int64_t b = 0;
-    for (; b + 16 <= nb; b += 16) {
-        __m512i s[8];
-#pragma GCC unroll 8
-        for (int p = 0; p < 8; p++) {
-            const uint8_t *w0 = w + (size_t)(b + 2 * p) * Q80_BLOCK + 2;
-            _mm_prefetch((const char *)w0 + 2048, _MM_HINT_T0);
-            const __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)w0)),
-                                                  _mm256_loadu_si256((const __m256i *)(w0 + Q80_BLOCK)), 1);
-            s[p] = _mm512_dpbusd_epi32(_mm512_loadu_si512(corr + 8 * (b + 2 * p)),
-                                       _mm512_xor_si512(wq, _mm512_set1_epi8((char)0x80)),
-                                       _mm512_loadu_si512(xq + 32 * (b + 2 * p)));
-        }
-        /* adjacent-lane sums: [blk 8 | blk 8] x 2 -> [4 x 4], -> [8 x 2], -> [16 x 1] */
-        __m512i t[4], u[2];
-        for (int p = 0; p < 4; p++) t[p] = pair_sums(s[2 * p], s[2 * p + 1], even, odd);
-        for (int p = 0; p < 2; p++) u[p] = pair_sums(t[2 * p], t[2 * p + 1], even, odd);
-        const __m512i v = pair_sums(u[0], u[1], even, odd);
-        const __m512i h = _mm512_i32gather_epi32(offs, (const void *)(w + (size_t)b * Q80_BLOCK), 1);
-        const __m512 scale = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_loadu_ps(dx + b));
-        float f[16], sc[16];
-        _mm512_storeu_ps(f, _mm512_cvtepi32_ps(v));
-        _mm512_storeu_ps(sc, scale);
-        for (int j = 0; j < 16; j++) acc = __builtin_fmaf(f[j], sc[j], acc);
+    for (; b + 2 <= nb; b += 2) {
+        const char *next = (const char *)w + 16 * rb + (size_t)b * 16 * Q80_BLOCK;
+        for (int o = 0; o < 16 * 2 * Q80_BLOCK; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
+        _tile_loadd(1, xq + 32 * b, 4);
+        _tile_zero(2);
+        _tile_dpbssd(2, 0, 1);
+        _tile_loadd(3, w + (size_t)(b + 1) * Q80_BLOCK + 2, rb);
+        _tile_loadd(4, xq + 32 * (b + 1), 4);
+        _tile_zero(5);
+        _tile_dpbssd(5, 3, 4);
+        _tile_stored(2, sums[0], 4);
+        _tile_stored(5, sums[1], 4);
+        const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[0])), d0, acc);
+        const __m512 d1 = _mm512_mul_ps(row_scales(w, offs, b + 1), _mm512_set1_ps(dx[b + 1]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[1])), d1, acc);
     }
-    for (; b < nb; b++) {
-        const block_q8_0 *blk = (const block_q8_0 *)(w + (size_t)b * Q80_BLOCK);
-        int32_t isum = 0;
-        for (int j = 0; j < QK8_0; j++) isum += blk->qs[j] * xq[32 * b + j];
-        acc = __builtin_fmaf((float)isum, fp16_to_f32(blk->d) * dx[b], acc);
+    if (b < nb) {
+        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
+        _tile_loadd(1, xq + 32 * b, 4);
+        _tile_zero(2);
+        _tile_dpbssd(2, 0, 1);
+        _tile_stored(2, sums[0], 4);
+        const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[0])), d0, acc);
     }
-    return acc;
+    _mm512_storeu_ps(y, acc);
 }
 
 /* The sums of one block for 16 rows and the group's tokens, fused into acc[row] (lanes =
@@ -298,9 +285,9 @@ static void gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, fl
             tiles_configure(C);
             if (C == 1) {
                 const uint8_t *xs = kact_aux(x, t0);
-                for (int64_t r = c0; r < c1; r++)
-                    Y[(size_t)t0 * ldy + r] = q80_row_one(base + (size_t)r * rb, nb, (const int8_t *)xs,
-                                                          (const int32_t *)(xs + x->n), (const float *)(xs + 2 * x->n));
+                for (int64_t r = c0; r < c1; r += 16)
+                    q80_rows16_one(base + (size_t)r * rb, rb, nb, (const int8_t *)xs, (const float *)(xs + 2 * x->n),
+                                   Y + (size_t)t0 * ldy + r);
             } else {
                 const uint8_t *bp = relay + (size_t)(t0 / 16) * group_bytes(nb);
                 for (int64_t r = c0; r < c1; r += 16)
