@@ -303,6 +303,7 @@ int ld_embeddings(loader *L, const char *output_norm_name) {
 
 void model_free(model *m) {
     if (!m) return;
+    state_drop_spare(m); /* a kept state points at this model */
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->blocks);

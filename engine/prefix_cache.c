@@ -107,6 +107,9 @@ static int put_rows(void *ud, int pos0, int rows, const void *src) {
 int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit) {
     state_reset(s);
     if (n > s->n_ctx) n = s->n_ctx;
+    /* room for the whole prompt at once: growing page by page would copy the cache at
+     * every doubling (a failure here is caught by put_rows) */
+    state_reserve(s, n);
     int k = cs_restore(cs, t, h, n, put_rows, s, s->rec, logits, hit);
     if (k > 0) {
         s->n_past = k;

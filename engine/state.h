@@ -23,7 +23,10 @@ typedef struct seq_state {
 /* A fresh, empty sequence (zero recurrent state). n_ctx <= 0 means the model's
  * training context. NULL when out of memory. */
 seq_state *state_new(const model *m, int n_ctx);
+/* Frees the state; the last one freed is kept for the next state_new of its model
+ * (fresh cache pages cost page faults), until state_drop_spare(model or NULL). */
 void state_free(seq_state *s);
+void state_drop_spare(const model *m);
 /* Makes dst an exact copy of src (same model). Returns 0, or -1 when out of memory. */
 int state_copy(seq_state *dst, const seq_state *src);
 seq_state *state_clone(const seq_state *src);
