@@ -117,6 +117,14 @@ INLINE __m512 row_scales(const uint8_t *w, __m512i offs, int64_t b) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
+/* Tile loads straight from memory stall (16 rows, a line each). The next 16 rows are
+ * the next 16 * rb bytes: fetch them sequentially, 2 blocks' share (16 * 68 bytes) per
+ * step of blocks b, b + 1, so they are in cache one tile ahead. */
+INLINE void prefetch_next_tile(const uint8_t *w, size_t rb, int64_t b) {
+    const char *next = (const char *)w + 16 * rb + (size_t)b * 16 * Q80_BLOCK;
+    for (int o = 0; o < 16 * 2 * Q80_BLOCK; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+}
+
 /* One token: B = the token's block with a 4-byte stride, and C (16 rows x 1 sum) stored
  * with a 4-byte stride is one vector of the 16 rows' sums, so the accumulator runs over
  * rows. */
@@ -126,8 +134,7 @@ static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t
     __m512 acc = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        const char *next = (const char *)w + 16 * rb + (size_t)b * 16 * Q80_BLOCK;
-        for (int o = 0; o < 16 * 2 * Q80_BLOCK; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+        prefetch_next_tile(w, rb, b);
         _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
         _tile_loadd(1, xq + 32 * b, 4);
         _tile_zero(2);
@@ -177,11 +184,7 @@ static void q80_rows16_many(const uint8_t *w, size_t rb, int64_t nb, const int8_
     for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        /* Tile loads straight from memory stall (16 rows, a line each); the next 16 rows
-         * are the next 16 * rb bytes, so fetch them sequentially, 2 blocks' share
-         * (16 * 68 bytes) per step, one tile ahead. */
-        const char *next = (const char *)w + 16 * rb + (size_t)b * 16 * Q80_BLOCK;
-        for (int o = 0; o < 16 * 2 * Q80_BLOCK; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+        prefetch_next_tile(w, rb, b);
         _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
         _tile_loadd(1, bp + 512 * b, 64);
         _tile_zero(2);
