@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine/chat.h"
+#include "engine/kernels.h"
 #include "engine/prefix_cache.h"
 #include "engine/state.h"
 #include "engine/threadpool.h"
@@ -658,6 +659,31 @@ static void corrupt_blob(void) {
     rm_db(db);
 }
 
+/* The fingerprint names the arithmetic: every kernel set in llama.cpp's order gives one
+ * fingerprint, the opt-in AMX set (block-integer order for Q8_0) another for a model
+ * with Q8_0 weights, and the same for a model without them. */
+static void arith_fingerprint(void) {
+    const char *names[2] = {"qwen35-tiny-q8_0", "qwen35-tiny-f32"};
+    for (int k = 0; k < 2; k++) {
+        char path[256], err[256];
+        snprintf(path, sizeof path, FIXTURES "%s.gguf", names[k]);
+        model *m = model_load(path, err, sizeof err);
+        REQUIRE(m, "%s", err);
+        uint8_t ref[FINGERPRINT_BYTES], fp[FINGERPRINT_BYTES];
+        kernels_select("scalar");
+        model_fingerprint(m, ref);
+        for (const char *const *isa = kernels_available(); *isa; isa++) {
+            kernels_select(*isa);
+            model_fingerprint(m, fp);
+            const int same = !memcmp(fp, ref, sizeof fp), blockint = kernels_blockint(GGML_Q8_0) && k == 0;
+            CHECK(same == !blockint, "%s on %s: fingerprint %s", names[k], *isa,
+                  blockint ? "equals llama.cpp order's" : "differs from the scalar set's");
+        }
+        kernels_select("auto");
+        model_free(m);
+    }
+}
+
 int main(int argc, char **argv) {
     self = argv[0];
     snprintf(dir, sizeof dir, "%s", self);
@@ -671,6 +697,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < gl.gl_pathc; i++) restore_at_k(gl.gl_pathv[i], 17 + (unsigned)i);
         globfree(&gl);
     }
+    arith_fingerprint();
     placement();
     five_messages(NULL);
     const char *db = tmp_path("ckpt_turns.db");
