@@ -117,6 +117,17 @@ INLINE __m512 row_scales(const uint8_t *w, __m512i offs, int64_t b) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
+/* Tile set s (tiles 3s, 3s + 1, 3s + 2) multiplies block b of the 16 rows at w (stride rb;
+ * the block's 2-byte scale is skipped) with B at bsrc (row stride bstride): C = tile 3s + 2
+ * holds the block sums, to be stored. A macro: tile numbers must be constants. */
+#define TILE_BLOCK_SUMS(s, w, rb, b, bsrc, bstride)                         \
+    do {                                                                    \
+        _tile_loadd(3 * (s), (w) + (size_t)(b) * Q80_BLOCK + 2, (rb));      \
+        _tile_loadd(3 * (s) + 1, (bsrc), (bstride));                        \
+        _tile_zero(3 * (s) + 2);                                            \
+        _tile_dpbssd(3 * (s) + 2, 3 * (s), 3 * (s) + 1);                    \
+    } while (0)
+
 /* Tile loads straight from memory stall (16 rows, a line each). The next 16 rows are
  * the next 16 * rb bytes: fetch them sequentially, 2 blocks' share (16 * 68 bytes) per
  * step of blocks b, b + 1, so they are in cache one tile ahead. */
@@ -135,14 +146,8 @@ static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         prefetch_next_tile(w, rb, b);
-        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
-        _tile_loadd(1, xq + 32 * b, 4);
-        _tile_zero(2);
-        _tile_dpbssd(2, 0, 1);
-        _tile_loadd(3, w + (size_t)(b + 1) * Q80_BLOCK + 2, rb);
-        _tile_loadd(4, xq + 32 * (b + 1), 4);
-        _tile_zero(5);
-        _tile_dpbssd(5, 3, 4);
+        TILE_BLOCK_SUMS(0, w, rb, b, xq + 32 * b, 4);
+        TILE_BLOCK_SUMS(1, w, rb, b + 1, xq + 32 * (b + 1), 4);
         _tile_stored(2, sums[0], 4);
         _tile_stored(5, sums[1], 4);
         const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
@@ -151,10 +156,7 @@ static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[1])), d1, acc);
     }
     if (b < nb) {
-        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
-        _tile_loadd(1, xq + 32 * b, 4);
-        _tile_zero(2);
-        _tile_dpbssd(2, 0, 1);
+        TILE_BLOCK_SUMS(0, w, rb, b, xq + 32 * b, 4);
         _tile_stored(2, sums[0], 4);
         const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[0])), d0, acc);
@@ -185,24 +187,15 @@ static void q80_rows16_many(const uint8_t *w, size_t rb, int64_t nb, const int8_
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         prefetch_next_tile(w, rb, b);
-        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
-        _tile_loadd(1, bp + 512 * b, 64);
-        _tile_zero(2);
-        _tile_dpbssd(2, 0, 1);
-        _tile_loadd(3, w + (size_t)(b + 1) * Q80_BLOCK + 2, rb);
-        _tile_loadd(4, bp + 512 * (b + 1), 64);
-        _tile_zero(5);
-        _tile_dpbssd(5, 3, 4);
+        TILE_BLOCK_SUMS(0, w, rb, b, bp + 512 * b, 64);
+        TILE_BLOCK_SUMS(1, w, rb, b + 1, bp + 512 * (b + 1), 64);
         _tile_stored(2, sums[0], 64);
         _tile_stored(5, sums[1], 64);
         q80_fuse(acc, (const int32_t(*)[16])sums[0], row_scales(w, offs, b), _mm512_load_ps(dp + 16 * b));
         q80_fuse(acc, (const int32_t(*)[16])sums[1], row_scales(w, offs, b + 1), _mm512_load_ps(dp + 16 * (b + 1)));
     }
     if (b < nb) {
-        _tile_loadd(0, w + (size_t)b * Q80_BLOCK + 2, rb);
-        _tile_loadd(1, bp + 512 * b, 64);
-        _tile_zero(2);
-        _tile_dpbssd(2, 0, 1);
+        TILE_BLOCK_SUMS(0, w, rb, b, bp + 512 * b, 64);
         _tile_stored(2, sums[0], 64);
         q80_fuse(acc, (const int32_t(*)[16])sums[0], row_scales(w, offs, b), _mm512_load_ps(dp + 16 * b));
     }
