@@ -207,10 +207,7 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     add_bias(V, l->bv, N, kvd);
 
     prep_job pj = {.l = l, .segs = segs, .n_segs = n_segs, .N = N, .Q = Q, .K = K, .V = V, .q_stride = q_stride};
-    if (N >= 8)
-        pool_run(prep_rows, &pj);
-    else
-        prep_rows(&pj, 0, 1);
+    pool_run_rows(prep_rows, &pj, N);
     int max_ctx = 0;
     for (int si = 0; si < n_segs; si++)
         if (segs[si].pos0 + segs[si].n > max_ctx) max_ctx = segs[si].pos0 + segs[si].n;

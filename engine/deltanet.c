@@ -133,10 +133,7 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
                         C + (size_t)sg->row0 * conv_dim, conv_dim);
     }
     gdn_rows_job rj = {.l = l, .C = C, .N = N};
-    if (N >= 8)
-        pool_run(gdn_silu_norm, &rj);
-    else
-        gdn_silu_norm(&rj, 0, 1);
+    pool_run_rows(gdn_silu_norm, &rj, N);
     gdn_job j = {.l = l, .segs = segs, .n_items = n_segs * Hv, .C = C, .beta = B, .g = G, .Z = Z, .O = O};
     pool_run_n(gdn_heads, &j, j.n_items); /* one (segment, head) per chunk */
     matmul(&l->w_out, O, N, out);

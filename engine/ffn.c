@@ -42,10 +42,7 @@ void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *o
         add_bias(U, l->b_up, N, l->n_ff);
         add_bias(G, l->b_gate, N, l->n_ff);
         swiglu_job j = {U, G, N, l->n_ff};
-        if (N >= 8)
-            pool_run(swiglu_rows, &j);
-        else
-            swiglu_rows(&j, 0, 1);
+        pool_run_rows(swiglu_rows, &j, N);
     } else { /* ReLU^2 (Nemotron-H) */
         matmul(&l->up, x, N, U);
         add_bias(U, l->b_up, N, l->n_ff);

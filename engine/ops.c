@@ -37,10 +37,7 @@ static void rmsnorm_some(void *arg, int ith, int nth) {
 /* rows are independent: a prompt's rows split over the pool (a few rows are not worth a job) */
 void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
     rmsnorm_job j = {y, x, w, rows, n, eps};
-    if (rows >= 8)
-        pool_run(rmsnorm_some, &j);
-    else
-        rmsnorm_some(&j, 0, 1);
+    pool_run_rows(rmsnorm_some, &j, rows);
 }
 
 void l2norm(float *y, const float *x, int n, float eps) {

@@ -20,6 +20,15 @@ int pool_threads(void);
 void pool_run(pool_fn fn, void *ctx);
 /* The same with n chunks (more chunks than threads balance uneven or interrupted work). */
 void pool_run_n(pool_fn fn, void *ctx, int n);
+/* fn over `rows` independent rows (fn splits them with pool_split): on the pool when
+ * there are enough rows to pay for a job (a prompt), else on the caller (decode). */
+#define POOL_MIN_ROWS 8
+static inline void pool_run_rows(pool_fn fn, void *ctx, long rows) {
+    if (rows >= POOL_MIN_ROWS)
+        pool_run(fn, ctx);
+    else
+        fn(ctx, 0, 1);
+}
 /* Stops the workers (tests call it at exit so leak checkers stay quiet). */
 void pool_shutdown(void);
 
