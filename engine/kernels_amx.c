@@ -117,15 +117,15 @@ INLINE __m512 row_scales(const uint8_t *w, __m512i offs, int64_t b) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
-/* Tile set s (tiles 3s, 3s + 1, 3s + 2) multiplies block b of the 16 rows at w (stride rb;
- * the block's 2-byte scale is skipped) with B at bsrc (row stride bstride): C = tile 3s + 2
- * holds the block sums, to be stored. A macro: tile numbers must be constants. */
-#define TILE_BLOCK_SUMS(s, w, rb, b, bsrc, bstride)                         \
-    do {                                                                    \
-        _tile_loadd(3 * (s), (w) + (size_t)(b) * Q80_BLOCK + 2, (rb));      \
-        _tile_loadd(3 * (s) + 1, (bsrc), (bstride));                        \
-        _tile_zero(3 * (s) + 2);                                            \
-        _tile_dpbssd(3 * (s) + 2, 3 * (s), 3 * (s) + 1);                    \
+/* Tiles ta, tb, tc: tc = the block sums of block b of the 16 rows at w (stride rb; the
+ * block's 2-byte scale is skipped) with B at bsrc (row stride bstride), to be stored. A
+ * macro: the tile numbers are spelled into the instructions, so they must be literals. */
+#define TILE_BLOCK_SUMS(ta, tb, tc, w, rb, b, bsrc, bstride)       \
+    do {                                                           \
+        _tile_loadd(ta, (w) + (size_t)(b) * Q80_BLOCK + 2, (rb));  \
+        _tile_loadd(tb, (bsrc), (bstride));                        \
+        _tile_zero(tc);                                            \
+        _tile_dpbssd(tc, ta, tb);                                  \
     } while (0)
 
 /* Tile loads straight from memory stall (16 rows, a line each). The next 16 rows are
@@ -146,8 +146,8 @@ static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         prefetch_next_tile(w, rb, b);
-        TILE_BLOCK_SUMS(0, w, rb, b, xq + 32 * b, 4);
-        TILE_BLOCK_SUMS(1, w, rb, b + 1, xq + 32 * (b + 1), 4);
+        TILE_BLOCK_SUMS(0, 1, 2, w, rb, b, xq + 32 * b, 4);
+        TILE_BLOCK_SUMS(3, 4, 5, w, rb, b + 1, xq + 32 * (b + 1), 4);
         _tile_stored(2, sums[0], 4);
         _tile_stored(5, sums[1], 4);
         const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
@@ -156,7 +156,7 @@ static void q80_rows16_one(const uint8_t *w, size_t rb, int64_t nb, const int8_t
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[1])), d1, acc);
     }
     if (b < nb) {
-        TILE_BLOCK_SUMS(0, w, rb, b, xq + 32 * b, 4);
+        TILE_BLOCK_SUMS(0, 1, 2, w, rb, b, xq + 32 * b, 4);
         _tile_stored(2, sums[0], 4);
         const __m512 d0 = _mm512_mul_ps(row_scales(w, offs, b), _mm512_set1_ps(dx[b]));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[0])), d0, acc);
@@ -187,15 +187,15 @@ static void q80_rows16_many(const uint8_t *w, size_t rb, int64_t nb, const int8_
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         prefetch_next_tile(w, rb, b);
-        TILE_BLOCK_SUMS(0, w, rb, b, bp + 512 * b, 64);
-        TILE_BLOCK_SUMS(1, w, rb, b + 1, bp + 512 * (b + 1), 64);
+        TILE_BLOCK_SUMS(0, 1, 2, w, rb, b, bp + 512 * b, 64);
+        TILE_BLOCK_SUMS(3, 4, 5, w, rb, b + 1, bp + 512 * (b + 1), 64);
         _tile_stored(2, sums[0], 64);
         _tile_stored(5, sums[1], 64);
         q80_fuse(acc, (const int32_t(*)[16])sums[0], row_scales(w, offs, b), _mm512_load_ps(dp + 16 * b));
         q80_fuse(acc, (const int32_t(*)[16])sums[1], row_scales(w, offs, b + 1), _mm512_load_ps(dp + 16 * (b + 1)));
     }
     if (b < nb) {
-        TILE_BLOCK_SUMS(0, w, rb, b, bp + 512 * b, 64);
+        TILE_BLOCK_SUMS(0, 1, 2, w, rb, b, bp + 512 * b, 64);
         _tile_stored(2, sums[0], 64);
         q80_fuse(acc, (const int32_t(*)[16])sums[0], row_scales(w, offs, b), _mm512_load_ps(dp + 16 * b));
     }
