@@ -284,9 +284,10 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
  * inside the loop cost about half the kernel's speed. One token gets a panel too (a copy
  * of its row, small next to the weights), so that one kernel serves every tile. */
 #define Q80_PANEL_TOKEN 64
-static __thread uint8_t *q80_panel_buf, *q8k_panel_buf;
-static __thread size_t q80_panel_cap, q8k_panel_cap;
-static __thread uint64_t q8k_panel_serial; /* the preparation q8k_panel_buf holds (0: none) */
+static __thread uint8_t *q80_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
+static __thread size_t q80_panel_cap, q8k_panel_cap, r16_cap;
+static __thread uint64_t q8k_panel_serial, q80_panel_serial; /* the preparation a buffer holds (0: none) */
+static __thread int q80_panel_tile;                          /* and the tile size of q80_panel_buf's */
 
 /* Each thread's panel buffers live as long as the thread: a key's destructor frees them
  * when a pool thread ends (engine_close), so nothing leaks. */
@@ -296,9 +297,10 @@ static void panel_free(void *unused) {
     (void)unused;
     free(q80_panel_buf);
     free(q8k_panel_buf);
-    q80_panel_buf = q8k_panel_buf = NULL;
-    q80_panel_cap = q8k_panel_cap = 0;
-    q8k_panel_serial = 0;
+    free(r16_buf);
+    q80_panel_buf = q8k_panel_buf = r16_buf = NULL;
+    q80_panel_cap = q8k_panel_cap = r16_cap = 0;
+    q8k_panel_serial = q80_panel_serial = 0;
 }
 static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
 
@@ -316,9 +318,14 @@ static uint8_t *panel_room(uint8_t **buf, size_t *cap, size_t need) {
 }
 
 /* The panels of every tile of TILE tokens, one after the other (the last tile may be
- * shorter); built once per call, since the rows pass in several L2 chunks. */
+ * shorter); built once per preparation of the activations, since the rows pass in several
+ * L2 chunks and matmul_multi's matrices share the activations. */
 static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
+    if (x->serial && q80_panel_serial == x->serial && q80_panel_tile == TILE && q80_panel_buf) return q80_panel_buf;
+    q80_panel_serial = 0;
     if (!panel_room(&q80_panel_buf, &q80_panel_cap, (size_t)x->T * (size_t)nb * (Q80_PANEL_TOKEN + 4))) return NULL;
+    q80_panel_serial = x->serial;
+    q80_panel_tile = TILE;
     const int64_t n = x->n;
     for (int t0 = 0; t0 < x->T; t0 += TILE) {
         const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
@@ -398,14 +405,178 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
 }
 #undef Q80_CASE
 
+/* ---------------------------------------------------------------- Q8_0-style, many tokens
+ * The kernel above puts two rows in a register, 8 lanes each, so the scale product
+ * d_w * d_x is a whole multiply per row pair, token and block - one of every four vector
+ * operations. With several tokens per row it pays to turn the block around: lane r holds
+ * row r's group l (of 16 rows), one register per group l = 0..7. Each lane still
+ * accumulates exactly the reference's acc[l] of its own row, block after block, and the
+ * final hsum8 tree becomes 7 vector adds that finish 16 rows at once; but now one
+ * multiply gives the scale products of 16 rows and serves all 8 groups. Per token and
+ * 16-row block that is 8 x (dpbusd, convert, fma) + 1 multiply instead of 8 x 4.
+ *
+ * The turned-around weights are a re-layout of a few rows at a time into a per-thread
+ * buffer (about the bytes of the rows: 512 bytes of w + 128 and 64 of scales per 16-row
+ * block), made once per chunk of rows that stays in L2 while every token passes; the
+ * mapping stays the only copy of the model. The activation operands are the panels of
+ * the kernel above (per block and token: 32 values, 8 corrections; then the scales). */
+#define R16_TILE 5                 /* tokens per pass: 4 groups x 5 tokens = 20 accumulators */
+#define R16_BLOCK (8 * 64 + 64)    /* bytes of one 16-row block: W_0..W_7, then 16 float scales */
+#define R16_MIN_TOKENS 16          /* fewer tokens: the re-layout costs more than it saves */
+
+/* rows r..r+15, all nb blocks, turned around into out (nb * R16_BLOCK bytes). The 16 x 8
+ * dwords (row, group) of a block transpose in three permute stages: 4 rows x 4 groups,
+ * then 8 rows x 2 groups, then 16 rows x 1 group per register. */
+static void r16_relayout(uint32_t wt, const matrix *W, int64_t r, int64_t nb, uint8_t *out) {
+    const __m512i s1a = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    const __m512i s1b = _mm512_add_epi32(s1a, _mm512_set1_epi32(4));
+    const __m512i s2a = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i s2b = _mm512_add_epi32(s2a, _mm512_set1_epi32(8));
+    /* each row's block starts with its fp16 scale: one gather reads the 16 of a block */
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)W->row_bytes));
+    const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i z[8], t[8], v[8];
+        fp16_t unused[16];
+        /* the first read of these weights: 16 streams at once are more than the hardware
+         * prefetcher follows well (see prefetch_pair) */
+#pragma GCC unroll 8
+        for (int j = 0; j < 16; j += 2)
+            prefetch_pair(w + (size_t)j * W->row_bytes, w + (size_t)(j + 1) * W->row_bytes, (size_t)b * bsz, bsz);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) /* rows 2j, 2j+1: [8 groups | 8 groups] */
+            z[j] = q80_weights(wt, w + (size_t)(2 * j) * W->row_bytes, w + (size_t)(2 * j + 1) * W->row_bytes, b,
+                               &unused[2 * j], &unused[2 * j + 1]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) { /* rows 4j..4j+3: groups 0-3 (t[j]) and 4-7 (t[j+4]), row fastest */
+            t[j] = _mm512_permutex2var_epi32(z[2 * j], s1a, z[2 * j + 1]);
+            t[j + 4] = _mm512_permutex2var_epi32(z[2 * j], s1b, z[2 * j + 1]);
+        }
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) /* rows 8k..8k+7: groups (0,1), (2,3), (4,5), (6,7) */
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; g++) {
+                v[4 * k + 2 * g] = _mm512_permutex2var_epi32(t[2 * k + 4 * g], s2a, t[2 * k + 1 + 4 * g]);
+                v[4 * k + 2 * g + 1] = _mm512_permutex2var_epi32(t[2 * k + 4 * g], s2b, t[2 * k + 1 + 4 * g]);
+            }
+        uint8_t *o = out + (size_t)b * R16_BLOCK;
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) { /* group 2p and 2p+1: rows 0-7 from v[p], rows 8-15 from v[p+4] */
+            _mm512_storeu_si512(o + 64 * (2 * p), _mm512_shuffle_i32x4(v[p], v[p + 4], 0x44));
+            _mm512_storeu_si512(o + 64 * (2 * p + 1), _mm512_shuffle_i32x4(v[p], v[p + 4], 0xEE));
+        }
+        const __m512i d = _mm512_i32gather_epi32(rows, w + (size_t)b * bsz, 1);
+        _mm512_storeu_ps(o + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+    }
+}
+
+/* dpbusd(set1(init), u, set1(*x)) with *x read as the instruction's broadcast memory operand
+ * (compilers load it into a register first, one more load and one more register per use) */
+INLINE __m512i dpbusd_bcast(int32_t init, __m512i u, const int32_t *x) {
+    __m512i acc = _mm512_set1_epi32(init);
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*x));
+    return acc;
+}
+
+/* 16 rows (turned around at wv) x C tokens of one panel: groups 0-3 in a first pass over
+ * the blocks, 4-7 in a second (8 groups x 5 tokens would not fit in the registers) */
+INLINE void k_q80_rows16(const uint8_t *wv, int64_t nb, const uint8_t *panel, int t0, const int C, float *Y,
+                         int64_t ldy, int64_t r) {
+    const size_t block = (size_t)C * (Q80_PANEL_TOKEN + 4);
+    __m512 first[4 * R16_TILE];
+    for (int h = 0; h < 2; h++) {
+        __m512 acc[4 * R16_TILE];
+#pragma GCC unroll 20
+        for (int i = 0; i < 4 * C; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *wb = wv + (size_t)b * R16_BLOCK;
+            const __m512i w0 = _mm512_loadu_si512(wb + 64 * (4 * h)), w1 = _mm512_loadu_si512(wb + 64 * (4 * h + 1));
+            const __m512i w2 = _mm512_loadu_si512(wb + 64 * (4 * h + 2)), w3 = _mm512_loadu_si512(wb + 64 * (4 * h + 3));
+            const __m512 dw = _mm512_loadu_ps(wb + 512);
+            const uint8_t *p = panel + (size_t)b * block;
+            const float *dx = (const float *)(p + (size_t)C * Q80_PANEL_TOKEN);
+#pragma GCC unroll 5
+            for (int c = 0; c < C; c++) {
+                const int32_t *xq = (const int32_t *)(p + (size_t)c * Q80_PANEL_TOKEN) + 4 * h;
+                const int32_t *corr = xq + 8;
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[c]));
+                acc[4 * c + 0] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[0], w0, xq)), acc[4 * c + 0]);
+                acc[4 * c + 1] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[1], w1, xq + 1)), acc[4 * c + 1]);
+                acc[4 * c + 2] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[2], w2, xq + 2)), acc[4 * c + 2]);
+                acc[4 * c + 3] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[3], w3, xq + 3)), acc[4 * c + 3]);
+            }
+        }
+        if (h == 0) {
+#pragma GCC unroll 20
+            for (int i = 0; i < 4 * C; i++) first[i] = acc[i];
+            continue;
+        }
+        /* hsum8 per lane: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+#pragma GCC unroll 5
+        for (int c = 0; c < C; c++) {
+            const __m512 s0 = _mm512_add_ps(first[4 * c + 0], acc[4 * c + 0]), s1 = _mm512_add_ps(first[4 * c + 1], acc[4 * c + 1]);
+            const __m512 s2 = _mm512_add_ps(first[4 * c + 2], acc[4 * c + 2]), s3 = _mm512_add_ps(first[4 * c + 3], acc[4 * c + 3]);
+            _mm512_storeu_ps(Y + (size_t)(t0 + c) * ldy + r, _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+        }
+    }
+}
+
+#define R16_CASE(k) \
+    case k: k_q80_rows16(wv, nb, panel, t0, k, Y, ldy, r); break;
+#define PAIR_CASE(k) \
+    case k: k_q80(wt, W, r, two, panel, t0, k, Y, ldy); break;
+/* rows in chunks (a multiple of 16 that stays in L2): turn the chunk's 16-row blocks
+ * around, then pass every token tile over them; rows past the last whole 16 take the
+ * row-pair kernel. 0 without writing when there is no memory for the buffers. */
+INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y,
+                           int64_t ldy) {
+    const int T = x->T;
+    const int64_t nb = W->n_in / QK8_0, r16 = r0 + ((r1 - r0) & ~(int64_t)15);
+    int64_t rc = ((192 * 1024) / (int64_t)W->row_bytes) & ~(int64_t)15;
+    if (rc < 16 || T <= R16_TILE) rc = 16;
+    const uint8_t *panels = q80_panels(x, R16_TILE, nb);
+    uint8_t *wv0 = panel_room(&r16_buf, &r16_cap, (size_t)rc / 16 * (size_t)nb * R16_BLOCK);
+    if (!panels || !wv0) return 0;
+    for (int64_t c0 = r0; c0 < r16; c0 += rc) {
+        const int64_t c1 = r16 - c0 < rc ? r16 : c0 + rc;
+        for (int64_t r = c0; r < c1; r += 16) r16_relayout(wt, W, r, nb, wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK);
+        for (int t0 = 0; t0 < T; t0 += R16_TILE) {
+            const int c = T - t0 < R16_TILE ? T - t0 : R16_TILE;
+            const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
+            for (int64_t r = c0; r < c1; r += 16) {
+                const uint8_t *wv = wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK;
+                switch (c) { R16_CASE(1) R16_CASE(2) R16_CASE(3) R16_CASE(4) R16_CASE(5) }
+            }
+        }
+    }
+    for (int t0 = 0; r16 < r1 && t0 < T; t0 += R16_TILE) {
+        const int c = T - t0 < R16_TILE ? T - t0 : R16_TILE;
+        const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
+        for (int64_t r = r16; r < r1; r += 2) {
+            const int two = r + 1 < r1;
+            switch (c) { PAIR_CASE(1) PAIR_CASE(2) PAIR_CASE(3) PAIR_CASE(4) PAIR_CASE(5) }
+        }
+    }
+    return 1;
+}
+#undef R16_CASE
+#undef PAIR_CASE
+
+/* the row-pair kernel for few tokens, 16 rows across the lanes for many */
+INLINE int gemm_q80_any(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    if (x->T >= R16_MIN_TOKENS && r1 - r0 >= 16) return gemm_q80_rows16(wt, W, r0, r1, x, Y, ldy);
+    return gemm_q80(wt, W, r0, r1, x, Y, ldy);
+}
 static int gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    return gemm_q80(GGML_Q8_0, W, r0, r1, x, Y, ldy);
+    return gemm_q80_any(GGML_Q8_0, W, r0, r1, x, Y, ldy);
 }
 static int gemm_q4_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    return gemm_q80(GGML_Q4_0, W, r0, r1, x, Y, ldy);
+    return gemm_q80_any(GGML_Q4_0, W, r0, r1, x, Y, ldy);
 }
 static int gemm_q5_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    return gemm_q80(GGML_Q5_0, W, r0, r1, x, Y, ldy);
+    return gemm_q80_any(GGML_Q5_0, W, r0, r1, x, Y, ldy);
 }
 
 /* ---------------------------------------------------------------- Q4_1, Q5_1

@@ -133,9 +133,10 @@ static void test_gemm_bits(void) {
             gemm_case(wt, ns[i], 7, 1, 1, 6);  /* sub-range starting on an odd row */
             gemm_case(wt, ns[i], 9, 33, 2, 9); /* many tokens */
         }
-        /* whole tiles of 16 rows (the AMX set) and a tail, from an odd first row, for one
-         * token, a few, one and two full token groups and a partial one */
-        const int tile_T[] = {1, 2, 7, 16, 17, 33};
+        /* whole tiles of 16 rows (the AMX set, AVX-512's many-token Q8_0-style kernel) and a
+         * tail, from an odd first row, for one token, a few, one and two full token groups
+         * and partial ones (16-33 tokens end in tiles of 1 to 4 of AVX-512's 5) */
+        const int tile_T[] = {1, 2, 7, 16, 17, 19, 33};
         for (size_t i = 0; i < sizeof tile_T / sizeof tile_T[0]; i++) gemm_case(wt, 2 * blk * 16, 53, tile_T[i], 3, 53);
         /* enough rows for several L2 chunks with many tokens */
         gemm_case(wt, blk == 1 ? 512 : 1024, blk == 1 ? 130 : 401, 29, 0, blk == 1 ? 130 : 401);
