@@ -542,10 +542,19 @@ INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1,
     for (int64_t c0 = r0; c0 < r16; c0 += rc) {
         const int64_t c1 = r16 - c0 < rc ? r16 : c0 + rc;
         for (int64_t r = c0; r < c1; r += 16) r16_relayout(wt, W, r, nb, wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK);
+        /* while the tokens pass over this chunk, the next one comes into L2 a slice per
+         * kernel call, so that its re-layout does not wait for memory */
+        const uint8_t *next = (const uint8_t *)W->data + (size_t)c1 * W->row_bytes;
+        const size_t next_bytes = (size_t)(r16 - c1 < rc ? r16 - c1 : rc) * W->row_bytes;
+        const size_t calls = (size_t)((T + R16_TILE - 1) / R16_TILE) * (size_t)((c1 - c0) / 16);
+        const size_t slice = (next_bytes / calls + 64) & ~(size_t)63;
+        size_t ahead = 0;
         for (int t0 = 0; t0 < T; t0 += R16_TILE) {
             const int c = T - t0 < R16_TILE ? T - t0 : R16_TILE;
             const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
             for (int64_t r = c0; r < c1; r += 16) {
+                for (size_t o = 0; o < slice && ahead < next_bytes; o += 64, ahead += 64)
+                    _mm_prefetch((const char *)next + ahead, _MM_HINT_T1);
                 const uint8_t *wv = wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK;
                 switch (c) { R16_CASE(1) R16_CASE(2) R16_CASE(3) R16_CASE(4) R16_CASE(5) }
             }
