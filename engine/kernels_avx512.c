@@ -13,9 +13,12 @@
  *     (per-block setup - unpacking nibbles, scale conversion - is paid once per pair and
  *     block, not per token). Rows are taken in chunks that stay in L2 while all token
  *     tiles pass over them, so for prompt processing each weight is read from memory once.
- *   - VPDPBUSD needs one unsigned operand: the activations are prepared as x+128 (kact aux)
- *     and 128*sum(w) is subtracted per lane (computed once per pair and block), which keeps
- *     the per-token work to dpbusd, sub, convert, scale, fma. The K-quants (unsigned 4/5/6-bit
+ *   - VPDPBUSD needs one unsigned operand: the weights go in as w + 128 and each lane
+ *     starts from -128 * (sum of its 4 activations), prepared once per token (kact aux),
+ *     which keeps the per-token work to dpbusd, convert, scale, fma.
+ *   - With 16 tokens or more, Q8_0/Q4_0/Q5_0 turn the block around instead: 16 rows
+ *     across the lanes, one register per group of 4 products, so that one multiply gives
+ *     16 rows' scale products (k_q80_rows16; about 1.4x for prompt processing). The K-quants (unsigned 4/5/6-bit
  *     weights) use VPMADDUBSW + VPDPWSSD so the sub-block scale multiplies inside the
  *     integer sum, as in llama.cpp's AVX2 code.
  *
