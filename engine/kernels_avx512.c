@@ -528,11 +528,10 @@ INLINE void k_q80_rows16(const uint8_t *wv, int64_t nb, const uint8_t *panel, in
 
 #define R16_CASE(k) \
     case k: k_q80_rows16(wv, nb, panel, t0, k, Y, ldy, r); break;
-#define PAIR_CASE(k) \
-    case k: k_q80(wt, W, r, two, panel, t0, k, Y, ldy); break;
 /* rows in chunks (a multiple of 16 that stays in L2): turn the chunk's 16-row blocks
- * around, then pass every token tile over them; rows past the last whole 16 take the
- * row-pair kernel. 0 without writing when there is no memory for the buffers. */
+ * around, then pass every token tile over them; rows past the last whole 16 (only where
+ * n_out is not a multiple of 16) take the row-pair driver. 0 when there is no memory for
+ * the buffers (then the reference computes the rows again, to the same bits). */
 INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y,
                            int64_t ldy) {
     const int T = x->T;
@@ -563,18 +562,9 @@ INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1,
             }
         }
     }
-    for (int t0 = 0; r16 < r1 && t0 < T; t0 += R16_TILE) {
-        const int c = T - t0 < R16_TILE ? T - t0 : R16_TILE;
-        const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
-        for (int64_t r = r16; r < r1; r += 2) {
-            const int two = r + 1 < r1;
-            switch (c) { PAIR_CASE(1) PAIR_CASE(2) PAIR_CASE(3) PAIR_CASE(4) PAIR_CASE(5) }
-        }
-    }
-    return 1;
+    return r16 < r1 ? gemm_q80(wt, W, r16, r1, x, Y, ldy) : 1;
 }
 #undef R16_CASE
-#undef PAIR_CASE
 
 /* the row-pair kernel for few tokens, 16 rows across the lanes for many */
 INLINE int gemm_q80_any(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
