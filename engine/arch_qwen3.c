@@ -25,7 +25,6 @@ static int qwen3_load(loader *L) {
         b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
         ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
     }
-    m->gather_before_last_ffn = 1; /* llama.cpp drops non-logit rows after the last mixer */
     if (L->failed) return 0;
     return ld_embeddings(L, "output_norm.weight");
 }

@@ -25,7 +25,8 @@ typedef struct {
     const segment *segs;
     const float *Q;  /* rows of q_stride floats (q heads, possibly interleaved with gates) */
     int q_stride;
-    float *O;        /* rows of n_head*head_dim */
+    float *O;        /* rows of n_head*head_dim: per segment from o_row0[], for its tokens from o_first[] */
+    const int *o_first, *o_row0;
     int n_items;     /* (segment, KV group, run of tokens), listed in item[] */
     const int *item; /* per item: segment, KV group, first token, end token */
     float *scratch;  /* per chunk: scores and partial sums of every (token, head) of an item */
@@ -63,8 +64,9 @@ static int pairs_alike(const segment *seg, int t0, int R, int P, int k0, int i0)
  * pairs that read the same positions of it in one call of the multi-pair kernels (which load
  * each row once for several pairs); the sums per (token, head) are the same operations in
  * the same order as one at a time. */
-static void attend_group(const attn_job *j, const segment *seg, int g, int t0, int t1, float *scratch) {
+static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float *scratch) {
     const attn_layer *l = j->l;
+    const segment *seg = &j->segs[si];
     const seq_state *s = seg->state;
     const int hd = l->head_dim, R = l->n_head / l->n_head_kv, kvd = l->n_head_kv * hd;
     const int P = (t1 - t0) * R, n_max = seg->pos0 + t1;
@@ -115,7 +117,7 @@ static void attend_group(const attn_job *j, const segment *seg, int g, int t0, i
         }
     for (int k = 0; k < P; k++) {
         const int t = t0 + k / R, r = k % R;
-        float *o = j->O + (size_t)(seg->row0 + t) * l->n_head * hd + (size_t)(g * R + r) * hd;
+        float *o = j->O + (size_t)(j->o_row0[si] + t - j->o_first[si]) * l->n_head * hd + (size_t)(g * R + r) * hd;
         attn_wsum_finish(o, acc + (size_t)k * accn, hd);
         if (l->gated) {
             const float *gate = PAIR_Q(t, r) + hd;
@@ -132,7 +134,7 @@ static void attend_job(void *arg, int ith, int nth) {
      * ranges would leave the last chunk with the most work */
     for (int it = ith; it < j->n_items; it += nth) {
         const int *e = j->item + 4 * it;
-        attend_group(j, &j->segs[e[0]], e[1], e[2], e[3], scratch);
+        attend_group(j, e[0], e[1], e[2], e[3], scratch);
     }
 }
 
@@ -178,14 +180,23 @@ static void prep_rows(void *arg, int ith, int nth) {
 }
 
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
-                       float *out, arena *a) {
+                       float *out, int kept, arena *a) {
     const arena_mark mark = arena_save(a); /* temporaries go back at the end */
     const int hd = l->head_dim, kvd = l->n_head_kv * hd;
     const int q_stride = l->n_head * hd * (l->gated ? 2 : 1);
+    /* the tokens whose output is wanted: per segment from o_first[], written from row o_row0[] */
+    int *o_first = (int *)arena_alloc(a, (size_t)n_segs * sizeof(int));
+    int *o_row0 = (int *)arena_alloc(a, (size_t)n_segs * sizeof(int));
+    int n_out = 0;
+    for (int si = 0; si < n_segs; si++) {
+        o_first[si] = kept ? segs[si].n - segs[si].keep : 0;
+        o_row0[si] = n_out;
+        n_out += segs[si].n - o_first[si];
+    }
     float *Q = arena_floats(a, (size_t)N * q_stride);
     float *K = arena_floats(a, (size_t)N * kvd);
     float *V = arena_floats(a, (size_t)N * kvd);
-    float *O = arena_floats(a, (size_t)N * l->n_head * hd);
+    float *O = arena_floats(a, (size_t)(n_out ? n_out : 1) * l->n_head * hd);
     if (l->wqkv.data) {
         const int width = q_stride + 2 * kvd;
         float *QKV = arena_floats(a, (size_t)N * width);
@@ -217,24 +228,27 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     const int R = l->n_head / l->n_head_kv, n_pad = (max_ctx + 15) & ~15;
     const size_t per_pair = (size_t)n_pad + ATTN_ACC_FLOATS(hd);
     int run = (int)((2u << 20) / ((size_t)R * per_pair)), longest = 1;
-    for (int si = 0; si < n_segs; si++) longest = segs[si].n > longest ? segs[si].n : longest;
+    for (int si = 0; si < n_segs; si++)
+        if (segs[si].n - o_first[si] > longest) longest = segs[si].n - o_first[si];
     run = run < 1 ? 1 : run > 8 ? 8 : run;
     run = run > longest ? longest : run; /* decode: one token per sequence, scratch for one */
     int n_items = 0;
-    for (int si = 0; si < n_segs; si++) n_items += l->n_head_kv * ((segs[si].n + run - 1) / run);
-    int *item = (int *)arena_alloc(a, (size_t)n_items * 4 * sizeof(int)), k = 0;
-    for (int si = 0; si < n_segs; si++)
-        for (int t0 = 0; t0 < segs[si].n; t0 += run)
-            for (int g = 0; g < l->n_head_kv; g++, k++) {
-                item[4 * k] = si, item[4 * k + 1] = g, item[4 * k + 2] = t0;
-                item[4 * k + 3] = t0 + run < segs[si].n ? t0 + run : segs[si].n;
-            }
-    const int nch = n_items < 4 * pool_threads() ? n_items : 4 * pool_threads(); /* scratch per chunk */
-    attn_job j = {.l = l, .segs = segs, .Q = Q, .q_stride = q_stride, .O = O, .n_items = n_items, .item = item,
-                  .scratch_n = (size_t)run * R * per_pair, .n_pad = n_pad};
-    j.scratch = arena_floats(a, (size_t)nch * j.scratch_n);
-    pool_run_n(attend_job, &j, nch);
-    matmul(&l->wo, O, N, out);
-    add_bias(out, l->bo, N, n_embd);
+    for (int si = 0; si < n_segs; si++) n_items += l->n_head_kv * ((segs[si].n - o_first[si] + run - 1) / run);
+    if (n_items > 0) {
+        int *item = (int *)arena_alloc(a, (size_t)n_items * 4 * sizeof(int)), k = 0;
+        for (int si = 0; si < n_segs; si++)
+            for (int t0 = o_first[si]; t0 < segs[si].n; t0 += run)
+                for (int g = 0; g < l->n_head_kv; g++, k++) {
+                    item[4 * k] = si, item[4 * k + 1] = g, item[4 * k + 2] = t0;
+                    item[4 * k + 3] = t0 + run < segs[si].n ? t0 + run : segs[si].n;
+                }
+        const int nch = n_items < 4 * pool_threads() ? n_items : 4 * pool_threads(); /* scratch per chunk */
+        attn_job j = {.l = l, .segs = segs, .Q = Q, .q_stride = q_stride, .O = O, .o_first = o_first, .o_row0 = o_row0,
+                      .n_items = n_items, .item = item, .scratch_n = (size_t)run * R * per_pair, .n_pad = n_pad};
+        j.scratch = arena_floats(a, (size_t)nch * j.scratch_n);
+        pool_run_n(attend_job, &j, nch);
+        matmul(&l->wo, O, n_out, out);
+        add_bias(out, l->bo, n_out, n_embd);
+    }
     arena_restore(a, mark);
 }

@@ -27,6 +27,7 @@ typedef struct {
      * state->rec), so that a checkpoint inside the rows costs no pass of its own */
     int capture;
     float *capture_rec;
+    int keep; /* its last `keep` rows give logits: the last layer's output is needed only there */
 } segment;
 
 enum rope_kind { ROPE_NONE = 0, ROPE_NORM = 1, ROPE_NEOX = 2 };
@@ -111,9 +112,10 @@ size_t mamba1_ssm_floats(const mamba1_layer *l);
 size_t shortconv_conv_floats(const shortconv_layer *l);
 
 /* Forward functions: x holds N rows of n_embd inputs (already normalised), out gets N
- * rows of n_embd outputs. */
+ * rows of n_embd outputs. Attention with `kept` set writes only each segment's last
+ * `keep` rows, one after the other (its cache still takes every row). */
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
-                       float *out, struct arena *a);
+                       float *out, int kept, struct arena *a);
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  struct arena *a);
 void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,

@@ -339,6 +339,17 @@ int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int ma
 
 /* ---------------------------------------------------------------- forward */
 
+/* each segment's last `keep` rows of buf moved to its front, one segment after the other;
+ * returns their count */
+static int keep_logit_rows(float *buf, const segment *segs, int n_segs, int E) {
+    int r = 0;
+    for (int i = 0; i < n_segs; i++)
+        for (int t = segs[i].n - segs[i].keep; t < segs[i].n; t++, r++)
+            if (segs[i].row0 + t != r)
+                memmove(buf + (size_t)r * E, buf + (size_t)(segs[i].row0 + t) * E, (size_t)E * sizeof *buf);
+    return r;
+}
+
 int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     const int E = m->n_embd;
     int N = 0, n_logit_rows = 0;
@@ -357,7 +368,9 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0, row = 0; i < n_seqs; i++) {
         const int cap = seqs[i].capture > 0 && seqs[i].capture < seqs[i].n_tokens && seqs[i].capture_rec
                             ? seqs[i].capture : 0;
-        segs[i] = (segment){seqs[i].state, row, seqs[i].n_tokens, seqs[i].state->n_past, cap, seqs[i].capture_rec};
+        const int keep = seqs[i].logits == 2 ? seqs[i].n_tokens : seqs[i].logits == 1 ? 1 : 0;
+        segs[i] = (segment){seqs[i].state,       row, seqs[i].n_tokens, seqs[i].state->n_past,
+                            cap, seqs[i].capture_rec, keep};
         row += seqs[i].n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);
@@ -371,36 +384,35 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
                 for (int c = 0; c < E; c++) hr[c] *= m->embedding_scale;
         }
 
-    int rows = N;      /* rows still carried; fewer once only the logit rows are kept */
-    int gathered = 0;  /* h holds just the logit rows, in order */
+    int rows = N;     /* rows still carried; only the logit rows once the last layer keeps them */
+    int kept = 0;     /* h holds just the logit rows, in order */
     for (int li = 0; li < m->n_layer; li++) {
         const block *b = &m->blocks[li];
+        /* Past the last layer only the logit rows are read; its state and cache still take
+         * every row. So its attention, output projection and FFN run on those rows alone
+         * (llama.cpp drops the others there too, or later). A row's result does not depend
+         * on the other rows of a batch, in every kernel, so the logits stay the same. */
+        const int trim = li == m->n_layer - 1 && n_logit_rows < N;
         if (b->mixer != MIX_NONE) {
             rmsnorm_rows(x, h, b->mixer_norm, N, E, m->eps);
+            int y_kept = 0;
             switch (b->mixer) {
-            case MIX_ATTN: attention_forward(&b->attn, segs, n_seqs, N, E, x, y, a); break;
+            case MIX_ATTN: attention_forward(&b->attn, segs, n_seqs, N, E, x, y, trim, a); y_kept = trim; break;
             case MIX_GDN: gdn_forward(&b->gdn, segs, n_seqs, N, E, x, y, a); break;
             case MIX_MAMBA2: mamba2_forward(&b->m2, segs, n_seqs, N, E, x, y, a); break;
             case MIX_MAMBA1: mamba1_forward(&b->m1, segs, n_seqs, N, E, x, y, a); break;
             case MIX_SHORTCONV: shortconv_forward(&b->sc, segs, n_seqs, N, x, y, a); break;
             default: return -1;
             }
-            add_scaled(h, y, m->residual_scale, (size_t)N * E);
-        }
-        /* The last FFN carries no state: it runs only on the rows that give logits when
-         * the family's llama.cpp graph drops the other rows before it, or when no row
-         * gives logits. */
-        if (li == m->n_layer - 1 && (m->gather_before_last_ffn || n_logit_rows == 0)) {
-            int r = 0;
-            for (int i = 0; i < n_seqs; i++) {
-                if (!seqs[i].logits) continue;
-                const int first = seqs[i].logits == 2 ? 0 : seqs[i].n_tokens - 1;
-                for (int t = first; t < seqs[i].n_tokens; t++, r++)
-                    if (segs[i].row0 + t != r)
-                        memmove(h + (size_t)r * E, h + (size_t)(segs[i].row0 + t) * E, (size_t)E * sizeof *h);
+            if (trim) {
+                rows = keep_logit_rows(h, segs, n_seqs, E);
+                if (!y_kept) keep_logit_rows(y, segs, n_seqs, E);
+                kept = 1;
             }
-            rows = r;
-            gathered = 1;
+            add_scaled(h, y, m->residual_scale, (size_t)rows * E);
+        } else if (trim) {
+            rows = keep_logit_rows(h, segs, n_seqs, E);
+            kept = 1;
         }
         if (b->ffn_norm && rows > 0) {
             rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
@@ -419,7 +431,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             int first = seqs[i].logits == 2 ? 0 : seqs[i].n_tokens - 1;
             if (!seqs[i].logits) continue;
             for (int t = first; t < seqs[i].n_tokens; t++, r++)
-                rmsnorm(xo + (size_t)r * E, h + (size_t)(gathered ? r : segs[i].row0 + t) * E, m->output_norm, E,
+                rmsnorm(xo + (size_t)r * E, h + (size_t)(kept ? r : segs[i].row0 + t) * E, m->output_norm, E,
                         m->eps);
         }
         matmul(&m->output, xo, n_logit_rows, lo);

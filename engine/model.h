@@ -64,8 +64,6 @@ typedef struct model {
     rec_slot *rec;
     size_t rec_floats;           /* total recurrent floats per sequence */
     int trimmable;               /* 1 when every layer is attention (state can be cut back) */
-    int gather_before_last_ffn;  /* llama.cpp keeps only the logit rows before the last FFN
-                                  * (so it runs on fewer rows, which can change its rounding) */
 
     tokenizer *tok;
     chat_template tmpl;
