@@ -210,9 +210,12 @@ void attn_wsum_finish(float *o, const float *acc, int hd) {
     }
 }
 
-void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
-                 size_t out_stride, int n) {
+/* channels [c0, c1) of conv_causal */
+static void conv_channels(float *state, const float *w, int c0, int c1, int K, const float *in, size_t in_stride,
+                          float *out, size_t out_stride, int n) {
     const kernel_ops *ko = kernels_ops();
+    state += (size_t)c0 * (K - 1), w += (size_t)c0 * K, in += c0, out += c0;
+    const int C = c1 - c0;
     if (ko->conv) {
         ko->conv(state, w, C, K, in, in_stride, out, out_stride, n);
         return;
@@ -231,6 +234,32 @@ void conv_causal(float *state, const float *w, int C, int K, const float *in, si
             y[ch] = acc;
         }
     }
+}
+
+typedef struct {
+    float *state;
+    const float *w, *in;
+    float *out;
+    int C, K, n;
+    size_t in_stride, out_stride;
+} conv_job;
+
+static void conv_share(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long c0, c1;
+    pool_split(j->C, ith, nth, 16, &c0, &c1);
+    if (c0 < c1) conv_channels(j->state, j->w, (int)c0, (int)c1, j->K, j->in, j->in_stride, j->out, j->out_stride, j->n);
+}
+
+/* Channels are independent, so wide convolutions split them over the pool: in a decode
+ * step this is otherwise the longest stretch the other threads wait through. */
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n) {
+    conv_job j = {state, w, in, out, C, K, n, in_stride, out_stride};
+    if (C >= 2048 && pool_threads() > 1)
+        pool_run(conv_share, &j);
+    else
+        conv_channels(state, w, 0, C, K, in, in_stride, out, out_stride, n);
 }
 
 void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n) {
