@@ -350,6 +350,9 @@ static int keep_logit_rows(float *buf, const segment *segs, int n_segs, int E) {
     return r;
 }
 
+/* rows of a sequence that give logits: all, its last, or none */
+static int logit_rows(const batch_seq *b) { return b->logits == 2 ? b->n_tokens : b->logits == 1 ? 1 : 0; }
+
 int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     const int E = m->n_embd;
     int N = 0, n_logit_rows = 0;
@@ -360,7 +363,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             if (b->tokens[t] < 0 || b->tokens[t] >= m->n_vocab) return -1;
         if (state_reserve(b->state, b->state->n_past + b->n_tokens) != 0) return -1;
         N += b->n_tokens;
-        n_logit_rows += b->logits == 2 ? b->n_tokens : b->logits == 1 ? 1 : 0;
+        n_logit_rows += logit_rows(b);
     }
     if (N == 0) return 0;
 
@@ -368,9 +371,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0, row = 0; i < n_seqs; i++) {
         const int cap = seqs[i].capture > 0 && seqs[i].capture < seqs[i].n_tokens && seqs[i].capture_rec
                             ? seqs[i].capture : 0;
-        const int keep = seqs[i].logits == 2 ? seqs[i].n_tokens : seqs[i].logits == 1 ? 1 : 0;
         segs[i] = (segment){seqs[i].state,       row, seqs[i].n_tokens, seqs[i].state->n_past,
-                            cap, seqs[i].capture_rec, keep};
+                            cap, seqs[i].capture_rec, logit_rows(&seqs[i])};
         row += seqs[i].n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);
@@ -384,8 +386,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
                 for (int c = 0; c < E; c++) hr[c] *= m->embedding_scale;
         }
 
-    int rows = N;     /* rows still carried; only the logit rows once the last layer keeps them */
-    int kept = 0;     /* h holds just the logit rows, in order */
+    int rows = N; /* rows still carried; only the logit rows once the last layer keeps them */
     for (int li = 0; li < m->n_layer; li++) {
         const block *b = &m->blocks[li];
         /* Past the last layer only the logit rows are read; its state and cache still take
@@ -407,12 +408,10 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             if (trim) {
                 rows = keep_logit_rows(h, segs, n_seqs, E);
                 if (!y_kept) keep_logit_rows(y, segs, n_seqs, E);
-                kept = 1;
             }
             add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         } else if (trim) {
             rows = keep_logit_rows(h, segs, n_seqs, E);
-            kept = 1;
         }
         if (b->ffn_norm && rows > 0) {
             rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
@@ -422,30 +421,20 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     }
     for (int i = 0; i < n_seqs; i++) seqs[i].state->n_past += seqs[i].n_tokens;
 
-    /* logits only for the rows asked for */
+    /* logits only for the rows asked for: h starts with them, in order (kept by the last
+     * layer, or every row when all give logits) */
     if (n_logit_rows > 0) {
         float *xo = arena_floats(a, (size_t)n_logit_rows * E);
         float *lo = arena_floats(a, (size_t)n_logit_rows * m->n_vocab);
-        int r = 0;
-        for (int i = 0; i < n_seqs; i++) {
-            int first = seqs[i].logits == 2 ? 0 : seqs[i].n_tokens - 1;
-            if (!seqs[i].logits) continue;
-            for (int t = first; t < seqs[i].n_tokens; t++, r++)
-                rmsnorm(xo + (size_t)r * E, h + (size_t)(kept ? r : segs[i].row0 + t) * E, m->output_norm, E,
-                        m->eps);
-        }
+        rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
         matmul(&m->output, xo, n_logit_rows, lo);
         if (m->logit_scale != 1.0f) { /* as llama.cpp: a multiplication by the reciprocal */
             const float inv = 1.0f / m->logit_scale;
             for (size_t k = 0; k < (size_t)n_logit_rows * m->n_vocab; k++) lo[k] *= inv;
         }
-        r = 0;
-        for (int i = 0; i < n_seqs; i++) {
-            if (!seqs[i].logits) continue;
-            int rows = seqs[i].logits == 2 ? seqs[i].n_tokens : 1;
-            memcpy(seqs[i].out, lo + (size_t)r * m->n_vocab, (size_t)rows * m->n_vocab * sizeof(float));
-            r += rows;
-        }
+        for (int i = 0, r = 0; i < n_seqs; r += segs[i++].keep)
+            if (segs[i].keep)
+                memcpy(seqs[i].out, lo + (size_t)r * m->n_vocab, (size_t)segs[i].keep * m->n_vocab * sizeof(float));
     }
     arena_reset(a);
     return 0;
