@@ -73,7 +73,8 @@ static double stat_of(chat_engine *e, const char *tier, const char *key);
  * (the post-generation checkpoint, the database write): a person reads a reply before
  * sending the next message, so that work is not counted in the next TTFT. */
 static void wait_idle(chat_engine *e) {
-    while (stat_of(e, NULL, "queued") > 0 || stat_of(e, NULL, "active") > 0) usleep(20 * 1000);
+    while (stat_of(e, NULL, "queued") > 0 || stat_of(e, NULL, "active") > 0 || stat_of(e, "disk", "pending") > 0)
+        usleep(20 * 1000);
 }
 
 /* runs the conversation; appends the reply; prints one line */

@@ -579,9 +579,24 @@ static void begin_admitted(chat_engine *e) {
     }
 }
 
+/* a request waits: the flush ends after the checkpoint it is writing */
+static int request_waiting(void *arg) {
+    chat_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    const int waiting = e->queue != NULL;
+    pthread_mutex_unlock(&e->lock);
+    return waiting;
+}
+static int stop_now(void *unused) {
+    (void)unused;
+    return 1;
+}
+
 /* New checkpoints go to the database when nothing runs or waits (off the path of any
  * request's first token), or at least every FLUSH_EVERY_MS under a steady load, so that
- * a crash loses little. engine_close writes the rest. */
+ * a crash loses little. A request that arrives meanwhile waits for one checkpoint's
+ * write, not the whole flush (after a long prompt that is over a second); under load
+ * the overdue flush goes one checkpoint per step. engine_close writes the rest. */
 static void maybe_flush(chat_engine *e) {
     if (!e->unflushed) return;
     pthread_mutex_lock(&e->lock);
@@ -589,8 +604,9 @@ static void maybe_flush(chat_engine *e) {
     pthread_mutex_unlock(&e->lock);
     if (!idle && now_ms() - e->last_flush <= FLUSH_EVERY_MS) return;
     pthread_mutex_lock(&e->cache_lock);
-    if (cs_persistent(e->cs)) cs_flush(e->cs);
+    int rc = cs_persistent(e->cs) ? cs_flush_until(e->cs, idle ? request_waiting : stop_now, e) : 0;
     pthread_mutex_unlock(&e->cache_lock);
+    if (rc == 1) return; /* more to write: the next round goes on */
     e->last_flush = now_ms();
     e->unflushed = 0;
 }

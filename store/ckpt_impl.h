@@ -80,7 +80,10 @@ void cs_disk_drop(ckpt_store *s, cs_entry *e);
 
 /* the tables (ckpt_sql.c); each returns 0 or -1 */
 int cs_sql_open(ckpt_store *s, char *err, size_t errlen);
-int cs_sql_flush(ckpt_store *s);
+/* writes what is only in RAM (and newer recencies) in one transaction; after each
+ * checkpoint written, stop (may be NULL) can end it early, committing what is done.
+ * 0 all written, 1 some left (stopped), -1 error */
+int cs_sql_flush(ckpt_store *s, int (*stop)(void *ud), void *ud);
 /* reads page p's KV, verifies it and hands SQLite's buffer to use (no copy); returns
  * use's result, or -1 when the row is missing or fails its checks */
 int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void *kv), void *ud);

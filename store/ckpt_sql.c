@@ -398,7 +398,7 @@ static int write_entry(ckpt_store *s, sqlite3_stmt *st, cs_entry *e) {
     return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 }
 
-int cs_sql_flush(ckpt_store *s) {
+int cs_sql_flush(ckpt_store *s, int (*stop)(void *ud), void *ud) {
     if (!s->db) return -1;
     int any = 0;
     for (int i = 0; i < s->n_e; i++) any |= (s->e[i]->in_ram && s->e[i]->dirty) || (s->e[i]->on_disk && s->e[i]->touched);
@@ -410,9 +410,13 @@ int cs_sql_flush(ckpt_store *s) {
                                 " last_used, has_logits, bytes, checksum, rec, logits) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     sqlite3_stmt *ust = prep(s, "UPDATE ckpt_entries SET last_used=? WHERE model=? AND hash=? AND n_tokens=?");
     int ok = pst && est && ust, paused = 0;
+    /* entries [0, done) are in this transaction, each with the pages it needs, so that
+     * what a stop commits never leaves a page without its checkpoint */
+    int done = 0;
     /* pages being written are marked 2 until the commit */
     for (int i = 0; ok && i < s->n_e; i++) {
         cs_entry *e = s->e[i];
+        int wrote = 0;
         if (e->in_ram && e->dirty) {
             for (cs_page *p = e->last; ok && p; p = p->parent) {
                 if (p->on_disk) continue;
@@ -421,6 +425,7 @@ int cs_sql_flush(ckpt_store *s) {
                 if (ok && !paused) paused = 1, test_pause();
             }
             ok = ok && write_entry(s, est, e) == 0;
+            wrote = 1;
         } else if (e->on_disk && e->touched) {
             sqlite3_reset(ust);
             sqlite3_bind_int64(ust, 1, (sqlite3_int64)e->last_used);
@@ -429,6 +434,8 @@ int cs_sql_flush(ckpt_store *s) {
             sqlite3_bind_int(ust, 4, e->n);
             ok = sqlite3_step(ust) == SQLITE_DONE;
         }
+        done = i + 1;
+        if (ok && wrote && stop && stop(ud)) break;
     }
     sqlite3_finalize(pst);
     sqlite3_finalize(est);
@@ -438,7 +445,7 @@ int cs_sql_flush(ckpt_store *s) {
         for (cs_page *p = s->table[i]; p; p = p->hnext)
             if (p->on_disk == 2) p->on_disk = committed ? 1 : 0;
     if (!committed) return -1;
-    for (int i = 0; i < s->n_e; i++) {
+    for (int i = 0; i < done; i++) {
         cs_entry *e = s->e[i];
         e->touched = 0;
         if (!(e->in_ram && e->dirty)) continue;
@@ -449,6 +456,8 @@ int cs_sql_flush(ckpt_store *s) {
         for (cs_page *p = e->last; p; p = p->parent)
             if (p->disk_refs++ == 0) s->disk_bytes += cs_page_bytes(s, p);
     }
+    for (int i = done; i < s->n_e; i++)
+        if ((s->e[i]->in_ram && s->e[i]->dirty) || (s->e[i]->on_disk && s->e[i]->touched)) return 1;
     return 0;
 }
 

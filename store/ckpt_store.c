@@ -673,18 +673,20 @@ fail:
 
 /* ------------------------------------------------------------------ flush, sessions, stats */
 
-int cs_flush(ckpt_store *s) {
+int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud) {
     if (!s->db) return -1;
-    int rc = cs_sql_flush(s);
+    int rc = cs_sql_flush(s, stop, ud);
     s->st.flushes++;
-    if (rc != 0) {
+    if (rc < 0) {
         s->st.write_errors++;
         return -1;
     }
     enforce_disk(s);
     cs_db_lost_cleanup(s);
-    return 0;
+    return rc;
 }
+
+int cs_flush(ckpt_store *s) { return cs_flush_until(s, NULL, NULL) < 0 ? -1 : 0; }
 
 void cs_forget_session(ckpt_store *s, const char *session) {
     if (!session) return;
@@ -705,11 +707,12 @@ void cs_count_miss(ckpt_store *s, const char *reason) {
 
 void cs_get_stats(const ckpt_store *s, cs_stats *out) {
     *out = s->st;
-    out->entries_ram = out->entries_disk = out->pages_ram = out->pages_disk = 0;
+    out->entries_ram = out->entries_disk = out->pages_ram = out->pages_disk = out->entries_pending = 0;
     out->kv_bytes_disk = out->rec_bytes_disk = 0;
     for (int i = 0; i < s->n_e; i++) {
         out->entries_ram += s->e[i]->in_ram;
         out->entries_disk += s->e[i]->on_disk;
+        out->entries_pending += s->db && s->e[i]->in_ram && s->e[i]->dirty;
         if (s->e[i]->on_disk) out->rec_bytes_disk += cs_entry_own_bytes(s, s->e[i]);
     }
     for (int i = 0; i < (1 << CS_HBITS); i++)
@@ -752,6 +755,7 @@ char *cs_stats_json(const ckpt_store *s) {
     cJSON_AddNumberToObject(ram, "evictions", (double)st.evictions_ram);
     cJSON_AddItemToObject(o, "ram", ram);
     cJSON_AddNumberToObject(disk, "entries", (double)st.entries_disk);
+    cJSON_AddNumberToObject(disk, "pending", (double)st.entries_pending);
     cJSON_AddNumberToObject(disk, "pages", (double)st.pages_disk);
     cJSON_AddNumberToObject(disk, "bytes", (double)st.bytes_disk);
     cJSON_AddNumberToObject(disk, "kv_bytes", (double)st.kv_bytes_disk);

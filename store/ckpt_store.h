@@ -103,6 +103,11 @@ int cs_save(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_get_rows g
 /* Writes every checkpoint that is only in RAM to the database, in one transaction,
  * then enforces the disk budget. 0, or -1 (the RAM copies stay dirty). */
 int cs_flush(ckpt_store *s);
+/* The same, but after each checkpoint written stop(ud) is asked whether to end here
+ * (a request waits): what is written commits, the rest stays dirty for the next call.
+ * A checkpoint and its pages always commit together. 0 all written, 1 some left,
+ * -1 error. */
+int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud);
 /* The session's checkpoints become the first to be evicted. */
 void cs_forget_session(ckpt_store *s, const char *session);
 /* Adds a request's token counts to the counters. */
@@ -113,6 +118,7 @@ typedef struct {
     uint64_t miss_none, miss_diverged, miss_evicted, miss_fingerprint, miss_corrupt, miss_disabled;
     uint64_t tokens_prompt, tokens_reused, tokens_computed;
     uint64_t entries_ram, entries_disk, pages_ram, pages_disk;
+    uint64_t entries_pending; /* in RAM, not yet written to the database */
     uint64_t bytes_ram, bytes_disk, kv_bytes_disk, rec_bytes_disk;
     uint64_t evictions_ram, evictions_disk, corrupt_dropped, saves, flushes, write_errors;
 } cs_stats;

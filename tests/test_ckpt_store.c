@@ -210,6 +210,52 @@ static void persistence(void) {
     db_close(db);
 }
 
+static int stop_always(void *calls) {
+    ++*(int *)calls;
+    return 1;
+}
+
+/* A flush that a waiting request stops commits whole checkpoints (each with its pages)
+ * and leaves the rest for the next one: another connection sees exactly those. */
+static void flush_in_steps(void) {
+    fresh_db();
+    int t[3000];
+    make_tokens(t, 3000, 0, 3000);
+    sqlite3 *db = opendb();
+    ckpt_store *s = open_store(db, FP1, 0, 0, 0);
+    save(s, t, 1000, 0);
+    save(s, t, 2000, 0);
+    save(s, t, 2500, 1);
+    int calls = 0;
+    CHECK(cs_flush_until(s, stop_always, &calls) == 1 && calls == 1, "stopped after one checkpoint (%d calls)", calls);
+    cs_stats st;
+    cs_get_stats(s, &st);
+    CHECK(st.entries_disk == 1 && st.entries_pending == 2 && st.kv_bytes_disk == 1000 * ROW * 4,
+          "one written: %llu on disk, %llu pending, %llu KV bytes", (unsigned long long)st.entries_disk,
+          (unsigned long long)st.entries_pending, (unsigned long long)st.kv_bytes_disk);
+    sqlite3 *db2 = opendb();
+    ckpt_store *o = open_store(db2, FP1, 0, 0, 0);
+    cs_hit hit;
+    CHECK(restore(o, t, 2200, 0, &hit) == 1000 && !strcmp(hit.source, "disk"), "another reader sees 1000: %d from %s",
+          hit.n, hit.source);
+    cs_close(o);
+    db_close(db2);
+    CHECK(cs_flush_until(s, stop_always, &calls) == 1, "the second");
+    CHECK(cs_flush_until(s, NULL, NULL) == 0, "the rest");
+    cs_get_stats(s, &st);
+    CHECK(st.entries_disk == 3 && st.entries_pending == 0 && st.kv_bytes_disk == 2500 * ROW * 4,
+          "all written: %llu on disk, %llu pending", (unsigned long long)st.entries_disk,
+          (unsigned long long)st.entries_pending);
+    CHECK(cs_flush_until(s, stop_always, &calls) == 0, "nothing left to write");
+    db2 = opendb();
+    o = open_store(db2, FP1, 0, 0, 0);
+    CHECK(restore(o, t, 2500, 1, &hit) == 2500 && hit.has_logits, "another reader sees 2500 with logits: %d", hit.n);
+    cs_close(o);
+    db_close(db2);
+    cs_close(s);
+    db_close(db);
+}
+
 /* flips one byte inside column col of the first row of table matching where */
 static void flip(sqlite3 *db, const char *table, const char *col, const char *where, int offset) {
     char sql[256];
@@ -430,6 +476,7 @@ int main(int argc, char **argv) {
     snprintf(slash ? slash + 1 : DB, sizeof DB - (size_t)(slash ? slash + 1 - DB : 0), "ckpt_store_test.db");
     basics_and_sharing();
     persistence();
+    flush_in_steps();
     corruption();
     budgets();
     forgotten_sessions();
