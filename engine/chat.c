@@ -375,6 +375,8 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     pool_set_threads(cfg->threads);
+    /* the first request's state: room for a long system prompt, faulted in now */
+    state_prepare_spare(e->m, e->n_ctx, SPARE_PREPARED_TOKENS);
     if (cfg->db_path && *cfg->db_path) {
         char dberr[512];
         e->db = db_open(cfg->db_path, dberr, sizeof dberr);

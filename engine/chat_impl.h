@@ -20,6 +20,8 @@
 #define DEFAULT_CTX 32768
 #define DEFAULT_CHUNK 512
 #define DEFAULT_BATCH 8
+/* the spare state engine_open prepares: a few thousand tokens, a long system prompt */
+#define SPARE_PREPARED_TOKENS 4096
 
 typedef struct request {
     uint64_t id;

@@ -75,6 +75,18 @@ void state_drop_spare(const model *m) {
     if (s) state_destroy(s);
 }
 
+void state_prepare_spare(const model *m, int n_ctx, int n) {
+    seq_state *s = state_new(m, n_ctx);
+    if (!s) return;
+    if (state_reserve(s, n < s->n_ctx ? n : s->n_ctx) == 0)
+        for (int i = 0; i < m->n_kv_slots; i++) {
+            memset(s->k[i], 0, (size_t)s->cap * (size_t)m->kv_dim[i] * sizeof(float));
+            memset(s->v[i], 0, (size_t)s->cap * (size_t)m->kv_dim[i] * sizeof(float));
+        }
+    memset(s->rec, 0, m->rec_floats * sizeof *s->rec);
+    state_free(s);
+}
+
 int state_reserve(seq_state *s, int n) {
     if (n > s->n_ctx) return -1;
     if (n <= s->cap) return 0;

@@ -27,6 +27,9 @@ seq_state *state_new(const model *m, int n_ctx);
  * (fresh cache pages cost page faults), until state_drop_spare(model or NULL). */
 void state_free(seq_state *s);
 void state_drop_spare(const model *m);
+/* Makes that spare now, with room for n tokens and its pages touched, so that the first
+ * request after a start restores into memory that is already there. */
+void state_prepare_spare(const model *m, int n_ctx, int n);
 /* Makes dst an exact copy of src (same model). Returns 0, or -1 when out of memory. */
 int state_copy(seq_state *dst, const seq_state *src);
 seq_state *state_clone(const seq_state *src);
