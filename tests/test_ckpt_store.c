@@ -176,15 +176,22 @@ static sqlite3 *opendb(void) {
     return db;
 }
 
-static void persistence(void) {
+/* a fresh database, and checkpoints at 1000, 2000 and 2500 (with logits) of t, in RAM */
+static ckpt_store *three_in_ram(int *t, sqlite3 **db) {
     fresh_db();
-    int t[3000];
     make_tokens(t, 3000, 0, 3000);
-    sqlite3 *db = opendb();
-    ckpt_store *s = open_store(db, FP1, 0, 0, 0);
+    *db = opendb();
+    ckpt_store *s = open_store(*db, FP1, 0, 0, 0);
     save(s, t, 1000, 0);
     save(s, t, 2000, 0);
     save(s, t, 2500, 1);
+    return s;
+}
+
+static void persistence(void) {
+    int t[3000];
+    sqlite3 *db;
+    ckpt_store *s = three_in_ram(t, &db);
     CHECK(cs_flush(s) == 0, "flush");
     cs_stats st;
     cs_get_stats(s, &st);
@@ -218,14 +225,9 @@ static int stop_always(void *calls) {
 /* A flush that a waiting request stops commits whole checkpoints (each with its pages)
  * and leaves the rest for the next one: another connection sees exactly those. */
 static void flush_in_steps(void) {
-    fresh_db();
     int t[3000];
-    make_tokens(t, 3000, 0, 3000);
-    sqlite3 *db = opendb();
-    ckpt_store *s = open_store(db, FP1, 0, 0, 0);
-    save(s, t, 1000, 0);
-    save(s, t, 2000, 0);
-    save(s, t, 2500, 1);
+    sqlite3 *db;
+    ckpt_store *s = three_in_ram(t, &db);
     int calls = 0;
     CHECK(cs_flush_until(s, stop_always, &calls) == 1 && calls == 1, "stopped after one checkpoint (%d calls)", calls);
     cs_stats st;
