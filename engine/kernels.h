@@ -104,6 +104,10 @@ typedef struct {
 /* the active set's vector ops (never NULL; members may be) */
 const kernel_ops *kernels_ops(void);
 
+/* Prompt processing takes the weight rows in chunks of about this many bytes, which stay
+ * in L2 beside the activations while every tile of tokens passes over them. */
+#define KERNEL_L2_CHUNK_BYTES (192 * 1024)
+
 /* An instruction-set kernel set. gemm computes Y[t*ldy + r] for r in [r0, r1) and t < T
  * and returns 1, or returns 0 without writing when it does not handle the weight type
  * or row length (the scalar reference runs then). */

@@ -71,7 +71,7 @@ INLINE void prefetch_row(const uint8_t *w, size_t off, size_t bsz) {
 
 static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
     if (T <= tile) return INT64_MAX / 4;
-    int64_t rows = (int64_t)((192 * 1024) / (row_bytes ? row_bytes : 1));
+    int64_t rows = (int64_t)(KERNEL_L2_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
     return rows < 1 ? 1 : rows;
 }
 

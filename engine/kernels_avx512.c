@@ -18,9 +18,9 @@
  *     which keeps the per-token work to dpbusd, convert, scale, fma.
  *   - With 16 tokens or more, Q8_0/Q4_0/Q5_0 turn the block around instead: 16 rows
  *     across the lanes, one register per group of 4 products, so that one multiply gives
- *     16 rows' scale products (k_q80_rows16; about 1.4x for prompt processing). The K-quants (unsigned 4/5/6-bit
- *     weights) use VPMADDUBSW + VPDPWSSD so the sub-block scale multiplies inside the
- *     integer sum, as in llama.cpp's AVX2 code.
+ *     16 rows' scale products (k_q80_rows16; about 1.4x for prompt processing).
+ *   - The K-quants (unsigned 4/5/6-bit weights) use VPMADDUBSW + VPDPWSSD so the sub-block
+ *     scale multiplies inside the integer sum, as in llama.cpp's AVX2 code.
  *
  * Sections: helpers, float types (F32/F16/BF16), Q8_0-style (Q8_0, Q4_0, Q5_0), Q8_1-style
  * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
@@ -114,7 +114,7 @@ static inline uint32_t ld32(const uint8_t *p) {
  * them; for few tokens the chunk is the whole range (the weights stream once anyway). */
 static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
     if (T <= tile) return INT64_MAX / 4;
-    int64_t rows = (int64_t)((192 * 1024) / (row_bytes ? row_bytes : 1));
+    int64_t rows = (int64_t)(KERNEL_L2_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
     return rows < 2 ? 2 : rows & ~(int64_t)1;
 }
 
@@ -536,7 +536,7 @@ INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1,
                            int64_t ldy) {
     const int T = x->T;
     const int64_t nb = W->n_in / QK8_0, r16 = r0 + ((r1 - r0) & ~(int64_t)15);
-    int64_t rc = ((192 * 1024) / (int64_t)W->row_bytes) & ~(int64_t)15;
+    int64_t rc = (KERNEL_L2_CHUNK_BYTES / (int64_t)W->row_bytes) & ~(int64_t)15;
     if (rc < 16 || T <= R16_TILE) rc = 16;
     const uint8_t *panels = q80_panels(x, R16_TILE, nb);
     uint8_t *wv0 = panel_room(&r16_buf, &r16_cap, (size_t)rc / 16 * (size_t)nb * R16_BLOCK);

@@ -396,9 +396,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         const int trim = li == m->n_layer - 1 && n_logit_rows < N;
         if (b->mixer != MIX_NONE) {
             rmsnorm_rows(x, h, b->mixer_norm, N, E, m->eps);
-            int y_kept = 0;
             switch (b->mixer) {
-            case MIX_ATTN: attention_forward(&b->attn, segs, n_seqs, N, E, x, y, trim, a); y_kept = trim; break;
+            case MIX_ATTN: attention_forward(&b->attn, segs, n_seqs, N, E, x, y, trim, a); break;
             case MIX_GDN: gdn_forward(&b->gdn, segs, n_seqs, N, E, x, y, a); break;
             case MIX_MAMBA2: mamba2_forward(&b->m2, segs, n_seqs, N, E, x, y, a); break;
             case MIX_MAMBA1: mamba1_forward(&b->m1, segs, n_seqs, N, E, x, y, a); break;
@@ -407,7 +406,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             }
             if (trim) {
                 rows = keep_logit_rows(h, segs, n_seqs, E);
-                if (!y_kept) keep_logit_rows(y, segs, n_seqs, E);
+                if (b->mixer != MIX_ATTN) keep_logit_rows(y, segs, n_seqs, E); /* attention wrote only those */
             }
             add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         } else if (trim) {

@@ -398,10 +398,13 @@ static int write_entry(ckpt_store *s, sqlite3_stmt *st, cs_entry *e) {
     return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 }
 
+/* what a flush writes: a checkpoint only in RAM, or a newer recency of one on disk */
+static int to_write(const cs_entry *e) { return (e->in_ram && e->dirty) || (e->on_disk && e->touched); }
+
 int cs_sql_flush(ckpt_store *s, int (*stop)(void *ud), void *ud) {
     if (!s->db) return -1;
     int any = 0;
-    for (int i = 0; i < s->n_e; i++) any |= (s->e[i]->in_ram && s->e[i]->dirty) || (s->e[i]->on_disk && s->e[i]->touched);
+    for (int i = 0; i < s->n_e; i++) any |= to_write(s->e[i]);
     if (!any) return 0;
     if (cs_sql_begin(s) != 0) return -1;
     sqlite3_stmt *pst = prep(s, "INSERT OR REPLACE INTO ckpt_pages(model, key, parent, pos0, n_tokens, bytes, checksum,"
@@ -457,7 +460,7 @@ int cs_sql_flush(ckpt_store *s, int (*stop)(void *ud), void *ud) {
             if (p->disk_refs++ == 0) s->disk_bytes += cs_page_bytes(s, p);
     }
     for (int i = done; i < s->n_e; i++)
-        if ((s->e[i]->in_ram && s->e[i]->dirty) || (s->e[i]->on_disk && s->e[i]->touched)) return 1;
+        if (to_write(s->e[i])) return 1;
     return 0;
 }
 
