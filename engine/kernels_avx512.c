@@ -257,27 +257,33 @@ static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, f
  * activations), prepared once per token (kact aux), so per token and block the work is
  * one dpbusd, a convert, the scale product and the fma. */
 
-/* block b of rows w0/w1 as w + 128 (unsigned bytes) [row0 | row1], and their scales */
-INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+/* block b of rows w0/w1 as signed bytes [row0 | row1], and their scales */
+INLINE __m512i q80_weights_s8(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
     if (wt == GGML_Q8_0) {
         const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
         *d0 = a->d;
         *d1 = c->d;
-        return _mm512_xor_si512(load_pair256(a->qs, c->qs), _mm512_set1_epi8((char)0x80));
+        return load_pair256(a->qs, c->qs);
     }
-    if (wt == GGML_Q4_0) { /* nibble - 8 + 128 */
+    if (wt == GGML_Q4_0) { /* nibble - 8 */
         const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
         *d0 = a->d;
         *d1 = c->d;
-        return _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(120));
+        return _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(8));
     }
     const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
     *d0 = a->d;
     *d1 = c->d;
-    /* (nibble | bit << 4) - 16 + 128; the 5th bit of element j is bit j of qh */
+    /* (nibble | bit << 4) - 16; the 5th bit of element j is bit j of qh */
     const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
-    const __m512i v = _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(112));
+    const __m512i v = _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(16));
     return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
+}
+
+/* the same as w + 128, unsigned bytes (the many-token kernel's operand): flipping the sign
+ * bit of a two's complement byte adds 128 modulo 256 */
+INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
 }
 
 /* The kernels read their activations from a panel: per block, each token's 32 values and
@@ -287,10 +293,10 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
  * inside the loop cost about half the kernel's speed. One token gets a panel too (a copy
  * of its row, small next to the weights), so that one kernel serves every tile. */
 #define Q80_PANEL_TOKEN 64
-static __thread uint8_t *q80_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
-static __thread size_t q80_panel_cap, q8k_panel_cap, r16_cap;
-static __thread uint64_t q8k_panel_serial, q80_panel_serial; /* the preparation a buffer holds (0: none) */
-static __thread int q80_panel_tile;                          /* and the tile size of q80_panel_buf's */
+static __thread uint8_t *q80_panel_buf, *pair_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
+static __thread size_t q80_panel_cap, pair_panel_cap, q8k_panel_cap, r16_cap;
+static __thread uint64_t q8k_panel_serial, q80_panel_serial, pair_panel_serial; /* the preparation a buffer holds (0: none) */
+static __thread int q80_panel_tile, pair_panel_tile;                           /* and the tile size it was built for */
 
 /* Each thread's panel buffers live as long as the thread: a key's destructor frees them
  * when a pool thread ends (engine_close), so nothing leaks. */
@@ -299,11 +305,12 @@ static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
 static void panel_free(void *unused) {
     (void)unused;
     free(q80_panel_buf);
+    free(pair_panel_buf);
     free(q8k_panel_buf);
     free(r16_buf);
-    q80_panel_buf = q8k_panel_buf = r16_buf = NULL;
-    q80_panel_cap = q8k_panel_cap = r16_cap = 0;
-    q8k_panel_serial = q80_panel_serial = 0;
+    q80_panel_buf = pair_panel_buf = q8k_panel_buf = r16_buf = NULL;
+    q80_panel_cap = pair_panel_cap = q8k_panel_cap = r16_cap = 0;
+    q8k_panel_serial = q80_panel_serial = pair_panel_serial = 0;
 }
 static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
 
@@ -349,11 +356,85 @@ static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
     return q80_panel_buf;
 }
 
+/* The row-pair kernel. Lanes alternate between the two rows: lane 2l is row 0's lane l
+ * (the sum of its products 4l..4l+3), lane 2l + 1 row 1's. Each row's 8 lanes still
+ * accumulate exactly the reference's acc[l], block after block, but the scale of a row pair
+ * and token, (d_w0 * d_x, d_w1 * d_x), is now one 64-bit pair that a broadcast load spreads
+ * over the register. So one multiply gives the scale pairs of 8 tokens, and per token and
+ * block what is left is the dpbusd, the convert and the fma (instead of also a multiply).
+ *
+ * Its panels, per block: each token's 32 values as unsigned bytes x + 128, every 4-byte
+ * group twice (the operand of both rows' lanes, read with a plain 64-byte load), then the
+ * scales twice each (dx_0, dx_0, dx_1, dx_1, ...) in 64-byte lines. The offset comes out
+ * on the weights' side, once per block for all tokens: (x + 128) . w - 128 . w = x . w. */
+#define PAIR_TOKEN 64
+#define SCALE_DIRECT 2 /* tokens up to which the kernel multiplies each scale pair itself */
+INLINE size_t pair_scales(int C) { return (size_t)(C + 7) / 8 * 64; }
+INLINE size_t pair_block(int C) { return (size_t)C * PAIR_TOKEN + pair_scales(C); }
+INLINE size_t pair_tile_offset(int t0, int TILE, int64_t nb) { return (size_t)(t0 / TILE) * (size_t)nb * pair_block(TILE); }
+
+static const uint8_t *pair_panels(const kact *x, int TILE, int64_t nb) {
+    if (x->serial && pair_panel_serial == x->serial && pair_panel_tile == TILE && pair_panel_buf) return pair_panel_buf;
+    pair_panel_serial = 0;
+    const int tiles = (x->T + TILE - 1) / TILE;
+    if (!panel_room(&pair_panel_buf, &pair_panel_cap, (size_t)tiles * (size_t)nb * pair_block(TILE))) return NULL;
+    pair_panel_serial = x->serial;
+    pair_panel_tile = TILE;
+    const int64_t n = x->n;
+    const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int t0 = 0; t0 < x->T; t0 += TILE) {
+        const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
+        const size_t block = pair_block(C);
+        uint8_t *panel = pair_panel_buf + pair_tile_offset(t0, TILE, nb);
+        for (int t = 0; t < C; t++) {
+            const int8_t *xs = (const int8_t *)kact_aux(x, t0 + t);
+            const float *dx = (const float *)(xs + 2 * n);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *p = panel + (size_t)b * block;
+                const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(xs + 32 * b)));
+                _mm512_store_si512(p + (size_t)t * PAIR_TOKEN, _mm512_xor_si512(_mm512_permutexvar_epi32(twice, v), flip));
+                float *sc = (float *)(p + (size_t)C * PAIR_TOKEN);
+                sc[2 * t] = sc[2 * t + 1] = dx[b];
+            }
+        }
+        for (int64_t b = 0; b < nb; b++) /* the unused scale lanes: zeros, not garbage */
+            for (int t = C; t < (int)pair_scales(C) / 8; t++) {
+                float *sc = (float *)(panel + (size_t)b * block + (size_t)C * PAIR_TOKEN);
+                sc[2 * t] = sc[2 * t + 1] = 0;
+            }
+    }
+    return pair_panel_buf;
+}
+
+/* block b of rows w0/w1 as signed bytes, lanes alternating between the rows */
+INLINE __m512i pair_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    if (wt == GGML_Q8_0) {
+        const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
+        const __m512i alt = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_permutex2var_epi32(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)), alt,
+                                         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)c->qs)));
+    }
+    const __m512i alt = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    return _mm512_permutexvar_epi32(alt, q80_weights_s8(wt, w0, w1, b, d0, d1));
+}
+
+/* the scale pair of token t, (d_w0 d_x, d_w1 d_x), broadcast from memory (a load, no shuffle) */
+INLINE __m512 pair_scale(const float *s, int t) {
+    __m512 v;
+    __asm__("vbroadcastsd %1, %0" : "=v"(v) : "m"(*(const double *)(s + 2 * t)));
+    return v;
+}
+
 INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
                    float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
-    const size_t block = (size_t)C * (Q80_PANEL_TOKEN + 4);
+    const size_t block = pair_block(C);
+    const __m512i zero = _mm512_setzero_si512(), x128 = _mm512_set1_epi8((char)0x80);
+    _Alignas(64) float sc[32];
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
@@ -361,24 +442,51 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_
     for (int64_t b = 0; b < nb; b++) {
         fp16_t d0, d1;
         if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
-        const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
-        const __m512 dw = half_pair(d0, d1);
+        const __m512i wq = pair_weights(wt, w0, w1, b, &d0, &d1);
+        const __m512i off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x128, wq)); /* -128 . w per lane */
+        const __m512 dw = _mm512_cvtph_ps(_mm256_set1_epi32((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
         const uint8_t *p = panel + (size_t)b * block;
-        const float *dx = (const float *)(p + (size_t)C * Q80_PANEL_TOKEN);
+        const float *dx = (const float *)(p + (size_t)C * PAIR_TOKEN);
+        /* with one or two tokens, a multiply per token is cheaper than the round trip */
+        if (C > SCALE_DIRECT) _mm512_store_ps(sc, _mm512_mul_ps(dw, _mm512_load_ps(dx)));
+        if (C > 8) _mm512_store_ps(sc + 16, _mm512_mul_ps(dw, _mm512_load_ps(dx + 16)));
 #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
-            const uint8_t *pt = p + (size_t)t * Q80_PANEL_TOKEN;
-            const __m512i q = _mm512_dpbusd_epi32(bcast256(pt + 32), wq, bcast256(pt));
-            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t]));
-            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), acc[t]);
+            const __m512i q = _mm512_dpbusd_epi32(off, _mm512_load_si512(p + (size_t)t * PAIR_TOKEN), wq);
+            const __m512 s = C > SCALE_DIRECT ? pair_scale(sc, t) : _mm512_mul_ps(dw, _mm512_set1_ps(dx[2 * t]));
+            acc[t] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(q), acc[t]);
         }
     }
+    const __m512i rows = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
 #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy + r;
-        y[0] = hsum8_lo(acc[t]);
-        if (two) y[1] = hsum8_hi(acc[t]);
+        const __m512 a = _mm512_permutexvar_ps(rows, acc[t]);
+        y[0] = hsum8_lo(a);
+        if (two) y[1] = hsum8_hi(a);
     }
+}
+
+/* One token (decode) keeps the plain layout, rows in the register's halves: with a single
+ * token the scale product is one multiply either way, and this form streams the weights a
+ * few percent faster (measured on the whole model's decode). Its operands are q80_panels'. */
+INLINE void k_q80_one(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, float *Y) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const size_t block = Q80_PANEL_TOKEN + 4;
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        fp16_t d0, d1;
+        prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
+        const __m512i wq = q80_weights(wt, w0, w1, b, &d0, &d1);
+        const uint8_t *p = panel + (size_t)b * block;
+        const __m512i q = _mm512_dpbusd_epi32(bcast256(p + 32), wq, bcast256(p));
+        const __m512 d = _mm512_mul_ps(half_pair(d0, d1), _mm512_set1_ps(*(const float *)(p + Q80_PANEL_TOKEN)));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), acc);
+    }
+    Y[r] = hsum8_lo(acc);
+    if (two) Y[r + 1] = hsum8_hi(acc);
 }
 
 #define Q80_TILE 12
@@ -388,13 +496,19 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_
 INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
     const int64_t rc = chunk_rows(W->row_bytes, T, Q80_TILE), nb = W->n_in / QK8_0;
-    const uint8_t *panels = q80_panels(x, Q80_TILE, nb);
+    if (T == 1) {
+        const uint8_t *panel = q80_panels(x, 1, nb);
+        if (!panel) return 0;
+        for (int64_t r = r0; r < r1; r += 2) k_q80_one(wt, W, r, r + 1 < r1, panel, Y);
+        return 1;
+    }
+    const uint8_t *panels = pair_panels(x, Q80_TILE, nb);
     if (!panels) return 0;
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
             const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
-            const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
+            const uint8_t *panel = panels + pair_tile_offset(t0, Q80_TILE, nb);
             for (int64_t r = c0; r < c1; r += 2) {
                 const int two = r + 1 < c1;
                 switch (c) {
