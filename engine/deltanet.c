@@ -127,11 +127,7 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
             B[(size_t)r * Hv + h] = sigmoid(B[(size_t)r * Hv + h]);
             G[(size_t)r * Hv + h] = softplus(G[(size_t)r * Hv + h] + l->dt_bias[h]) * l->a[h];
         }
-    for (int si = 0; si < n_segs; si++) {
-        const segment *sg = &segs[si];
-        seg_conv_causal(sg, l->rec_slot, l->conv_w, conv_dim, l->conv_k, M + (size_t)sg->row0 * conv_dim, conv_dim,
-                        C + (size_t)sg->row0 * conv_dim, conv_dim);
-    }
+    segs_conv_causal(segs, n_segs, l->rec_slot, l->conv_w, conv_dim, l->conv_k, M, conv_dim, C, conv_dim);
     gdn_rows_job rj = {.l = l, .C = C, .N = N};
     pool_run_rows(gdn_silu_norm, &rj, N);
     gdn_job j = {.l = l, .segs = segs, .n_items = n_segs * Hv, .C = C, .beta = B, .g = G, .Z = Z, .O = O};

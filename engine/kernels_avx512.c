@@ -1414,13 +1414,72 @@ INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int 
 /* Causal conv over n tokens. One token: the per-channel fused multiply-add chain. Several:
  * the weights transposed to [K][C] and the K-1 state columns to rows, so each token is K
  * vector fused multiply-adds over channels (same chain per channel: oldest tap first). */
+/* A few tokens with K = 4 (Qwen3.5, Mamba, Nemotron-H), 16 channels at a time: the state
+ * ([ch][3]) and weights ([ch][4]) interleave the channels, so permutes gather tap k of 16
+ * channels, and the new state is the old one moved down by one value, each channel's last
+ * value replaced by its input. Per channel the same fused chain as the scalar loop (oldest
+ * tap first, from 0). Returns the channels done (a multiple of 16). */
+static int conv_few_k4(float *state, const float *w, int C, const float *in, size_t in_stride, float *out,
+                       size_t out_stride, int n) {
+    static const _Alignas(64) int32_t idx[] = {
+        /* state tap k: lanes whose value 3j + k lies in the first two registers, then the rest from the third */
+        0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 20, 23, 26, 29,
+        1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 18, 21, 24, 27, 30,
+        2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 0, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19, 22, 25, 28, 31,
+        /* which channel's input lands on the last value 3j + 2 of each of the three registers */
+        0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 4, 0,
+        0, 5, 0, 0, 6, 0, 0, 7, 0, 0, 8, 0, 0, 9, 0, 0,
+        10, 0, 0, 11, 0, 0, 12, 0, 0, 13, 0, 0, 14, 0, 0, 15,
+        /* weight tap k: 4j + k of the pair of registers (channels 0-7 from the first pair, 8-15 the second) */
+        0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
+    const __mmask16 last[3] = {0x4924, 0x2492, 0x9249}; /* bits 3j + 2 - 16i */
+    int c = 0;
+    for (; c + 16 <= C; c += 16) {
+        float *st = state + (size_t)c * 3;
+        const float *wc = w + (size_t)c * 4;
+        __m512 s0 = _mm512_loadu_ps(st), s1 = _mm512_loadu_ps(st + 16), s2 = _mm512_loadu_ps(st + 32), wk[4];
+        const __m512 w0 = _mm512_loadu_ps(wc), w1 = _mm512_loadu_ps(wc + 16), w2 = _mm512_loadu_ps(wc + 32),
+                     w3 = _mm512_loadu_ps(wc + 48);
+        for (int k = 0; k < 4; k++) {
+            const __m512i ik = _mm512_add_epi32(_mm512_load_si512(idx + 144), _mm512_set1_epi32(k));
+            wk[k] = _mm512_mask_blend_ps(0xff00, _mm512_permutex2var_ps(w0, ik, w1), _mm512_permutex2var_ps(w2, ik, w3));
+        }
+        for (int t = 0; t < n; t++) {
+            const __m512 u = _mm512_loadu_ps(in + (size_t)t * in_stride + c);
+            __m512 y = _mm512_setzero_ps();
+            for (int k = 0; k < 3; k++) {
+                const __m512 a = _mm512_permutex2var_ps(s0, _mm512_load_si512(idx + 32 * k), s1);
+                y = _mm512_fmadd_ps(wk[k], _mm512_permutex2var_ps(a, _mm512_load_si512(idx + 32 * k + 16), s2), y);
+            }
+            y = _mm512_fmadd_ps(wk[3], u, y);
+            _mm512_storeu_ps(out + (size_t)t * out_stride + c, y);
+            /* move down by one value (across the three registers), then the inputs in */
+            const __m512 n0 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s1), _mm512_castps_si512(s0), 1));
+            const __m512 n1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s2), _mm512_castps_si512(s1), 1));
+            const __m512 n2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s2), _mm512_castps_si512(s2), 1));
+            s0 = _mm512_mask_permutexvar_ps(n0, last[0], _mm512_load_si512(idx + 96), u);
+            s1 = _mm512_mask_permutexvar_ps(n1, last[1], _mm512_load_si512(idx + 112), u);
+            s2 = _mm512_mask_permutexvar_ps(n2, last[2], _mm512_load_si512(idx + 128), u);
+        }
+        _mm512_storeu_ps(st, s0);
+        _mm512_storeu_ps(st + 16, s1);
+        _mm512_storeu_ps(st + 32, s2);
+    }
+    return c;
+}
+
 static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                     size_t out_stride, int n) {
     if (n < 4 || K < 2 || K > 16) {
+        int c0 = 0;
+        if (n < 4 && K == 4) c0 = conv_few_k4(state, w, C, in, in_stride, out, out_stride, n);
         for (int t = 0; t < n; t++) {
             const float *u = in + (size_t)t * in_stride;
             float *y = out + (size_t)t * out_stride;
-            for (int ch = 0; ch < C; ch++) {
+            for (int ch = c0; ch < C; ch++) {
                 float *st = state + (size_t)ch * (K - 1);
                 const float *wc = w + (size_t)ch * K;
                 float acc = 0;

@@ -76,11 +76,7 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
     float *Y = arena_floats(a, (size_t)N * D);
     matmul(&l->w_in, x, N, XZ);
 
-    for (int si = 0; si < n_segs; si++) {
-        const segment *sg = &segs[si];
-        seg_conv_causal(sg, l->rec_slot, l->conv_w, D, l->conv_k, XZ + (size_t)sg->row0 * 2 * D, 2 * D,
-                        X + (size_t)sg->row0 * D, D);
-    }
+    segs_conv_causal(segs, n_segs, l->rec_slot, l->conv_w, D, l->conv_k, XZ, 2 * D, X, D);
     for (int r = 0; r < N; r++) {
         float *xr = X + (size_t)r * D;
         for (int c = 0; c < D; c++) xr[c] += l->conv_b[c];

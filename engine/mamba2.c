@@ -108,10 +108,9 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
         for (int h = 0; h < H; h++)
             DT[(size_t)r * H + h] = Z[(size_t)r * d_in_proj + l->d_inner + cd + h] + l->dt_bias[h];
 
+    segs_conv_causal(segs, n_segs, l->rec_slot, l->conv_w, cd, l->conv_k, Z + l->d_inner, d_in_proj, XBC, cd);
     for (int si = 0; si < n_segs; si++) {
         const segment *sg = &segs[si];
-        seg_conv_causal(sg, l->rec_slot, l->conv_w, cd, l->conv_k, Z + (size_t)sg->row0 * d_in_proj + l->d_inner,
-                        d_in_proj, XBC + (size_t)sg->row0 * cd, cd);
         for (int t = 0; t < sg->n; t++) {
             float *r = XBC + (size_t)(sg->row0 + t) * cd;
             if (l->conv_b)

@@ -237,10 +237,9 @@ static void conv_channels(float *state, const float *w, int c0, int c1, int K, c
 }
 
 typedef struct {
-    float *state;
-    const float *w, *in;
-    float *out;
-    int C, K, n;
+    const conv_seq *seqs;
+    int n_seqs, C, K;
+    const float *w;
     size_t in_stride, out_stride;
 } conv_job;
 
@@ -248,18 +247,28 @@ static void conv_share(void *arg, int ith, int nth) {
     const conv_job *j = arg;
     long c0, c1;
     pool_split(j->C, ith, nth, 16, &c0, &c1);
-    if (c0 < c1) conv_channels(j->state, j->w, (int)c0, (int)c1, j->K, j->in, j->in_stride, j->out, j->out_stride, j->n);
+    if (c0 < c1)
+        for (int i = 0; i < j->n_seqs; i++) {
+            const conv_seq *q = &j->seqs[i];
+            conv_channels(q->state, j->w, (int)c0, (int)c1, j->K, q->in, j->in_stride, q->out, j->out_stride, q->n);
+        }
 }
 
 /* Channels are independent, so wide convolutions split them over the pool: in a decode
  * step this is otherwise the longest stretch the other threads wait through. */
-void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
-                 size_t out_stride, int n) {
-    conv_job j = {state, w, in, out, C, K, n, in_stride, out_stride};
+void conv_causal_seqs(const conv_seq *seqs, int n_seqs, const float *w, int C, int K, size_t in_stride,
+                      size_t out_stride) {
+    conv_job j = {seqs, n_seqs, C, K, w, in_stride, out_stride};
     if (C >= 2048 && pool_threads() > 1)
         pool_run(conv_share, &j);
     else
-        conv_channels(state, w, 0, C, K, in, in_stride, out, out_stride, n);
+        conv_share(&j, 0, 1);
+}
+
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n) {
+    const conv_seq one = {state, in, out, n};
+    conv_causal_seqs(&one, 1, w, C, K, in_stride, out_stride);
 }
 
 void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n) {

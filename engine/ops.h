@@ -89,6 +89,17 @@ void conv_step(float *state, const float *w, int C, int K, const float *u, float
 /* The same for n tokens: rows in[t*in_stride .. +C) give out[t*out_stride .. +C). */
 void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                  size_t out_stride, int n);
+/* conv_causal of several independent sequences in one pass of the pool (a batch's decode
+ * step: one split of the channels instead of one per sequence); all share w, C, K and
+ * the strides. */
+typedef struct {
+    float *state;
+    const float *in;
+    float *out;
+    int n;
+} conv_seq;
+void conv_causal_seqs(const conv_seq *seqs, int n_seqs, const float *w, int C, int K, size_t in_stride,
+                      size_t out_stride);
 /* The state conv_causal would leave after the first n rows of in, written to dst
  * (state itself untouched): per channel the last K-1 values of state then rows. */
 void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n);

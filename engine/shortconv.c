@@ -26,11 +26,7 @@ void shortconv_forward(const shortconv_layer *l, const segment *segs, int n_segs
         float *w = W + (size_t)r * E;
         for (int c = 0; c < E; c++) w[c] = b[c] * xr[c];
     }
-    for (int si = 0; si < n_segs; si++) {
-        const segment *sg = &segs[si];
-        seg_conv_causal(sg, l->rec_slot, l->conv_w, E, l->l_cache, W + (size_t)sg->row0 * E, E,
-                        Y + (size_t)sg->row0 * E, E);
-    }
+    segs_conv_causal(segs, n_segs, l->rec_slot, l->conv_w, E, l->l_cache, W, E, Y, E);
     for (int r = 0; r < N; r++) {
         const float *c = BCX + (size_t)r * 3 * E + E;
         float *y = Y + (size_t)r * E;

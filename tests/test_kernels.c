@@ -555,9 +555,10 @@ static void case_conv(float *out, size_t *n) {
     }
     memcpy(out + k, st, sizeof st);
     k += 900;
-    /* several tokens at once (the vectorized prefill form), including fewer than K */
-    const int lens[] = {9, 2, 5};
-    for (int i = 0; i < 3; i++) {
+    /* several tokens at once (the vectorized prefill form), including fewer than K (the
+     * 16-channel form of few tokens, and its scalar tail: 300 = 18 x 16 + 12) */
+    const int lens[] = {9, 2, 3, 5};
+    for (int i = 0; i < 4; i++) {
         conv_causal(st, w, 300, 4, vx + 3000, 310, out + k, 300, lens[i]);
         k += 300 * (size_t)lens[i];
         memcpy(out + k, st, sizeof st);
