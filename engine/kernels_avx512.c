@@ -294,8 +294,9 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
  * 8 corrections (64 bytes), then the tile's C scales. Every operand of a block is then at
  * a fixed offset from one pointer. With a pointer per token and stream (3 per token), a
  * tile of 12 needs more registers than there are, and reloading the spilled pointers
- * inside the loop cost about half the kernel's speed. One token gets a panel too (a copy
- * of its row, small next to the weights), so that one kernel serves every tile. */
+ * inside the loop cost about half the kernel's speed. These panels serve one token
+ * (k_q80_one: a copy of its row, small next to the weights) and the many-token kernel;
+ * 2 to 12 tokens have their own layout (pair_panels). */
 #define Q80_PANEL_TOKEN 64
 static __thread uint8_t *q80_panel_buf, *pair_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
 static __thread size_t q80_panel_cap, pair_panel_cap, q8k_panel_cap, r16_cap;
@@ -411,7 +412,9 @@ static const uint8_t *pair_panels(const kact *x, int TILE, int64_t nb) {
     return pair_panel_buf;
 }
 
-/* block b of rows w0/w1 as signed bytes, lanes alternating between the rows */
+/* block b of rows w0/w1 as signed bytes, lanes alternating between the rows (Q8_0: one
+ * two-source permute of the rows' bytes, where q80_weights_s8's pair would need an insert
+ * and then a permute) */
 INLINE __m512i pair_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
     if (wt == GGML_Q8_0) {
         const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
@@ -543,7 +546,8 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
  * the kernel above (per block and token: 32 values, 8 corrections; then the scales). */
 #define R16_TILE 5                 /* tokens per pass: 4 groups x 5 tokens = 20 accumulators */
 #define R16_BLOCK (8 * 64 + 64)    /* bytes of one 16-row block: W_0..W_7, then 16 float scales */
-#define R16_MIN_TOKENS 13          /* fewer tokens: the re-layout costs more than it saves (measured against the row-pair kernel: even at 12, 13% faster at 14) */
+#define R16_MIN_TOKENS 13          /* fewer tokens: the re-layout costs more than it saves
+                                      (against k_q80: the same time at 12 tokens, 0.87x at 14) */
 
 /* rows r..r+15, all nb blocks, turned around into out (nb * R16_BLOCK bytes). The 16 x 8
  * dwords (row, group) of a block transpose in three permute stages: 4 rows x 4 groups,
@@ -1415,9 +1419,7 @@ INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int 
         y[ch] = acc;
     }
 }
-/* Causal conv over n tokens. One token: the per-channel fused multiply-add chain. Several:
- * the weights transposed to [K][C] and the K-1 state columns to rows, so each token is K
- * vector fused multiply-adds over channels (same chain per channel: oldest tap first). */
+
 /* A few tokens with K = 4 (Qwen3.5, Mamba, Nemotron-H), 16 channels at a time: the state
  * ([ch][3]) and weights ([ch][4]) interleave the channels, so permutes gather tap k of 16
  * channels, and the new state is the old one moved down by one value, each channel's last
@@ -1475,6 +1477,10 @@ static int conv_few_k4(float *state, const float *w, int C, const float *in, siz
     return c;
 }
 
+/* Causal conv over n tokens. Fewer than 4: the per-channel fused multiply-add chain (16
+ * channels at a time by conv_few_k4 when K = 4). More: the weights transposed to [K][C]
+ * and the K-1 state columns to rows, so each token is K vector fused multiply-adds over
+ * channels (same chain per channel: oldest tap first). */
 static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
                     size_t out_stride, int n) {
     if (n < 4 || K < 2 || K > 16) {
