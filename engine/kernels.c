@@ -253,18 +253,30 @@ typedef struct {
     int64_t r0[MAX_MULTI], r1[MAX_MULTI]; /* row range of each matrix */
     const kact *x[MAX_MULTI];
     int64_t total;                        /* rows over all matrices */
+    float *const *dst;                    /* matmul_scatter: token t's rows of Y[0] go to dst[t] */
+    float scale;                          /* ... times this */
 } mm_job;
 
 /* each thread takes a contiguous share of the concatenated rows of all matrices */
 static void gemm_job(void *arg, int ith, int nth) {
     mm_job *j = arg;
     long b, e;
-    pool_split(j->total, ith, nth, 16, &b, &e);
+    pool_split_guided(j->total, ith, nth, 16, &b, &e);
     int64_t base = 0;
     for (int i = 0; i < j->n && b < e; i++) {
         const int64_t rows = j->r1[i] - j->r0[i];
         const int64_t lo = b > base ? b - base : 0, hi = e - base < rows ? e - base : rows;
-        if (lo < hi) kernels_gemm(j->W[i], j->r0[i] + lo, j->r0[i] + hi, j->x[i], j->Y[i], j->W[i]->n_out);
+        if (lo < hi) {
+            const int64_t n_out = j->W[i]->n_out, a = j->r0[i] + lo, z = j->r0[i] + hi;
+            kernels_gemm(j->W[i], a, z, j->x[i], j->Y[i], n_out);
+            for (int t = 0; j->dst && t < j->x[i]->T; t++) {
+                const float *y = j->Y[i] + (size_t)t * (size_t)n_out;
+                if (j->scale == 1.0f)
+                    memcpy(j->dst[t] + a, y + a, (size_t)(z - a) * sizeof(float));
+                else
+                    for (int64_t r = a; r < z; r++) j->dst[t][r] = y[r] * j->scale;
+            }
+        }
         base += rows;
     }
 }
@@ -288,11 +300,11 @@ static void *act_space(size_t need) {
 }
 
 static void run_multi(int n, const matrix *const *W, float *const *Y, const int64_t *r0, const int64_t *r1,
-                      const float *X, int T) {
+                      const float *X, int T, float *const *dst, float scale) {
     if (T <= 0 || n <= 0) return;
     if (n > MAX_MULTI) {
-        run_multi(MAX_MULTI, W, Y, r0, r1, X, T);
-        run_multi(n - MAX_MULTI, W + MAX_MULTI, Y + MAX_MULTI, r0 + MAX_MULTI, r1 + MAX_MULTI, X, T);
+        run_multi(MAX_MULTI, W, Y, r0, r1, X, T, NULL, 1.0f);
+        run_multi(n - MAX_MULTI, W + MAX_MULTI, Y + MAX_MULTI, r0 + MAX_MULTI, r1 + MAX_MULTI, X, T, NULL, 1.0f);
         return;
     }
     const int64_t n_in = W[0]->n_in;
@@ -320,7 +332,7 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
             if (which[i] == k) w = W[i];
         prepare(&acts[k], w->type, X, n_in, T, buf ? buf + offs[k] : NULL, 1);
     }
-    mm_job j = {.n = n};
+    mm_job j = {.n = n, .dst = dst, .scale = scale};
     for (int i = 0; i < n; i++) {
         j.W[i] = W[i];
         j.Y[i] = Y[i];
@@ -331,7 +343,7 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
     }
     /* a few chunks per thread: shares are claimed dynamically, so uneven progress of the
      * threads evens out */
-    int chunks = (int)((j.total + 31) / 32), most = 4 * pool_threads();
+    int chunks = (int)((j.total + 31) / 32), most = 8 * pool_threads();
     if (chunks > most) chunks = most;
     if (j.total > 0) pool_run_n(gemm_job, &j, chunks);
 }
@@ -344,12 +356,17 @@ void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X
             r0[i] = 0;
             r1[i] = W[done + i]->n_out;
         }
-        run_multi(k, W + done, Y + done, r0, r1, X, T);
+        run_multi(k, W + done, Y + done, r0, r1, X, T, NULL, 1.0f);
     }
 }
 
 void matmul_rows(const matrix *W, const float *X, int T, float *Y, int64_t r0, int64_t r1) {
-    if (r1 > r0) run_multi(1, &W, &Y, &r0, &r1, X, T);
+    if (r1 > r0) run_multi(1, &W, &Y, &r0, &r1, X, T, NULL, 1.0f);
+}
+
+void matmul_scatter(const matrix *W, const float *X, int T, float *work, float *const *dst, float scale) {
+    const int64_t r0 = 0, r1 = W->n_out;
+    run_multi(1, &W, &work, &r0, &r1, X, T, dst, scale);
 }
 
 void matmul(const matrix *W, const float *X, int T, float *Y) { matmul_rows(W, X, T, Y, 0, W->n_out); }

@@ -47,6 +47,11 @@ void matmul_rows(const matrix *W, const float *X, int T, float *Y, int64_t r0, i
  * rows of W[i]->n_out). The activations are converted once per dot type and all the
  * products run as one job on the pool (q/k/v, gate/up, the delta-net projections). */
 void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X, int T);
+/* Y = W X into work (T rows of n_out), and each token's row, times `scale`, to dst[t]
+ * (n_out floats each, anywhere): the output head, whose rows go to every sequence's own
+ * logits. Each thread copies the rows it has just computed while they are still in its
+ * cache, instead of one thread copying all of them from memory afterwards. */
+void matmul_scatter(const matrix *W, const float *X, int T, float *work, float *const *dst, float scale);
 
 /* Row `row` of a matrix as floats (embedding lookup: exact dequantization). */
 void matrix_get_row(const matrix *W, int64_t row, float *out);

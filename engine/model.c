@@ -425,15 +425,12 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     if (n_logit_rows > 0) {
         float *xo = arena_floats(a, (size_t)n_logit_rows * E);
         float *lo = arena_floats(a, (size_t)n_logit_rows * m->n_vocab);
-        rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
-        matmul(&m->output, xo, n_logit_rows, lo);
-        if (m->logit_scale != 1.0f) { /* as llama.cpp: a multiplication by the reciprocal */
-            const float inv = 1.0f / m->logit_scale;
-            for (size_t k = 0; k < (size_t)n_logit_rows * m->n_vocab; k++) lo[k] *= inv;
-        }
+        float **dst = arena_alloc(a, sizeof *dst * (size_t)n_logit_rows);
         for (int i = 0, r = 0; i < n_seqs; r += segs[i++].keep)
-            if (segs[i].keep)
-                memcpy(seqs[i].out, lo + (size_t)r * m->n_vocab, (size_t)segs[i].keep * m->n_vocab * sizeof(float));
+            for (int k = 0; k < segs[i].keep; k++) dst[r + k] = seqs[i].out + (size_t)k * m->n_vocab;
+        rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
+        /* as llama.cpp, a logit scale is a multiplication by its reciprocal */
+        matmul_scatter(&m->output, xo, n_logit_rows, lo, dst, 1.0f / m->logit_scale);
     }
     arena_reset(a);
     return 0;

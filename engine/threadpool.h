@@ -42,4 +42,16 @@ static inline void pool_split(long n, int ith, int nth, long align, long *begin,
     *end = c1 * align < n ? c1 * align : n;
 }
 
+/* The share of chunk i of n when chunks are claimed in order by whichever thread is free:
+ * sizes fall linearly (chunk i is about (2(n - i) - 1) / n^2 of the items), so the big ones
+ * go first and the last are small - a thread that finishes early waits at most for a
+ * small chunk of the other's. */
+static inline void pool_split_guided(long n, int i, int chunks, long align, long *begin, long *end) {
+    const long units = (n + align - 1) / align, c = chunks;
+    const long r0 = c - i, r1 = c - i - 1;
+    const long u0 = units - units * r0 * r0 / (c * c), u1 = units - units * r1 * r1 / (c * c);
+    *begin = u0 * align < n ? u0 * align : n;
+    *end = u1 * align < n ? u1 * align : n;
+}
+
 #endif
