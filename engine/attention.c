@@ -164,15 +164,12 @@ static void prep_rows(void *arg, int ith, int nth) {
         const int pos = sg->pos0 + (int)(row - sg->row0);
         float *q = j->Q + (size_t)row * j->q_stride, *k = j->K + (size_t)row * kvd;
         if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
-        for (int h = 0; h < l->n_head; h++) {
-            float *qh = q + (size_t)h * hd * (l->gated ? 2 : 1);
-            if (l->q_norm) rmsnorm(qh, qh, l->q_norm, hd, l->eps);
-            if (l->rope != ROPE_NONE) rope_apply(qh, l->rope, l->n_rot, cs);
-        }
-        for (int g = 0; g < l->n_head_kv; g++) {
-            float *kh = k + (size_t)g * hd;
-            if (l->k_norm) rmsnorm(kh, kh, l->k_norm, hd, l->eps);
-            if (l->rope != ROPE_NONE) rope_apply(kh, l->rope, l->n_rot, cs);
+        const size_t q_head = (size_t)hd * (l->gated ? 2 : 1); /* a gated q head is followed by its gate */
+        if (l->q_norm) rmsnorm_many(q, q, q_head, l->q_norm, l->n_head, hd, l->eps);
+        if (l->k_norm) rmsnorm_many(k, k, (size_t)hd, l->k_norm, l->n_head_kv, hd, l->eps);
+        if (l->rope != ROPE_NONE) {
+            for (int h = 0; h < l->n_head; h++) rope_apply(q + (size_t)h * q_head, l->rope, l->n_rot, cs);
+            for (int g = 0; g < l->n_head_kv; g++) rope_apply(k + (size_t)g * hd, l->rope, l->n_rot, cs);
         }
         memcpy(s->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
         memcpy(s->v[l->kv_slot] + (size_t)pos * kvd, j->V + (size_t)row * kvd, (size_t)kvd * sizeof(float));

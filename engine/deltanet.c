@@ -28,23 +28,28 @@ size_t gdn_ssm_floats(const gdn_layer *l) { return (size_t)l->n_v_heads * l->d_v
 
 /* q, k = x / sqrt(sum(x^2) + eps), formed as llama.cpp (release 0ad4a86) forms it:
  * RMSNorm with eps/n, then a scale by 1/sqrt(n). (Older releases used
- * x / max(|x|, eps); the two differ only in rounding and for tiny |x|.) */
-static void gdn_l2norm(float *x, int n, float eps) {
+ * x / max(|x|, eps); the two differ only in rounding and for tiny |x|.) Here for heads
+ * vectors of n at once (their sums run side by side). */
+static void gdn_l2norm_heads(float *x, int heads, int n, float eps) {
     const float s = 1.0f / sqrtf((float)n);
-    rmsnorm(x, x, NULL, n, eps / (float)n);
-    for (int i = 0; i < n; i++) x[i] *= s;
+    rmsnorm_many(x, x, (size_t)n, NULL, heads, n, eps / (float)n);
+    for (size_t i = 0; i < (size_t)heads * (size_t)n; i++) x[i] *= s;
 }
 
 typedef struct {
     const gdn_layer *l;
     const segment *segs; /* every (segment, value head) pair is one item of the job */
     int n_items;
-    const float *C;      /* conv outputs, rows of conv_dim (q and k already L2-normalised) */
+    const float *C;      /* conv outputs, rows of conv_dim (before the SiLU) */
     const float *beta, *g, *Z;
     float *O;            /* rows of value_dim */
 } gdn_job;
 
-/* All tokens of one segment for one value head. */
+/* All tokens of one segment for one value head: the head's q, k (its key head's) and v
+ * out of the conv output, through the SiLU and (q, k) the L2 norm, then the step. Each
+ * value head forms its own copies, so the heads of a batch share no writes and that
+ * work spreads over the pool with them (a key head shared by several value heads is
+ * formed by each, to the same bits). */
 static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     const gdn_layer *l = j->l;
     const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads;
@@ -56,8 +61,12 @@ static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     for (int t = 0; t < seg->n; t++) {
         const int row = seg->row0 + t;
         const float *c = j->C + (size_t)row * conv_dim;
-        const float *q = c + (size_t)kh * dk, *k = c + key_dim + (size_t)kh * dk;
-        const float *v = c + 2 * key_dim + (size_t)h * dv;
+        float qk[2 * dk], v[dv];
+        float *q = qk, *k = qk + dk;
+        vec_silu_span(q, c + (size_t)kh * dk, dk, kh * dk, conv_dim);
+        vec_silu_span(k, c + key_dim + (size_t)kh * dk, dk, key_dim + kh * dk, conv_dim);
+        vec_silu_span(v, c + 2 * key_dim + (size_t)h * dv, dv, 2 * key_dim + h * dv, conv_dim);
+        gdn_l2norm_heads(qk, 2, dk, l->eps);
         const float decay = expf(j->g[(size_t)row * Hv + h]), beta = j->beta[(size_t)row * Hv + h];
         float *o = j->O + (size_t)row * value_dim + (size_t)h * dv;
         gdn_head_step(S, dk, dv, q, k, v, decay, beta, scale, o);
@@ -82,30 +91,6 @@ static void gdn_heads(void *arg, int ith, int nth) {
     for (long i = i0; i < i1; i++) gdn_head(j, &j->segs[i / Hv], (int)(i % Hv));
 }
 
-typedef struct {
-    const gdn_layer *l;
-    float *C;
-    int N;
-} gdn_rows_job;
-
-/* c = silu(conv), then q and k L2-normalised: row by row, so a prompt's rows split over
- * the pool */
-static void gdn_silu_norm(void *arg, int ith, int nth) {
-    const gdn_rows_job *j = arg;
-    const gdn_layer *l = j->l;
-    const int dk = l->d_k, Hk = l->n_k_heads, key_dim = Hk * dk, conv_dim = 2 * key_dim + l->n_v_heads * l->d_v;
-    long r0, r1;
-    pool_split(j->N, ith, nth, 1, &r0, &r1);
-    for (long r = r0; r < r1; r++) {
-        float *c = j->C + (size_t)r * conv_dim;
-        vec_silu(c, c, conv_dim);
-        for (int hk = 0; hk < Hk; hk++) {
-            gdn_l2norm(c + (size_t)hk * dk, dk, l->eps);
-            gdn_l2norm(c + key_dim + (size_t)hk * dk, dk, l->eps);
-        }
-    }
-}
-
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  arena *a) {
     const arena_mark mark = arena_save(a); /* temporaries go back at the end */
@@ -128,8 +113,6 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
             G[(size_t)r * Hv + h] = softplus(G[(size_t)r * Hv + h] + l->dt_bias[h]) * l->a[h];
         }
     segs_conv_causal(segs, n_segs, l->rec_slot, l->conv_w, conv_dim, l->conv_k, M, conv_dim, C, conv_dim);
-    gdn_rows_job rj = {.l = l, .C = C, .N = N};
-    pool_run_rows(gdn_silu_norm, &rj, N);
     gdn_job j = {.l = l, .segs = segs, .n_items = n_segs * Hv, .C = C, .beta = B, .g = G, .Z = Z, .O = O};
     pool_run_n(gdn_heads, &j, j.n_items); /* one (segment, head) per chunk */
     matmul(&l->w_out, O, N, out);

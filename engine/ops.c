@@ -27,11 +27,49 @@ typedef struct {
     float eps;
 } rmsnorm_job;
 
+/* the sums of squares of K vectors at once (K a constant: each chain stays in a register) */
+static inline void sums_of_squares(const float *const *v, int n, double *sum, const int K) {
+    for (int k = 0; k < K; k++) sum[k] = 0;
+    for (int i = 0; i < n; i++)
+#pragma GCC unroll 8
+        for (int k = 0; k < K; k++) sum[k] += (double)(v[k][i] * v[k][i]);
+}
+
+/* The sum of squares above is one chain of dependent double additions (llama.cpp's order,
+ * kept exactly), so one vector takes the adder's latency per element. Several vectors'
+ * chains are independent: running up to 8 side by side gives each the same order and
+ * bits in about the time of one. */
+void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int count, int n, float eps) {
+    for (int k0 = 0; k0 < count; k0 += 8) {
+        const int c = count - k0 < 8 ? count - k0 : 8, K = c > 4 ? 8 : c > 2 ? 4 : c;
+        const float *v[8];
+        double sum[8];
+        for (int k = 0; k < K; k++) v[k] = x + (size_t)(k0 + (k < c ? k : c - 1)) * stride; /* padding: repeats */
+        switch (K) {
+        case 8: sums_of_squares(v, n, sum, 8); break;
+        case 4: sums_of_squares(v, n, sum, 4); break;
+        case 2: sums_of_squares(v, n, sum, 2); break;
+        default: sums_of_squares(v, n, sum, 1); break;
+        }
+        for (int k = 0; k < c; k++) {
+            const float scale = 1.0f / sqrtf((float)(sum[k] / n) + eps);
+            const float *xk = v[k];
+            float *yk = y + (size_t)(k0 + k) * stride;
+            if (w)
+                for (int i = 0; i < n; i++) yk[i] = (xk[i] * scale) * w[i];
+            else
+                for (int i = 0; i < n; i++) yk[i] = xk[i] * scale;
+        }
+    }
+}
+
 static void rmsnorm_some(void *arg, int ith, int nth) {
     const rmsnorm_job *j = arg;
     long r0, r1;
     pool_split(j->rows, ith, nth, 1, &r0, &r1);
-    for (long r = r0; r < r1; r++) rmsnorm(j->y + (size_t)r * j->n, j->x + (size_t)r * j->n, j->w, j->n, j->eps);
+    if (r1 > r0)
+        rmsnorm_many(j->y + (size_t)r0 * j->n, j->x + (size_t)r0 * j->n, (size_t)j->n, j->w, (int)(r1 - r0), j->n,
+                     j->eps);
 }
 
 /* rows are independent: a prompt's rows split over the pool (a few rows are not worth a job) */
@@ -65,14 +103,20 @@ float dot_f32(const float *a, const float *b, int n) {
 
 static inline float silu_vec(float x) { return x / (1.0f + exp_vec(0.0f - x)); }
 
-void vec_silu(float *y, const float *x, int n) {
-    const int full = n - n % VEC_GROUP;
+/* each value's result depends only on whether it falls in a group of 16 of the whole
+ * vector: the vector form (exp_vec, whatever the kernel's own grouping) or the remainder */
+void vec_silu_span(float *y, const float *x, int n, int o, int row_n) {
+    int grouped = row_n - row_n % VEC_GROUP - o;
+    grouped = grouped < 0 ? 0 : grouped > n ? n : grouped;
+    const int whole = grouped - grouped % VEC_GROUP;
     int i = 0;
     const kernel_ops *k = kernels_ops();
-    if (k->silu && full) k->silu(y, x, full), i = full;
-    for (; i < full; i++) y[i] = silu_vec(x[i]);
+    if (k->silu && whole) k->silu(y, x, whole), i = whole;
+    for (; i < grouped; i++) y[i] = silu_vec(x[i]);
     for (; i < n; i++) y[i] = silu(x[i]);
 }
+
+void vec_silu(float *y, const float *x, int n) { vec_silu_span(y, x, n, 0, n); }
 
 void vec_swiglu(float *y, const float *x, const float *g, int n) {
     const int full = n - n % VEC_GROUP;

@@ -27,6 +27,9 @@ static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 /* SiLU of n values the way llama.cpp's vector code does: groups of 16 through exp_vec,
  * the remainder through expf. */
 void vec_silu(float *y, const float *x, int n);
+/* The values at offsets o..o+n-1 of a vector of row_n values, to the bits vec_silu gives
+ * them when it runs over the whole vector (those past its last group of 16 through expf) */
+void vec_silu_span(float *y, const float *x, int n, int o, int row_n);
 /* y = silu(x) * g, grouped likewise */
 void vec_swiglu(float *y, const float *x, const float *g, int n);
 /* y = exp(x - max) for n values, returning the sum (in double, summed per group of 16) */
@@ -36,6 +39,9 @@ static inline float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(
 
 /* y = x * 1/sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). y may alias x. */
 void rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+/* rmsnorm of `count` vectors of n floats, vector k at x + k * stride (y alike), each to the
+ * same bits as rmsnorm() */
+void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int count, int n, float eps);
 /* rmsnorm of each of `rows` rows of n floats (stride n) */
 void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps);
 /* y = x / max(||x||, eps) */
