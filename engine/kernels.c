@@ -341,8 +341,8 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
         j.x[i] = &acts[which[i]];
         j.total += r1[i] - r0[i];
     }
-    /* a few chunks per thread: shares are claimed dynamically, so uneven progress of the
-     * threads evens out */
+    /* 8 chunks per thread, claimed dynamically and falling in size (gemm_job), so uneven
+     * progress of the threads evens out down to a small last chunk */
     int chunks = (int)((j.total + 31) / 32), most = 8 * pool_threads();
     if (chunks > most) chunks = most;
     if (j.total > 0) pool_run_n(gemm_job, &j, chunks);

@@ -9,17 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    if (w)
-        for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
-    else
-        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
-}
-
 typedef struct {
     float *y;
     const float *x, *w;
@@ -35,10 +24,11 @@ static inline void sums_of_squares(const float *const *v, int n, double *sum, co
         for (int k = 0; k < K; k++) sum[k] += (double)(v[k][i] * v[k][i]);
 }
 
-/* The sum of squares above is one chain of dependent double additions (llama.cpp's order,
- * kept exactly), so one vector takes the adder's latency per element. Several vectors'
- * chains are independent: running up to 8 side by side gives each the same order and
- * bits in about the time of one. */
+/* llama.cpp's RMSNorm: the sum of squares in double, element after element, its mean as a
+ * float, then x * 1/sqrt(mean + eps) (* w). That sum is one chain of dependent double
+ * additions (the order kept exactly), so one vector takes the adder's latency per element;
+ * several vectors' chains are independent, and running up to 8 side by side gives each the
+ * same order and bits in about the time of one. */
 void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int count, int n, float eps) {
     for (int k0 = 0; k0 < count; k0 += 8) {
         const int c = count - k0 < 8 ? count - k0 : 8, K = c > 4 ? 8 : c > 2 ? 4 : c;
@@ -52,7 +42,7 @@ void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int c
         default: sums_of_squares(v, n, sum, 1); break;
         }
         for (int k = 0; k < c; k++) {
-            const float scale = 1.0f / sqrtf((float)(sum[k] / n) + eps);
+            const float mean = (float)(sum[k] / n), scale = 1.0f / sqrtf(mean + eps);
             const float *xk = v[k];
             float *yk = y + (size_t)(k0 + k) * stride;
             if (w)
@@ -62,6 +52,8 @@ void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int c
         }
     }
 }
+
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps) { rmsnorm_many(y, x, (size_t)n, w, 1, n, eps); }
 
 static void rmsnorm_some(void *arg, int ith, int nth) {
     const rmsnorm_job *j = arg;
