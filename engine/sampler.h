@@ -22,6 +22,8 @@ typedef struct {
     uint64_t rng[4];   /* xoshiro256** */
     int n_vocab;
     struct sampler_cand *cand; /* scratch: n_vocab candidates */
+    float *e;                  /* scratch: n_vocab values of exp(logit - max) */
+    struct sampler_cand *tmp;  /* scratch for sorting many candidates (made on first use) */
 } sampler;
 
 void sampler_defaults(sampler_params *p);

@@ -3,7 +3,9 @@
  * the raw distribution (temperature comes last, as in llama.cpp's default chain);
  * temperature sharpens or flattens what is drawn; the same seed gives the same tokens. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/sampler.h"
@@ -47,6 +49,78 @@ static sampler_params params(float temp, int top_k, float top_p, float min_p, ui
     return p;
 }
 
+
+/* A vocabulary of 20,000 (the sampler keeps its own ways for big ones: a draw without any
+ * filter in id order, and without top-k a sort of only the head that top-p and min-p can
+ * keep): a bulk far below and six tokens on top, 777 > 4242 > 13337 > 19999 > 10 > 11.
+ * The expected probabilities come from the filters' definition on the fully sorted
+ * vocabulary (double precision); the draws must keep to that support and follow them. */
+enum { BIG = 20000, BIG_DRAWS = 3000 };
+static float big_lg[BIG];
+static int big_order[BIG];
+
+static int by_big_logit(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    if (big_lg[x] != big_lg[y]) return big_lg[x] < big_lg[y] ? 1 : -1;
+    return x - y;
+}
+
+static void big_case(float temp, float top_p, float min_p, const char *what) {
+    static double want[BIG];
+    double z = 0, cum = 0;
+    for (int i = 0; i < BIG; i++) big_order[i] = i, want[i] = 0;
+    qsort(big_order, BIG, sizeof *big_order, by_big_logit);
+    const double top = big_lg[big_order[0]];
+    for (int i = 0; i < BIG; i++) z += exp(big_lg[i] - top);
+    int n = BIG;
+    for (int i = 0; i < BIG && top_p < 1; i++)
+        if ((cum += exp(big_lg[big_order[i]] - top) / z) >= top_p) {
+            n = i + 1;
+            break;
+        }
+    int k = 1;
+    while (k < n && exp(big_lg[big_order[k]] - top) >= min_p) k++;
+    double zt = 0;
+    for (int i = 0; i < k; i++) zt += exp((big_lg[big_order[i]] - top) / temp);
+    for (int i = 0; i < k; i++) want[big_order[i]] = exp((big_lg[big_order[i]] - top) / temp) / zt;
+
+    sampler_params p;
+    sampler_defaults(&p);
+    p.temperature = temp, p.top_k = 0, p.top_p = top_p, p.min_p = min_p, p.seed = 99;
+    sampler s;
+    REQUIRE(sampler_init(&s, &p, BIG) == 0, "sampler_init");
+    static int counts[BIG];
+    memset(counts, 0, sizeof counts);
+    int outside = 0;
+    for (int i = 0; i < BIG_DRAWS; i++) {
+        const int t = sampler_sample(&s, big_lg);
+        if (t < 0 || t >= BIG || want[t] == 0) outside++;
+        else counts[t]++;
+    }
+    sampler_free(&s);
+    CHECK(outside == 0, "%s: %d of %d draws outside the %d tokens the filters keep", what, outside, BIG_DRAWS, k);
+    for (int i = 0; i < BIG; i++)
+        if (want[i] > 0.01)
+            CHECK(fabs((double)counts[i] / BIG_DRAWS - want[i]) < 0.035, "%s: token %d drawn %.3f, want %.3f", what,
+                  i, (double)counts[i] / BIG_DRAWS, want[i]);
+}
+
+static void big_vocabulary(void) {
+    uint64_t r = 5;
+    for (int i = 0; i < BIG; i++) {
+        r = r * 6364136223846793005ULL + 1;
+        big_lg[i] = -14.0f + 6.0f * (float)(r >> 40) / 16777216.0f; /* the bulk: [-14, -8) */
+    }
+    big_lg[777] = 4.0f, big_lg[4242] = 3.6f, big_lg[13337] = 3.2f, big_lg[19999] = 3.0f;
+    big_lg[10] = 1.2f, big_lg[11] = 0.8f;
+    big_case(1.0f, 1.0f, 0.0f, "big, no filter"); /* every token; the bulk holds 0.8 % */
+    big_case(0.7f, 1.0f, 0.0f, "big, no filter, temperature 0.7");
+    big_case(1.0f, 0.9f, 0.0f, "big, top-p 0.9");    /* 777, 4242, 13337, 19999 */
+    big_case(1.0f, 1.0f, 0.05f, "big, min-p 0.05");  /* and 10 (e^-2.8), not 11 (e^-3.2) */
+    big_case(0.8f, 0.999f, 0.0f, "big, top-p 0.999"); /* well into the bulk */
+    big_case(1.0f, 0.95f, 0.05f, "big, top-p 0.95 and min-p 0.05");
+}
+
 int main(void) {
     float lg[V];
     int counts[V];
@@ -70,7 +144,11 @@ int main(void) {
             const int n = 1 + (int)((r = r * 6364136223846793005ULL + 1) >> 33) % N;
             for (int i = 0; i < n; i++) {
                 const int v = (int)((r = r * 6364136223846793005ULL + 1) >> 33) % 40;
-                x[i] = v == 0 ? NAN : v == 1 ? -INFINITY : v == 2 ? -0.0f : v == 3 ? (trial % 5 ? 5.0f : INFINITY) : (float)(v % 9) - 4;
+                x[i] = v == 0   ? NAN
+                       : v == 1 ? -INFINITY
+                       : v == 2 ? -0.0f
+                       : v == 3 ? (trial % 5 ? 5.0f : INFINITY)
+                                : (float)(v % 9) - 4;
             }
             int want = 0;
             for (int i = 1; i < n; i++)
@@ -150,5 +228,6 @@ int main(void) {
     sampler_free(&sa);
     sampler_free(&sb);
     sampler_free(&sc);
+    big_vocabulary();
     return check_report("test_sampler");
 }
