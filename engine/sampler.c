@@ -119,15 +119,30 @@ static void sift_down(struct sampler_cand *h, int n, int i) {
 }
 
 /* the k best candidates (unsorted) with a min-heap: O(n log k), not a full sort of
- * a 250k-token vocabulary on every step */
+ * a 250k-token vocabulary on every step. Soon the heap's least is above nearly every
+ * logit, so blocks of 16 with none above it are passed over whole (a later candidate
+ * that only ties the least has a larger id, so it ranks below): one vector compare per
+ * block instead of a branch per candidate. */
 static int top_k_select(struct sampler_cand *h, const float *logits, int n, int k) {
+    enum { L = 16 };
     for (int i = 0; i < k; i++) h[i] = (struct sampler_cand){i, logits[i], 0};
     for (int i = k / 2 - 1; i >= 0; i--) sift_down(h, k, i);
-    for (int i = k; i < n; i++) {
-        struct sampler_cand c = {i, logits[i], 0};
-        if (below(&h[0], &c)) {
-            h[0] = c;
-            sift_down(h, k, 0);
+    for (int i = k; i < n;) {
+        if (i + L <= n) {
+            const float least = h[0].logit;
+            int above = 0; /* (a NaN is never above, nor taken below) */
+            for (int j = 0; j < L; j++) above |= logits[i + j] > least;
+            if (!above) {
+                i += L;
+                continue;
+            }
+        }
+        for (const int end = i + L < n ? i + L : n; i < end; i++) {
+            struct sampler_cand c = {i, logits[i], 0};
+            if (below(&h[0], &c)) {
+                h[0] = c;
+                sift_down(h, k, 0);
+            }
         }
     }
     return k;

@@ -52,7 +52,7 @@ static sampler_params params(float temp, int top_k, float top_p, float min_p, ui
 
 /* A vocabulary of 20,000 (the sampler keeps its own ways for big ones: a draw without any
  * filter in id order, and without top-k a sort of only the head that top-p and min-p can
- * keep): a bulk far below and six tokens on top, 777 > 4242 > 13337 > 19999 > 10 > 11.
+ * keep): a bulk far below and six tokens on top, 777 > 4242 > 13320 > 19999 > 10 > 11.
  * The expected probabilities come from the filters' definition on the fully sorted
  * vocabulary (double precision); the draws must keep to that support and follow them. */
 enum { BIG = 20000, BIG_DRAWS = 3000 };
@@ -65,15 +65,15 @@ static int by_big_logit(const void *a, const void *b) {
     return x - y;
 }
 
-static void big_case(float temp, float top_p, float min_p, const char *what) {
+static void big_case(float temp, int top_k, float top_p, float min_p, const char *what) {
     static double want[BIG];
     double z = 0, cum = 0;
     for (int i = 0; i < BIG; i++) big_order[i] = i, want[i] = 0;
     qsort(big_order, BIG, sizeof *big_order, by_big_logit);
     const double top = big_lg[big_order[0]];
-    for (int i = 0; i < BIG; i++) z += exp(big_lg[i] - top);
-    int n = BIG;
-    for (int i = 0; i < BIG && top_p < 1; i++)
+    int n = top_k > 0 && top_k < BIG ? top_k : BIG;
+    for (int i = 0; i < n; i++) z += exp(big_lg[big_order[i]] - top);
+    for (int i = 0; i < n && top_p < 1; i++)
         if ((cum += exp(big_lg[big_order[i]] - top) / z) >= top_p) {
             n = i + 1;
             break;
@@ -86,7 +86,7 @@ static void big_case(float temp, float top_p, float min_p, const char *what) {
 
     sampler_params p;
     sampler_defaults(&p);
-    p.temperature = temp, p.top_k = 0, p.top_p = top_p, p.min_p = min_p, p.seed = 99;
+    p.temperature = temp, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.seed = 99;
     sampler s;
     REQUIRE(sampler_init(&s, &p, BIG) == 0, "sampler_init");
     static int counts[BIG];
@@ -111,14 +111,17 @@ static void big_vocabulary(void) {
         r = r * 6364136223846793005ULL + 1;
         big_lg[i] = -14.0f + 6.0f * (float)(r >> 40) / 16777216.0f; /* the bulk: [-14, -8) */
     }
-    big_lg[777] = 4.0f, big_lg[4242] = 3.6f, big_lg[13337] = 3.2f, big_lg[19999] = 3.0f;
+    big_lg[777] = 4.0f, big_lg[4242] = 3.6f, big_lg[13320] = 3.2f, big_lg[19999] = 3.0f;
     big_lg[10] = 1.2f, big_lg[11] = 0.8f;
-    big_case(1.0f, 1.0f, 0.0f, "big, no filter"); /* every token; the bulk holds 0.8 % */
-    big_case(0.7f, 1.0f, 0.0f, "big, no filter, temperature 0.7");
-    big_case(1.0f, 0.9f, 0.0f, "big, top-p 0.9");    /* 777, 4242, 13337, 19999 */
-    big_case(1.0f, 1.0f, 0.05f, "big, min-p 0.05");  /* and 10 (e^-2.8), not 11 (e^-3.2) */
-    big_case(0.8f, 0.999f, 0.0f, "big, top-p 0.999"); /* well into the bulk */
-    big_case(1.0f, 0.95f, 0.05f, "big, top-p 0.95 and min-p 0.05");
+    big_case(1.0f, 0, 1.0f, 0.0f, "big, no filter"); /* every token; the bulk holds 0.8 % */
+    big_case(0.7f, 0, 1.0f, 0.0f, "big, no filter, temperature 0.7");
+    big_case(1.0f, 0, 0.9f, 0.0f, "big, top-p 0.9");    /* 777, 4242, 13320, 19999 */
+    big_case(1.0f, 0, 1.0f, 0.05f, "big, min-p 0.05");  /* and 10 (e^-2.8), not 11 (e^-3.2) */
+    big_case(0.8f, 0, 0.999f, 0.0f, "big, top-p 0.999"); /* well into the bulk */
+    big_case(1.0f, 0, 0.95f, 0.05f, "big, top-p 0.95 and min-p 0.05");
+    big_case(1.0f, 3, 1.0f, 0.0f, "big, top-k 3");     /* the top-k heap passes over blocks */
+    big_case(1.0f, 6, 1.0f, 0.0f, "big, top-k 6");     /* down to 11 */
+    big_case(0.7f, 40, 0.95f, 0.05f, "big, the filesystem's defaults"); /* 13320 starts a block */
 }
 
 int main(void) {
