@@ -37,6 +37,7 @@ typedef struct request {
     sampler smp;
     detok_stream ds;
     int last_token;           /* sampled, not yet fed to the model */
+    int drawn;                /* the token a step's sampling pass drew from logits */
     int max_stop;             /* longest stop string */
     char *held;               /* text held back because it may start a stop string */
     size_t n_held;
