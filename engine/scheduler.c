@@ -505,8 +505,7 @@ static void step(chat_engine *e) {
     const int n = plan_rows(e, &n_decode);
     if (n == 0) return;
     forward_rows(e, n);
-    if (n_decode > 1) pool_run_n(sample_rows, e, n_decode);
-    else if (n_decode == 1) sample_rows(e, 0, 1);
+    pool_run_n(sample_rows, e, n_decode); /* (one row runs on this thread, none is no job) */
     pthread_mutex_lock(&e->lock);
     e->stats.steps++;
     e->stats.decode_rows += (uint64_t)n_decode;
