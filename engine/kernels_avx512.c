@@ -475,61 +475,64 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_
 }
 
 /* One token (decode) keeps the plain layout, rows in the register's halves: with a single
- * token the scale product is one multiply either way, and this form streams the weights a
- * few percent faster (measured on the whole model's decode). Its operands are q80_panels'.
+ * token the scale product is one multiply either way. Its operands are q80_panels'.
  *
- * P row pairs at once. Each pair's accumulator is a chain of dependent FMAs, one per block,
- * so a single pair waits on the FMA's latency every block; P independent chains, sharing
- * the activations' loads, keep the vector units busy instead. The prefetches run one group
- * of rows ahead, at the same offset: the rows the next call reads, a call's time before it
- * reads them. (A fixed 4 KB ahead in the row, as the other kernels do, falls inside the
- * group itself once the group spans four rows of 1 KB.) The last pair may be one row.
+ * How the rows are read matters as much as the arithmetic. Each row pair's accumulator is
+ * a chain of dependent FMAs, one per block, so one pair at a time waits on the FMA's
+ * latency every block: two pairs (independent chains sharing the activations' loads) keep
+ * the vector units busy. But neighbouring rows read side by side are four interleaved
+ * streams inside the same few KB, which the hardware prefetcher follows badly. So
+ * gemm_q80_one cuts its range into four quarters and takes row i of each: four plain
+ * sequential streams, each prefetched 4 KB ahead like a sequential read.
  *
- * In-process A/B on a 2-core AMD EPYC VM, 2 threads, matrices far larger than the caches,
- * against one pair with 4 KB prefetch: 1,024 x 248,320 (the output head) 1.03x, 1,024 x
- * 6,144 1.06x, 3,584 x 1,024 1.15x, where a plain read of the same bytes was 1.17-1.31x. */
-INLINE void k_q80_one(uint32_t wt, const matrix *W, int64_t r, const int P, int two, const uint8_t *panel, float *Y) {
+ * In-process A/B on a 2-core AMD EPYC VM, 2 threads, matrices far larger than the caches:
+ * against the previous kernel (one pair of neighbouring rows), the quarters gave 1.21-1.24x
+ * on 1,024 x 248,320 (the output head) and 1,024 x 6,144, 1.15x on 3,584 x 1,024; a plain
+ * read of the same bytes gave 1.19-1.20x. Neighbouring pairs two at a time, prefetching the
+ * next group's rows, gave 1.03-1.15x; one row at a time in 8 lanes (llama.cpp's form, one
+ * stream) read at the plain read's speed but computed at 0.58x in L2. */
+INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const int P, int n, const uint8_t *panel,
+                      float *Y) {
     const int64_t nb = W->n_in / QK8_0;
-    const uint8_t *w[2 * 4];
+    const uint8_t *w[2 * 2];
 #pragma GCC unroll 4
-    for (int i = 0; i < P; i++) {
-        w[2 * i] = (const uint8_t *)W->data + (size_t)(r + 2 * i) * W->row_bytes;
-        w[2 * i + 1] = i < P - 1 || two ? w[2 * i] + W->row_bytes : w[2 * i];
-    }
+    for (int k = 0; k < 2 * P; k++) w[k] = (const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes;
     const size_t block = Q80_PANEL_TOKEN + 4;
     const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
-    const size_t ahead = (size_t)(2 * P) * W->row_bytes;
-    __m512 acc[4];
-#pragma GCC unroll 4
+    __m512 acc[2];
+#pragma GCC unroll 2
     for (int i = 0; i < P; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *p = panel + (size_t)b * block;
         const __m512i corr = bcast256(p + 32), xs = bcast256(p);
         const __m512 dx = _mm512_set1_ps(*(const float *)(p + Q80_PANEL_TOKEN));
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int i = 0; i < P; i++) {
             fp16_t d0, d1;
-            _mm_prefetch((const char *)w[2 * i] + ahead + (size_t)b * bsz, PF_HINT);
-            _mm_prefetch((const char *)w[2 * i + 1] + ahead + (size_t)b * bsz, PF_HINT);
+            prefetch_pair(w[2 * i], w[2 * i + 1], (size_t)b * bsz, bsz);
             const __m512i wq = q80_weights(wt, w[2 * i], w[2 * i + 1], b, &d0, &d1);
             const __m512i q = _mm512_dpbusd_epi32(corr, wq, xs);
             acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(half_pair(d0, d1), dx), _mm512_cvtepi32_ps(q), acc[i]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 2
     for (int i = 0; i < P; i++) {
-        Y[r + 2 * i] = hsum8_lo(acc[i]);
-        if (i < P - 1 || two) Y[r + 2 * i + 1] = hsum8_hi(acc[i]);
+        if (2 * i < n) Y[rows[2 * i]] = hsum8_lo(acc[i]);
+        if (2 * i + 1 < n) Y[rows[2 * i + 1]] = hsum8_hi(acc[i]);
     }
 }
 
-#define Q80_ONE_PAIRS 2 /* 3 and 4 measured no better, and 4 slower on the output head */
-/* rows [r0, r1) for one token, Q80_ONE_PAIRS row pairs at a time */
+/* rows [r0, r1) for one token: row i of each quarter together, then the 0-3 rows left */
 INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const uint8_t *panel, float *Y) {
-    const int64_t step = 2 * Q80_ONE_PAIRS;
-    int64_t r = r0;
-    for (; r + step <= r1; r += step) k_q80_one(wt, W, r, Q80_ONE_PAIRS, 1, panel, Y);
-    for (; r < r1; r += 2) k_q80_one(wt, W, r, 1, r + 1 < r1, panel, Y);
+    const int64_t q = (r1 - r0) / 4;
+    for (int64_t i = 0; i < q; i++) {
+        const int64_t rows[4] = {r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i};
+        k_q80_one(wt, W, rows, 2, 4, panel, Y);
+    }
+    for (int64_t r = r0 + 4 * q; r < r1; r += 2) {
+        const int64_t rows[2] = {r, r + 1};
+        k_q80_one(wt, W, rows, 1, r + 1 < r1 ? 2 : 1, panel, Y);
+    }
 }
 
 #define Q80_TILE 12
