@@ -435,10 +435,11 @@ INLINE __m512 pair_scale(const float *s, int t) {
     return v;
 }
 
-INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_t *panel, int t0, const int C,
-                   float *Y, int64_t ldy) {
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
+                  const int C, float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
-    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
     const size_t block = pair_block(C);
     const __m512i zero = _mm512_setzero_si512(), x128 = _mm512_set1_epi8((char)0x80);
     _Alignas(64) float sc[32];
@@ -467,10 +468,10 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int two, const uint8_
     const __m512i rows = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
 #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        float *y = Y + (size_t)(t0 + t) * ldy;
         const __m512 a = _mm512_permutexvar_ps(rows, acc[t]);
-        y[0] = hsum8_lo(a);
-        if (two) y[1] = hsum8_hi(a);
+        y[r] = hsum8_lo(a);
+        if (two) y[r2] = hsum8_hi(a);
     }
 }
 
@@ -537,7 +538,7 @@ INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, c
 
 #define Q80_TILE 12
 #define Q80_CASE(k) \
-    case k: k_q80(wt, W, r, two, panel, t0, k, Y, ldy); break;
+    case k: k_q80(wt, W, r, r2, two, panel, t0, k, Y, ldy); break;
 /* 0 without writing when there is no memory for the panels (the reference runs then) */
 INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
@@ -550,13 +551,23 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
     }
     const uint8_t *panels = pair_panels(x, Q80_TILE, nb);
     if (!panels) return 0;
+    /* One tile of tokens streams the weights once: pair row i of each half of the range,
+     * two plain sequential streams (see k_q80_one). More tokens pass over L2-sized chunks
+     * of neighbouring rows instead. */
+    const int halves = T <= Q80_TILE;
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
-        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc, h = (c1 - c0) / 2;
         for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
             const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
             const uint8_t *panel = panels + pair_tile_offset(t0, Q80_TILE, nb);
-            for (int64_t r = c0; r < c1; r += 2) {
-                const int two = r + 1 < c1;
+            for (int64_t i = 0; i < c1 - c0; i += 2) {
+                int64_t r = c0 + i, r2 = r + 1;
+                if (halves) {
+                    r = c0 + i / 2;
+                    r2 = i + 1 < 2 * h ? r + h : r;
+                    if (i >= 2 * h) r = c1 - 1; /* the odd row out */
+                }
+                const int two = halves ? i + 1 < 2 * h : r + 1 < c1;
                 switch (c) {
                     Q80_CASE(1) Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6)
                     Q80_CASE(7) Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
