@@ -9,8 +9,8 @@
  * --batch B the decode steps advance B sequences at once (one pass over the weights
  * per step) and tg_tps counts the tokens of all of them. Each figure is the median of
  * the repetitions. The machine's memory bandwidth is measured too (a sequential read
- * of a buffer much larger than the caches by the same threads), which gives the decode
- * roofline: bandwidth / bytes of weights one decode step reads. */
+ * of the model's own weights by the same threads, before and after the runs), which gives
+ * the decode roofline: bandwidth / bytes of weights one decode step reads. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

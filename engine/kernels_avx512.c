@@ -539,6 +539,15 @@ INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, c
 #define Q80_TILE 12
 #define Q80_CASE(k) \
     case k: k_q80(wt, W, r, r2, two, panel, t0, k, Y, ldy); break;
+/* rows r and r2 (r alone when !two) for the C tokens of one tile */
+INLINE void k_q80_tile(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
+                       int C, float *Y, int64_t ldy) {
+    switch (C) {
+        Q80_CASE(1) Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6)
+        Q80_CASE(7) Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
+    }
+}
+#undef Q80_CASE
 /* 0 without writing when there is no memory for the panels (the reference runs then) */
 INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
@@ -554,30 +563,22 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
     /* One tile of tokens streams the weights once: pair row i of each half of the range,
      * two plain sequential streams (see k_q80_one). More tokens pass over L2-sized chunks
      * of neighbouring rows instead. */
-    const int halves = T <= Q80_TILE;
+    if (T <= Q80_TILE) {
+        const int64_t h = (r1 - r0) / 2;
+        for (int64_t i = 0; i < h; i++) k_q80_tile(wt, W, r0 + i, r0 + h + i, 1, panels, 0, T, Y, ldy);
+        if ((r1 - r0) % 2) k_q80_tile(wt, W, r1 - 1, r1 - 1, 0, panels, 0, T, Y, ldy);
+        return 1;
+    }
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
-        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc, h = (c1 - c0) / 2;
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
             const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
             const uint8_t *panel = panels + pair_tile_offset(t0, Q80_TILE, nb);
-            for (int64_t i = 0; i < c1 - c0; i += 2) {
-                int64_t r = c0 + i, r2 = r + 1;
-                if (halves) {
-                    r = c0 + i / 2;
-                    r2 = i + 1 < 2 * h ? r + h : r;
-                    if (i >= 2 * h) r = c1 - 1; /* the odd row out */
-                }
-                const int two = halves ? i + 1 < 2 * h : r + 1 < c1;
-                switch (c) {
-                    Q80_CASE(1) Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6)
-                    Q80_CASE(7) Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
-                }
-            }
+            for (int64_t r = c0; r < c1; r += 2) k_q80_tile(wt, W, r, r + 1, r + 1 < c1, panel, t0, c, Y, ldy);
         }
     }
     return 1;
 }
-#undef Q80_CASE
 
 /* ---------------------------------------------------------------- Q8_0-style, many tokens
  * The kernel above puts two rows in a register, 8 lanes each, so the scale product
