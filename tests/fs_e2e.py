@@ -763,7 +763,10 @@ def test_real_engine():
         check(time.monotonic() - t0 < 0.2, "Ctrl-C with the real engine")
         st = read(m.p("long", "status"))
         running = st.startswith(("prefill", "generating"))
-        check(running or "(context full)" in st, "Ctrl-C on a reader does not stop generation: " + st)
+        # still going, or already at its own end (a fast machine runs the tiny model's reply
+        # to its end-of-text in about 12 ms, before the signal lands): never cancelled
+        check(running or (st.startswith("done") and "(stopped)" not in st),
+              "Ctrl-C on a reader does not stop generation: " + st)
         check(sh("echo stop > long/ctl", cwd=m.mnt)[0] == 0, "stop")
         st = read(m.p("long", "status"))
         check(st.startswith("done") and ("(stopped)" in st or not running), "stopped: " + st)
