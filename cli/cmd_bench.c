@@ -82,13 +82,18 @@ static double read_gbs(const void *buf, size_t bytes) {
     return best;
 }
 
-/* The machine's read bandwidth for the roofline. Where the model is large enough to
- * leave the caches, its own weights are read: the very pages decode reads, so only the
- * access pattern differs. Otherwise a fresh 1 GiB buffer. */
-static double measure_bandwidth(const model *m) {
+/* What the roofline's bandwidth reads, where the model is large enough to leave the
+ * caches: its own weights, the very pages decode reads, so only the access pattern
+ * differs. NULL for a smaller model. */
+static const void *weights_to_read(const model *m, size_t *bytes) {
     const gguf_file *g = m->gguf;
     const size_t weights = g->size > g->data_offset ? (size_t)(g->size - g->data_offset) : 0;
-    if (weights >= ((size_t)256 << 20)) return read_gbs(g->map + g->data_offset, weights & ~(size_t)255);
+    *bytes = weights & ~(size_t)255;
+    return weights >= ((size_t)256 << 20) ? g->map + g->data_offset : NULL;
+}
+
+/* GB/s of a fresh 1 GiB buffer read (for a model that fits the caches) */
+static double buffer_gbs(void) {
     const size_t bytes = (size_t)1 << 30, n = bytes / sizeof(float);
     float *buf = aligned_alloc(64, bytes);
     if (!buf) return 0;
@@ -191,9 +196,13 @@ int cmd_bench(int argc, char **argv) {
         cli_error("bench: forward pass failed");
         goto out;
     }
-    /* the bandwidth before and after the runs, the better of the two: this machine's
-     * bandwidth drifts, and a roofline from a slow moment would flatter the runs */
-    double bw = no_bw ? 0 : measure_bandwidth(m);
+    /* the bandwidth of the weights before and after the runs, the better of the two: this
+     * machine's bandwidth drifts, and a roofline from a slow moment would flatter the runs.
+     * (The 1 GiB buffer of a small model is made and read once, after the runs, so that it
+     * is neither filled twice nor counted in the resident memory.) */
+    size_t wread = 0;
+    const void *wsrc = no_bw ? NULL : weights_to_read(m, &wread);
+    double bw = wsrc ? read_gbs(wsrc, wread) : 0;
     for (int r = 0; r < reps; r++) {
         if (pp > 0 && (tpp[r] = run_pp(m, s[0], toks, (int)pp, logits, &a)) < 0) goto fail;
         if (tg > 0 && (ttg[r] = run_tg(m, s, B, toks, (int)tg, logits, &a)) < 0) goto fail;
@@ -201,7 +210,7 @@ int cmd_bench(int argc, char **argv) {
     double pp_tps = pp > 0 ? median(tpp, (int)reps) : 0, tg_tps = tg > 0 ? median(ttg, (int)reps) : 0;
     double rss = proc_status_mb("VmRSS"), anon = proc_status_mb("RssAnon");
     if (!no_bw) {
-        double after = measure_bandwidth(m);
+        const double after = wsrc ? read_gbs(wsrc, wread) : buffer_gbs();
         if (after > bw) bw = after;
     }
     double wbytes = decode_bytes(m);
