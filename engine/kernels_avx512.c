@@ -98,13 +98,18 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
 
 /* Decode reads every weight once from memory; hardware prefetching alone leaves the
  * two-row stream at about 60% of the machine's read bandwidth, prefetching a few KB ahead
- * brings it to the bandwidth of a plain sequential read. Called once per block of bsz
- * bytes at offset off of rows w0 and w1. */
-INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz) {
+ * brings it to the bandwidth of a plain sequential read. What counts is the bytes asked
+ * for ahead over all of a kernel's streams: PF_AHEAD / streams in each row. (AMD EPYC VM,
+ * whole-model passes, 24 alternating rounds: four streams 2 KB ahead each gave 1.06x over
+ * 4 KB each for Q8_0 and 1.05x for Q6_K, 1 KB 0.97x; two streams 4 KB ahead each beat
+ * 2 KB by 1.03x for Q4_K.) Called once per block of bsz bytes at offset off of rows w0
+ * and w1, with ahead = PF_AHEAD / streams. */
+#define PF_AHEAD 8192
+INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz, size_t ahead) {
 #pragma GCC unroll 4
     for (size_t o = 0; o < bsz; o += 64) {
-        _mm_prefetch((const char *)w0 + off + o + PF_BYTES, PF_HINT);
-        _mm_prefetch((const char *)w1 + off + o + PF_BYTES, PF_HINT);
+        _mm_prefetch((const char *)w0 + off + o + ahead, PF_HINT);
+        _mm_prefetch((const char *)w1 + off + o + ahead, PF_HINT);
     }
 }
 
@@ -122,9 +127,24 @@ static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
     return rows < 2 ? 2 : rows & ~(int64_t)1;
 }
 
-/* the driver every type uses: chunks of rows, tiles of up to TT tokens, pairs of rows */
+/* The pairs of rows a kernel takes together, the i-th of (c1 - c0 + 1) / 2 over rows [c0, c1):
+ * row r (returned) and *r2, or r alone when *two is 0 (the last row of an odd range).
+ * When the weights stream once (one tile of tokens), row i of each half of the range: two
+ * plain sequential streams, which the hardware prefetcher follows, where neighbouring rows
+ * read side by side are interleaved streams inside the same few KB, which it follows
+ * badly (see k_q80_one). More tokens pass over L2-sized chunks: neighbouring rows. */
+INLINE int64_t row_pair(int64_t c0, int64_t c1, int halves, int64_t i, int64_t *r2, int *two) {
+    const int64_t h = (c1 - c0) / 2;
+    *two = i < h;
+    if (!*two) return *r2 = c1 - 1;
+    *r2 = halves ? c0 + h + i : c0 + 2 * i + 1;
+    return halves ? c0 + i : c0 + 2 * i;
+}
+
+/* the driver of the types without their own: chunks of rows, tiles of up to TT tokens,
+ * pairs of rows (row_pair) */
 #define TILE_CASE(k, KERNEL, TT) \
-    case k: if (k <= TT) KERNEL(W, r, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
+    case k: if (k <= TT) KERNEL(W, r, r2, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
 #define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
     static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
         const int T = x->T;                                                                         \
@@ -133,8 +153,10 @@ static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
             const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;                                        \
             for (int t0 = 0; t0 < T; t0 += TT) {                                                    \
                 const int c = T - t0 < TT ? T - t0 : TT;                                            \
-                for (int64_t r = c0; r < c1; r += 2) {                                              \
-                    const int two = r + 1 < c1;                                                     \
+                for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {                                   \
+                    int64_t r2;                                                                     \
+                    int two;                                                                        \
+                    const int64_t r = row_pair(c0, c1, T <= TT, i, &r2, &two);                      \
                     switch (c) {                                                                    \
                         TILE_CASE(1, KERNEL, TT) TILE_CASE(2, KERNEL, TT) TILE_CASE(3, KERNEL, TT)  \
                         TILE_CASE(4, KERNEL, TT) TILE_CASE(5, KERNEL, TT) TILE_CASE(6, KERNEL, TT)  \
@@ -449,7 +471,7 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, 
     const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
         fp16_t d0, d1;
-        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz);
+        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz, PF_AHEAD / 2);
         const __m512i wq = pair_weights(wt, w0, w1, b, &d0, &d1);
         const __m512i off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x128, wq)); /* -128 . w per lane */
         const __m512 dw = _mm512_cvtph_ps(_mm256_set1_epi32((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
@@ -510,7 +532,7 @@ INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const i
 #pragma GCC unroll 2
         for (int i = 0; i < P; i++) {
             fp16_t d0, d1;
-            prefetch_pair(w[2 * i], w[2 * i + 1], (size_t)b * bsz, bsz);
+            prefetch_pair(w[2 * i], w[2 * i + 1], (size_t)b * bsz, bsz, PF_AHEAD / (2 * P));
             const __m512i wq = q80_weights(wt, w[2 * i], w[2 * i + 1], b, &d0, &d1);
             const __m512i q = _mm512_dpbusd_epi32(corr, wq, xs);
             acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(half_pair(d0, d1), dx), _mm512_cvtepi32_ps(q), acc[i]);
@@ -620,7 +642,8 @@ static void r16_relayout(uint32_t wt, const matrix *W, int64_t r, int64_t nb, ui
          * prefetcher follows well (see prefetch_pair) */
 #pragma GCC unroll 8
         for (int j = 0; j < 16; j += 2)
-            prefetch_pair(w + (size_t)j * W->row_bytes, w + (size_t)(j + 1) * W->row_bytes, (size_t)b * bsz, bsz);
+            prefetch_pair(w + (size_t)j * W->row_bytes, w + (size_t)(j + 1) * W->row_bytes, (size_t)b * bsz, bsz,
+                          PF_AHEAD / 2); /* 16 streams: not tuned, the distance that suits two */
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) /* rows 2j, 2j+1: [8 groups | 8 groups] */
             z[j] = q80_weights(wt, w + (size_t)(2 * j) * W->row_bytes, w + (size_t)(2 * j + 1) * W->row_bytes, b,
@@ -759,10 +782,11 @@ static int gemm_q5_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, flo
  * and summs = fma(m_w, s_x, summs); result hsum8(acc) + summs. The weights are the unsigned
  * operand of dpbusd, the activations (signed) are used as they are. */
 
-INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y,
-                  int64_t ldy) {
+INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C,
+                  float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
-    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes, *w1 = two ? w0 + W->row_bytes : w0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
     const block_q8_1 *xq[16];
     const float *dx[16], *sx[16];
     __m512 acc[16], sacc[16];
@@ -779,7 +803,7 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
         __m512 dw, mw;
         if (C <= 8) {
             const size_t bs = wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
-            prefetch_pair(w0, w1, (size_t)b * bs, bs);
+            prefetch_pair(w0, w1, (size_t)b * bs, bs, PF_AHEAD / 2);
         }
         if (wt == GGML_Q4_1) {
             const block_q4_1 *a = (const block_q4_1 *)w0 + b, *c = (const block_q4_1 *)w1 + b;
@@ -803,11 +827,11 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int two, const kact *
     }
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r;
+        float *y = Y + (size_t)(t0 + t) * ldy;
         float s[16];
         _mm512_storeu_ps(s, sacc[t]);
-        y[0] = hsum8_lo(acc[t]) + s[0];
-        if (two) y[1] = hsum8_hi(acc[t]) + s[8];
+        y[r] = hsum8_lo(acc[t]) + s[0];
+        if (two) y[r2] = hsum8_hi(acc[t]) + s[8];
     }
 }
 
@@ -961,7 +985,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
         const uint8_t *qs0, *qs1;
         if (C <= 8) {
             const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
-            prefetch_pair(w0, w1, (size_t)i * bs, bs);
+            prefetch_pair(w0, w1, (size_t)i * bs, bs, PF_AHEAD / 2);
         }
         __m512i qh = _mm512_setzero_si512();
         __m256i head;
@@ -1073,10 +1097,45 @@ static int gemm_q5_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, flo
 /* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
 INLINE __m512i pick_q6(__m512i v, int k) { return _mm512_permutexvar_epi16(_mm512_load_si512(perm.q6[k]), v); }
 
-INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+/* the 8-bit scales of super-blocks a and c as int16 [a's 16 | c's 16] */
+INLINE __m512i q6k_scales(const block_q6_K *a, const block_q6_K *c) {
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
+                                                        _mm_loadu_si128((const __m128i *)c->scales), 1));
+}
+
+/* the 6-bit weights of half h of super-blocks a and c, groups g = 0..3 of 32: q[g] = [a | c] */
+INLINE void q6k_unpack(const block_q6_K *a, const block_q6_K *c, int h, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
+    const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
+    const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
+    q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+    q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+}
+
+/* the -32 offset of the weights: -32 * madd(bsums, scales) per lane */
+INLINE __m512i q6k_offset(const block_q8_K *x, __m512i sc) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(bcast256(x->bsums), sc), 5));
+}
+
+/* half h of the super-block pair times x, added to isum */
+INLINE __m512i q6k_half(const __m512i q[4], __m512i sc, const block_q8_K *x, int h, __m512i isum) {
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[g], bcast256(x->qs + 128 * h + 32 * g)),
+                                   pick_q6(sc, 8 * h + 2 * g));
+    return isum;
+}
+
+INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
     const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
-    const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)w0 + W->row_bytes) : w0;
+    const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)W->data + (size_t)r2 * W->row_bytes) : w0;
     const block_q8_K *xq[8];
     __m512 acc[8];
     #pragma GCC unroll 16
@@ -1084,39 +1143,19 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         acc[t] = _mm512_setzero_ps();
     }
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < nsb; i++) {
         const block_q6_K *a = w0 + i, *c = w1 + i;
-        if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a);
-        const __m512i sc = _mm512_cvtepi8_epi16(
-            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
-                                    _mm_loadu_si128((const __m128i *)c->scales), 1));
+        if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, PF_AHEAD / 2);
+        const __m512i sc = q6k_scales(a, c);
         __m512i isum[8];
         #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) /* the -32 offset: 32 * madd(bsums, scales) per lane */
-            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                       _mm512_slli_epi32(_mm512_madd_epi16(bcast256(xq[t][i].bsums), sc), 5));
-        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], sc);
+        #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
-            const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
-            const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
             __m512i q[4];
-            q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
-            q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
-            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
-            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+            q6k_unpack(a, c, h, q);
             #pragma GCC unroll 16
-            for (int g = 0; g < 4; g++) {
-                const __m512i s = pick_q6(sc, 8 * h + 2 * g);
-                #pragma GCC unroll 16
-                for (int t = 0; t < C; t++)
-                    isum[t] = _mm512_dpwssd_epi32(
-                        isum[t], _mm512_maddubs_epi16(q[g], bcast256(xq[t][i].qs + 128 * h + 32 * g)), s);
-            }
+            for (int t = 0; t < C; t++) isum[t] = q6k_half(q, sc, &xq[t][i], h, isum[t]);
         }
         const __m512 dw = half_pair(a->d, c->d);
         #pragma GCC unroll 16
@@ -1125,13 +1164,66 @@ INLINE void k_q6k(const matrix *W, int64_t r, int two, const kact *x, int t0, co
     }
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
-        float *y = Y + (size_t)(t0 + t) * ldy + r;
-        y[0] = hsum8_lo(acc[t]);
-        if (two) y[1] = hsum8_hi(acc[t]);
+        float *y = Y + (size_t)(t0 + t) * ldy;
+        y[r] = hsum8_lo(acc[t]);
+        if (two) y[r2] = hsum8_hi(acc[t]);
     }
 }
 
-GEMM_DRIVER(gemm_q6_k, k_q6k, 8)
+/* One token: two row pairs at once, rows[0..2P) (n of them real), like k_q80_one: two
+ * independent chains and four plain streams when the pairs come from the range's quarters */
+INLINE void k_q6k_one(const matrix *W, const int64_t *rows, const int P, int n, const kact *x, float *Y) {
+    const int64_t nsb = W->n_in / QK_K;
+    const block_q6_K *w[2 * 2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 2 * P; k++)
+        w[k] = (const block_q6_K *)((const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes);
+    const block_q8_K *xq = (const block_q8_K *)kact_row(x, 0);
+    __m512 acc[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++) {
+            const block_q6_K *a = w[2 * p] + i, *c = w[2 * p + 1] + i;
+            prefetch_pair((const uint8_t *)w[2 * p], (const uint8_t *)w[2 * p + 1], (size_t)i * sizeof *a, sizeof *a,
+                          PF_AHEAD / (2 * P));
+            const __m512i sc = q6k_scales(a, c);
+            __m512i isum = q6k_offset(&xq[i], sc), q[4];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                q6k_unpack(a, c, h, q);
+                isum = q6k_half(q, sc, &xq[i], h, isum);
+            }
+            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[i].d), half_pair(a->d, c->d)),
+                                     _mm512_cvtepi32_ps(isum), acc[p]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) {
+        if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]);
+        if (2 * p + 1 < n) Y[rows[2 * p + 1]] = hsum8_hi(acc[p]);
+    }
+}
+
+GEMM_DRIVER(gemm_q6_k_tiles, k_q6k, 8)
+
+/* rows [r0, r1): one token takes row i of each quarter together (see gemm_q80_one) */
+static void gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    if (x->T > 1) {
+        gemm_q6_k_tiles(W, r0, r1, x, Y, ldy);
+        return;
+    }
+    const int64_t q = (r1 - r0) / 4;
+    for (int64_t i = 0; i < q; i++) {
+        const int64_t rows[4] = {r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i};
+        k_q6k_one(W, rows, 2, 4, x, Y);
+    }
+    for (int64_t r = r0 + 4 * q; r < r1; r += 2) {
+        const int64_t rows[2] = {r, r + 1};
+        k_q6k_one(W, rows, 1, r + 1 < r1 ? 2 : 1, x, Y);
+    }
+}
 
 /* ---------------------------------------------------------------- vector ops
  * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
