@@ -545,16 +545,31 @@ INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const i
     }
 }
 
-/* rows [r0, r1) for one token: row i of each quarter together, then the 0-3 rows left */
-INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const uint8_t *panel, float *Y) {
+/* The row groups of the one-token kernels over rows [r0, r1): the i-th of quarter_groups
+ * is row i of each quarter (two pairs: four plain streams), then the 0-3 rows left in pairs.
+ * Returns the number of pairs in rows[] (2, or 1 for the rows left) and sets *n, how many
+ * of rows[] are real. */
+INLINE int64_t quarter_groups(int64_t r0, int64_t r1) { return (r1 - r0) / 4 + ((r1 - r0) % 4 + 1) / 2; }
+INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int *n) {
     const int64_t q = (r1 - r0) / 4;
-    for (int64_t i = 0; i < q; i++) {
-        const int64_t rows[4] = {r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i};
-        k_q80_one(wt, W, rows, 2, 4, panel, Y);
+    if (i < q) {
+        for (int k = 0; k < 4; k++) rows[k] = r0 + k * q + i;
+        *n = 4;
+        return 2;
     }
-    for (int64_t r = r0 + 4 * q; r < r1; r += 2) {
-        const int64_t rows[2] = {r, r + 1};
-        k_q80_one(wt, W, rows, 1, r + 1 < r1 ? 2 : 1, panel, Y);
+    rows[0] = r0 + 4 * q + 2 * (i - q);
+    rows[1] = rows[0] + 1;
+    *n = rows[1] < r1 ? 2 : 1;
+    return 1;
+}
+
+/* rows [r0, r1) for one token (quarter_group) */
+INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const uint8_t *panel, float *Y) {
+    for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
+        int64_t rows[4];
+        int n;
+        if (quarter_group(r0, r1, i, rows, &n) == 2) k_q80_one(wt, W, rows, 2, 4, panel, Y);
+        else k_q80_one(wt, W, rows, 1, n, panel, Y);
     }
 }
 
@@ -582,21 +597,19 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
     }
     const uint8_t *panels = pair_panels(x, Q80_TILE, nb);
     if (!panels) return 0;
-    /* One tile of tokens streams the weights once: pair row i of each half of the range,
-     * two plain sequential streams (see k_q80_one). More tokens pass over L2-sized chunks
-     * of neighbouring rows instead. */
-    if (T <= Q80_TILE) {
-        const int64_t h = (r1 - r0) / 2;
-        for (int64_t i = 0; i < h; i++) k_q80_tile(wt, W, r0 + i, r0 + h + i, 1, panels, 0, T, Y, ldy);
-        if ((r1 - r0) % 2) k_q80_tile(wt, W, r1 - 1, r1 - 1, 0, panels, 0, T, Y, ldy);
-        return 1;
-    }
+    /* One tile of tokens streams the weights once: the rows of the range's halves together
+     * (row_pair). More tokens pass over L2-sized chunks of neighbouring rows instead. */
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
             const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
             const uint8_t *panel = panels + pair_tile_offset(t0, Q80_TILE, nb);
-            for (int64_t r = c0; r < c1; r += 2) k_q80_tile(wt, W, r, r + 1, r + 1 < c1, panel, t0, c, Y, ldy);
+            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
+                int64_t r2;
+                int two;
+                const int64_t r = row_pair(c0, c1, T <= Q80_TILE, i, &r2, &two);
+                k_q80_tile(wt, W, r, r2, two, panel, t0, c, Y, ldy);
+            }
         }
     }
     return 1;
@@ -1048,27 +1061,24 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
 }
 
 #define Q45K_CASE(k) \
-    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, r + 1, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
-/* 0 without writing when there is no memory for the panels (the reference runs then) */
+    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, r2, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
+/* 0 without writing when there is no memory for the panels (the reference runs then).
+ * One token pairs the rows of the range's halves (row_pair; the quarters, as two calls per
+ * step, measured 0.82-1.01x of that), several tokens neighbouring rows (not measured). */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
     const int64_t rc = chunk_rows(W->row_bytes, T, Q45K_TILE), nsb = W->n_in / QK_K;
     const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
     if (!panels) return 0;
-    if (T == 1) { /* row i of each half together: two plain streams (see k_q80_one; the
-                   * quarters, as two calls per step, measured 0.82-1.01x of this) */
-        const int64_t h = (r1 - r0) / 2;
-        for (int64_t i = 0; i < h; i++) k_q45k(wt, W, r0 + i, r0 + h + i, 1, panels, 0, 1, Y, ldy);
-        if ((r1 - r0) % 2) k_q45k(wt, W, r1 - 1, r1 - 1, 0, panels, 0, 1, Y, ldy);
-        return 1;
-    }
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
             const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
             const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
-            for (int64_t r = c0; r < c1; r += 2) {
-                const int two = r + 1 < c1;
+            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
+                int64_t r2;
+                int two;
+                const int64_t r = row_pair(c0, c1, T == 1, i, &r2, &two);
                 switch (c) {
                     Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
                     Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
@@ -1208,20 +1218,17 @@ INLINE void k_q6k_one(const matrix *W, const int64_t *rows, const int P, int n, 
 
 GEMM_DRIVER(gemm_q6_k_tiles, k_q6k, 8)
 
-/* rows [r0, r1): one token takes row i of each quarter together (see gemm_q80_one) */
+/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x) */
 static void gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     if (x->T > 1) {
         gemm_q6_k_tiles(W, r0, r1, x, Y, ldy);
         return;
     }
-    const int64_t q = (r1 - r0) / 4;
-    for (int64_t i = 0; i < q; i++) {
-        const int64_t rows[4] = {r0 + i, r0 + q + i, r0 + 2 * q + i, r0 + 3 * q + i};
-        k_q6k_one(W, rows, 2, 4, x, Y);
-    }
-    for (int64_t r = r0 + 4 * q; r < r1; r += 2) {
-        const int64_t rows[2] = {r, r + 1};
-        k_q6k_one(W, rows, 1, r + 1 < r1 ? 2 : 1, x, Y);
+    for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
+        int64_t rows[4];
+        int n;
+        if (quarter_group(r0, r1, i, rows, &n) == 2) k_q6k_one(W, rows, 2, 4, x, Y);
+        else k_q6k_one(W, rows, 1, n, x, Y);
     }
 }
 
