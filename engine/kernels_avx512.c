@@ -141,6 +141,24 @@ INLINE int64_t row_pair(int64_t c0, int64_t c1, int halves, int64_t i, int64_t *
     return halves ? c0 + i : c0 + 2 * i;
 }
 
+/* The row groups of the one-token kernels over rows [r0, r1): the i-th of quarter_groups
+ * is row i of each quarter (two pairs: four plain streams), then the 0-3 rows left in pairs.
+ * Returns the number of pairs in rows[] (2, or 1 for the rows left) and sets *n, how many
+ * of rows[] are real. */
+INLINE int64_t quarter_groups(int64_t r0, int64_t r1) { return (r1 - r0) / 4 + ((r1 - r0) % 4 + 1) / 2; }
+INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int *n) {
+    const int64_t q = (r1 - r0) / 4;
+    if (i < q) {
+        for (int k = 0; k < 4; k++) rows[k] = r0 + k * q + i;
+        *n = 4;
+        return 2;
+    }
+    rows[0] = r0 + 4 * q + 2 * (i - q);
+    rows[1] = rows[0] + 1;
+    *n = rows[1] < r1 ? 2 : 1;
+    return 1;
+}
+
 /* the driver of the types without their own: chunks of rows, tiles of up to TT tokens,
  * pairs of rows (row_pair) */
 #define TILE_CASE(k, KERNEL, TT) \
@@ -186,14 +204,14 @@ INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
     }
 }
 
-/* R rows (1..4) x C tokens (1..6) */
-INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const kact *x, int t0, const int C,
+/* rows[0..R) (R = 1..4) x C tokens (1..6) */
+INLINE void k_float(uint32_t wt, const matrix *W, const int64_t *rows, const int R, const kact *x, int t0, const int C,
                     float *Y, int64_t ldy) {
     const int64_t n = W->n_in;
     const uint8_t *w[4];
     const float *xs[6];
     #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)(r + i) * W->row_bytes;
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)rows[i] * W->row_bytes;
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++)
         xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
@@ -208,7 +226,7 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const 
         __m512 wv[4];
         if (C <= 8 && (k * esz) % 64 == 0)
 #pragma GCC unroll 4
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_BYTES, _MM_HINT_T0);
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_AHEAD / R, _MM_HINT_T0);
         #pragma GCC unroll 16
         for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
         #pragma GCC unroll 16
@@ -233,46 +251,57 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const int R, const 
     #pragma GCC unroll 16
     for (int i = 0; i < R; i++)
         #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r + i] = reduce16(acc[i][t]);
+        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + rows[i]] = reduce16(acc[i][t]);
 }
 
+/* One tile of tokens (the weights stream once) takes row i of each quarter of the range
+ * (quarter_group: four plain streams), more tokens pass over L2-sized chunks of
+ * neighbouring rows, four at a time. */
 static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const uint32_t wt = W->type;
     const int T = x->T;
 #define FLOAT_TILE(R, C)                                                                    \
     do {                                                                                    \
-        if (wt == GGML_F32) k_float(GGML_F32, W, r, R, x, t0, C, Y, ldy);                   \
-        else if (wt == GGML_F16) k_float(GGML_F16, W, r, R, x, t0, C, Y, ldy);              \
-        else k_float(GGML_BF16, W, r, R, x, t0, C, Y, ldy);                                 \
+        if (wt == GGML_F32) k_float(GGML_F32, W, rows, R, x, t0, C, Y, ldy);                \
+        else if (wt == GGML_F16) k_float(GGML_F16, W, rows, R, x, t0, C, Y, ldy);           \
+        else k_float(GGML_BF16, W, rows, R, x, t0, C, Y, ldy);                              \
     } while (0)
+#define FLOAT_TILES(R)                   \
+    switch (c) {                         \
+    case 1: FLOAT_TILE(R, 1); break;     \
+    case 2: FLOAT_TILE(R, 2); break;     \
+    case 3: FLOAT_TILE(R, 3); break;     \
+    case 4: FLOAT_TILE(R, 4); break;     \
+    case 5: FLOAT_TILE(R, 5); break;     \
+    default: FLOAT_TILE(R, 6); break;    \
+    }
     const int64_t rc = chunk_rows(W->row_bytes, T, 6);
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += 6) {
             const int c = T - t0 < 6 ? T - t0 : 6;
+            if (T <= 6) {
+                for (int64_t i = 0; i < quarter_groups(c0, c1); i++) {
+                    int64_t rows[4];
+                    int n;
+                    if (quarter_group(c0, c1, i, rows, &n) == 2) FLOAT_TILES(4)
+                    else if (n == 2) FLOAT_TILES(2)
+                    else FLOAT_TILES(1)
+                }
+                continue;
+            }
             int64_t r = c0;
             for (; r + 4 <= c1; r += 4) {
-                switch (c) {
-                case 1: FLOAT_TILE(4, 1); break;
-                case 2: FLOAT_TILE(4, 2); break;
-                case 3: FLOAT_TILE(4, 3); break;
-                case 4: FLOAT_TILE(4, 4); break;
-                case 5: FLOAT_TILE(4, 5); break;
-                default: FLOAT_TILE(4, 6); break;
-                }
+                const int64_t rows[4] = {r, r + 1, r + 2, r + 3};
+                FLOAT_TILES(4)
             }
             for (; r < c1; r++) {
-                switch (c) {
-                case 1: FLOAT_TILE(1, 1); break;
-                case 2: FLOAT_TILE(1, 2); break;
-                case 3: FLOAT_TILE(1, 3); break;
-                case 4: FLOAT_TILE(1, 4); break;
-                case 5: FLOAT_TILE(1, 5); break;
-                default: FLOAT_TILE(1, 6); break;
-                }
+                const int64_t rows[1] = {r};
+                FLOAT_TILES(1)
             }
         }
     }
+#undef FLOAT_TILES
 #undef FLOAT_TILE
 }
 
@@ -543,24 +572,6 @@ INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const i
         if (2 * i < n) Y[rows[2 * i]] = hsum8_lo(acc[i]);
         if (2 * i + 1 < n) Y[rows[2 * i + 1]] = hsum8_hi(acc[i]);
     }
-}
-
-/* The row groups of the one-token kernels over rows [r0, r1): the i-th of quarter_groups
- * is row i of each quarter (two pairs: four plain streams), then the 0-3 rows left in pairs.
- * Returns the number of pairs in rows[] (2, or 1 for the rows left) and sets *n, how many
- * of rows[] are real. */
-INLINE int64_t quarter_groups(int64_t r0, int64_t r1) { return (r1 - r0) / 4 + ((r1 - r0) % 4 + 1) / 2; }
-INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int *n) {
-    const int64_t q = (r1 - r0) / 4;
-    if (i < q) {
-        for (int k = 0; k < 4; k++) rows[k] = r0 + k * q + i;
-        *n = 4;
-        return 2;
-    }
-    rows[0] = r0 + 4 * q + 2 * (i - q);
-    rows[1] = rows[0] + 1;
-    *n = rows[1] < r1 ? 2 : 1;
-    return 1;
 }
 
 /* rows [r0, r1) for one token (quarter_group) */
