@@ -1,16 +1,17 @@
 #!/bin/sh
 # Speed of prompt processing, decode and batched decode on synthetic models of a real
-# model's shape (default: Qwen3.5-0.8B in Q8_0 and Q4_K), one JSON line per run from
-# `chatfs bench` (for Q8_0 also on the opt-in AMX kernel set where the CPU has AMX).
+# model's shape (default: Qwen3.5-0.8B in Q8_0, Q4_K, and llama-quantize's Q4_K_M mix, the
+# file most people download), one JSON line per run from `chatfs bench` (for Q8_0 also on
+# the opt-in AMX kernel set where the CPU has AMX).
 # Settings through the environment:
-#   BENCH_SHAPES="qwen3.5-0.8b"  BENCH_TYPES="q8_0 q4_k"  THREADS=2  PP=512  TG=64  REPS=3  BATCH=6
+#   BENCH_SHAPES="qwen3.5-0.8b"  BENCH_TYPES="q8_0 q4_k q4_k_m"  THREADS=2  PP=512  TG=64  REPS=3  BATCH=6
 #   LLREF=/path/to/llref         also run llama.cpp's bench on the same files, side by side
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 CHATFS=${CHATFS:-./chatfs}
 SHAPES=${BENCH_SHAPES:-qwen3.5-0.8b}
-TYPES=${BENCH_TYPES:-q8_0 q4_k}
+TYPES=${BENCH_TYPES:-q8_0 q4_k q4_k_m}
 THREADS=${THREADS:-2}
 PP=${PP:-512}
 TG=${TG:-64}

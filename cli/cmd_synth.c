@@ -9,7 +9,8 @@
  * converted to the requested type; norms are ones, decay and time-step parameters are
  * drawn from the ranges the real models use. Matrices whose row length does not fit the
  * type's block fall back like llama-quantize (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
- * then F16). The tokenizer is byte-level (256 byte tokens, a few merges, the ChatML
+ * then F16). Type q4_k_m is llama-quantize's Q4_K_M mix (see mix_type), the file most
+ * people download. The tokenizer is byte-level (256 byte tokens, a few merges, the ChatML
  * specials), padded to the real vocabulary size. */
 #include <math.h>
 #include <stdint.h>
@@ -91,7 +92,9 @@ static const struct {
     {"f32", GGML_F32, 0},     {"f16", GGML_F16, 1},     {"bf16", GGML_BF16, 32}, {"q8_0", GGML_Q8_0, 7},
     {"q4_0", GGML_Q4_0, 2},   {"q4_1", GGML_Q4_1, 3},   {"q5_0", GGML_Q5_0, 8},  {"q5_1", GGML_Q5_1, 9},
     {"q4_k", GGML_Q4_K, 14},  {"q5_k", GGML_Q5_K, 16},  {"q6_k", GGML_Q6_K, 18},
+    {"q4_k_m", GGML_Q4_K, 15}, /* a mix: mix_type */
 };
+#define FTYPE_Q4_K_M 15
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 
 /* ---------------------------------------------------------------- values */
@@ -155,6 +158,9 @@ typedef struct {
     gguf_writer *w;
     const shape *c;
     uint32_t qtype;
+    int q4_k_m;              /* llama-quantize's Q4_K_M mix instead of qtype everywhere */
+    int i_attn_v, n_attn_v;  /* the mix's counters: tensors seen so far, and in all (a */
+    int i_ffn_down, n_ffn_down; /* first pass over the model counts them) */
     uint64_t seed;
     init_spec *specs; /* one per tensor, alive until the file is written */
     int n_specs, cap_specs;
@@ -195,14 +201,27 @@ static void kv_arr_u32(builder *b, const char *k, const uint32_t *v, int n, uint
     b->failed |= gguf_w_arr(b->w, s, type, v, (uint64_t)n) != 0;
 }
 
+/* llama-quantize's Q4_K_M (llama-quant.cpp, llama_tensor_get_type): the output head (the
+ * token embeddings when they are tied to it) Q6_K; a fused attention input attn_qkv Q5_K;
+ * attn_v and ffn_down Q6_K in the first and last eighth of their tensors and every third
+ * one between (use_more_bits); everything else Q4_K */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static uint32_t mix_type(builder *b, const char *name) {
+    if (!strcmp(name, "output.weight") || (b->c->tied && !strcmp(name, "token_embd.weight"))) return GGML_Q6_K;
+    if (strstr(name, "attn_qkv.weight")) return GGML_Q5_K;
+    if (strstr(name, "attn_v.weight")) return more_bits(b->i_attn_v++, b->n_attn_v) ? GGML_Q6_K : GGML_Q4_K;
+    if (strstr(name, "ffn_down")) return more_bits(b->i_ffn_down++, b->n_ffn_down) ? GGML_Q6_K : GGML_Q4_K;
+    return GGML_Q4_K;
+}
+
 /* which type a tensor gets: llama-quantize's rule for what it quantizes, and its
  * fallbacks for rows that do not fill a block */
-static uint32_t tensor_type(const builder *b, const char *name, int n_dims, int64_t ne0) {
+static uint32_t tensor_type(builder *b, const char *name, int n_dims, int64_t ne0) {
     const size_t L = strlen(name);
     const int quant = n_dims >= 2 && L > 6 && !strcmp(name + L - 6, "weight") && !strstr(name, "_norm.weight") &&
                       !strstr(name, "ssm_conv1d") && !strstr(name, "shortconv.conv");
     if (!quant) return GGML_F32;
-    uint32_t t = b->qtype;
+    uint32_t t = b->q4_k_m ? mix_type(b, name) : b->qtype;
     if (ne0 % ggml_blck_size(t)) {
         switch (t) {
         case GGML_Q4_K: t = GGML_Q5_0; break;
@@ -630,7 +649,11 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
     pool_set_threads((int)threads);
-    builder b = {.w = gguf_writer_new(), .c = c, .qtype = types[ti].type, .seed = (uint64_t)seed * 0x9e3779b97f4a7c15ULL};
+    builder b = {.w = gguf_writer_new(),
+                 .c = c,
+                 .qtype = types[ti].type,
+                 .q4_k_m = types[ti].ftype == FTYPE_Q4_K_M,
+                 .seed = (uint64_t)seed * 0x9e3779b97f4a7c15ULL};
     b.cap_specs = 4096;
     b.specs = calloc((size_t)b.cap_specs, sizeof *b.specs);
     if (!b.w || !b.specs) {
@@ -641,19 +664,35 @@ int cmd_synth(int argc, char **argv) {
     }
     char name[160];
     snprintf(name, sizeof name, "chatfs-synth-%s-%s", c->name, types[ti].name);
-    gguf_w_str(b.w, "general.architecture", c->arch);
-    gguf_w_str(b.w, "general.type", "model");
-    gguf_w_str(b.w, "general.name", name);
-    gguf_w_u32(b.w, "general.file_type", types[ti].ftype);
-    gguf_w_u32(b.w, "general.quantization_version", 2);
-    gguf_w_u32(b.w, "general.alignment", 32);
-    if (!strcmp(c->arch, "qwen35")) build_qwen35(&b);
-    else if (!strcmp(c->arch, "nemotron_h")) build_nemotron_h(&b);
-    else if (!strcmp(c->arch, "mamba2")) build_mamba2(&b);
-    else if (!strcmp(c->arch, "mamba")) build_mamba(&b);
-    else if (!strcmp(c->arch, "granitehybrid")) build_granitehybrid(&b);
-    else if (!strcmp(c->arch, "lfm2")) build_lfm2(&b);
-    else build_dense(&b, !strcmp(c->arch, "qwen3"));
+    /* the Q4_K_M mix needs how many attn_v and ffn_down tensors there are: a first pass
+     * describes the model to a writer that is thrown away, and counts them */
+    for (int pass = b.q4_k_m ? 0 : 1; pass < 2; pass++) {
+        if (pass == 1 && b.q4_k_m) {
+            gguf_writer_free(b.w);
+            b.w = gguf_writer_new();
+            b.n_attn_v = b.i_attn_v, b.n_ffn_down = b.i_ffn_down;
+            b.i_attn_v = b.i_ffn_down = b.n_specs = b.n_tensors = 0;
+            b.n_params = b.n_bytes = 0;
+            if (!b.w) {
+                cli_error("out of memory");
+                free(b.specs);
+                return 1;
+            }
+        }
+        gguf_w_str(b.w, "general.architecture", c->arch);
+        gguf_w_str(b.w, "general.type", "model");
+        gguf_w_str(b.w, "general.name", name);
+        gguf_w_u32(b.w, "general.file_type", types[ti].ftype);
+        gguf_w_u32(b.w, "general.quantization_version", 2);
+        gguf_w_u32(b.w, "general.alignment", 32);
+        if (!strcmp(c->arch, "qwen35")) build_qwen35(&b);
+        else if (!strcmp(c->arch, "nemotron_h")) build_nemotron_h(&b);
+        else if (!strcmp(c->arch, "mamba2")) build_mamba2(&b);
+        else if (!strcmp(c->arch, "mamba")) build_mamba(&b);
+        else if (!strcmp(c->arch, "granitehybrid")) build_granitehybrid(&b);
+        else if (!strcmp(c->arch, "lfm2")) build_lfm2(&b);
+        else build_dense(&b, !strcmp(c->arch, "qwen3"));
+    }
     char err[512];
     int rc = 0;
     if (b.failed) {
