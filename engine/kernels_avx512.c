@@ -989,6 +989,71 @@ INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m
 #ifndef Q45K_TILE
 #define Q45K_TILE 16
 #endif
+/* Super-block i of the row pair w0/w1 times the C tokens of its panel block p (q8k_panels),
+ * added to acc[t] (per token) and accm[g] (the mins, per group of two tokens). */
+INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p, const int C,
+                            size_t ahead, __m512 *acc, __m512 *accm) {
+    const int G = q8k_groups(C);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
+    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
+                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    const uint8_t *qs0, *qs1;
+    if (C <= 8) {
+        const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+        prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    }
+    __m512i qh = _mm512_setzero_si512();
+    __m256i head;
+    if (five) {
+        const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
+        qs0 = a->qs, qs1 = c->qs;
+        head = khead_pair(a, c);
+        qh = load_pair256(a->qh, c->qh);
+    } else {
+        const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
+        qs0 = a->qs, qs1 = c->qs;
+        head = khead_pair(a, c);
+    }
+    const __m512i scm = kscales_pair(head);
+    const uint8_t *pg = p + (size_t)C * QK_K;
+    const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
+    __m512i isum[Q45K_TILE];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
+    #pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (five) {
+            const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
+            const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
+            lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
+            hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
+        }
+        const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const int8_t *x = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
+            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(x)), slo);
+            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(x + 32)), shi);
+        }
+    }
+    const __m512 dw = khead_factor(head, 0, 8);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    const __m512 dm = khead_factor(head, 1, 4);
+    const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
+        const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
+        accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
+    }
+}
+
+/* rows r and r2 (r alone when !two) times the C tokens of a panel */
 INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
                    const int C, float *Y, int64_t ldy) {
     const int five = wt == GGML_Q5_K, G = q8k_groups(C);
@@ -1001,65 +1066,7 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
     for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) accm[g] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(15);
-    /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
-    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
-                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
-    for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *qs0, *qs1;
-        if (C <= 8) {
-            const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
-            prefetch_pair(w0, w1, (size_t)i * bs, bs, PF_AHEAD / 2);
-        }
-        __m512i qh = _mm512_setzero_si512();
-        __m256i head;
-        if (five) {
-            const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs;
-            head = khead_pair(a, c);
-            qh = load_pair256(a->qh, c->qh);
-        } else {
-            const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
-            qs0 = a->qs, qs1 = c->qs;
-            head = khead_pair(a, c);
-        }
-        const __m512i scm = kscales_pair(head);
-        const uint8_t *p = panel + (size_t)i * block, *pg = p + (size_t)C * QK_K;
-        const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
-        __m512i isum[Q45K_TILE];
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
-        #pragma GCC unroll 16
-        for (int c = 0; c < 4; c++) {
-            const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (five) {
-                const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
-                const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
-                lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
-                hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
-            }
-            const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
-            #pragma GCC unroll 16
-            for (int t = 0; t < C; t++) {
-                const int8_t *a = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
-                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(a)), slo);
-                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(a + 32)), shi);
-            }
-        }
-        const __m512 dw = khead_factor(head, 0, 8);
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-        const __m512 dm = khead_factor(head, 1, 4);
-        const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
-        #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
-            const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
-            accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
-        }
-    }
+    for (int64_t i = 0; i < nsb; i++) q45k_superblock(five, w0, w1, i, panel + (size_t)i * block, C, PF_AHEAD / 2, acc, accm);
     float ms[8 * Q45K_TILE + 8];
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) _mm512_storeu_ps(ms + 16 * g, accm[g]);
@@ -1071,16 +1078,52 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
     }
 }
 
+/* One token, rows[0..2P) (n of them real) in P pairs at once (quarter_group) */
+INLINE void k_q45k_one(uint32_t wt, const matrix *W, const int64_t *rows, const int P, int n, const uint8_t *panel,
+                       float *Y) {
+    const int five = wt == GGML_Q5_K;
+    const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *w[2 * 2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 2 * P; k++) w[k] = (const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes;
+    const size_t block = q8k_block(1);
+    __m512 acc[2], accm[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) acc[p] = accm[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            q45k_superblock(five, w[2 * p], w[2 * p + 1], i, panel + (size_t)i * block, 1, PF_AHEAD / (2 * P), &acc[p],
+                            &accm[p]);
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) {
+        float ms[16];
+        _mm512_storeu_ps(ms, accm[p]);
+        if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]) + mins_out(ms, five);
+        if (2 * p + 1 < n) Y[rows[2 * p + 1]] = hsum8_hi(acc[p]) + mins_out(ms + 4, five);
+    }
+}
+
 #define Q45K_CASE(k) \
     case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, r2, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
 /* 0 without writing when there is no memory for the panels (the reference runs then).
- * One token pairs the rows of the range's halves (row_pair; the quarters, as two calls per
- * step, measured 0.82-1.01x of that), several tokens neighbouring rows (not measured). */
+ * One token takes quarter_groups, two pairs in one kernel (whole-model matrix passes 1.06x
+ * the halves for Q4_K, 1.03x for the Q4_K_M mix; the quarters as two calls per step had
+ * measured 0.82-1.01x); several tokens pair neighbouring rows (row_pair). */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const int T = x->T;
     const int64_t rc = chunk_rows(W->row_bytes, T, Q45K_TILE), nsb = W->n_in / QK_K;
     const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
     if (!panels) return 0;
+    if (T == 1) {
+        for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
+            int64_t rows[4];
+            int n;
+            if (quarter_group(r0, r1, i, rows, &n) == 2) k_q45k_one(wt, W, rows, 2, 4, panels, Y);
+            else k_q45k_one(wt, W, rows, 1, n, panels, Y);
+        }
+        return 1;
+    }
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
         const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
         for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
@@ -1089,7 +1132,7 @@ INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const
             for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
                 int64_t r2;
                 int two;
-                const int64_t r = row_pair(c0, c1, T == 1, i, &r2, &two);
+                const int64_t r = row_pair(c0, c1, 0, i, &r2, &two);
                 switch (c) {
                     Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
                     Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
