@@ -480,8 +480,11 @@ int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void 
         uint64_t sum = (uint64_t)sqlite3_column_int64(st, 2);
         size_t want = cs_page_bytes(s, p);
         if (tok && tok_len == sizeof(int) * (size_t)p->n && !memcmp(tok, p->tokens, tok_len) && kv_len == want &&
-            (kv || want == 0) && sum == p->checksum && cs_page_checksum(s, p, kv) == sum)
-            rc = use(ud, kv);
+            (kv || want == 0) && sum == p->checksum && cs_page_checksum(s, p, kv) == sum) {
+            static const char empty[1]; /* a model without a KV cache stores empty pages, which SQLite
+                                         * returns as NULL: callers copy 0 bytes from a real address */
+            rc = use(ud, kv ? kv : empty);
+        }
     }
     sqlite3_finalize(st);
     return rc;
