@@ -35,6 +35,7 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # -ffp-contract=off: the kernels spell out every fused multiply-add the reference has, and
 # no other (a contracted a*b+c would round differently from llama.cpp).
 $(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=off
+$(BUILD)/engine/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -ffp-contract=off
 $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
 $(BUILD)/engine/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
@@ -106,7 +107,7 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
 ifeq ($(BUILD),build-tsan)
-$(BUILD)/engine/kernels_avx2.o $(BUILD)/engine/kernels_avx512.o $(BUILD)/engine/kernels_amx.o: CFLAGS += -fno-sanitize=thread
+$(BUILD)/engine/kernels_avx2.o $(BUILD)/engine/kernels_avxvnni.o $(BUILD)/engine/kernels_avx512.o $(BUILD)/engine/kernels_amx.o: CFLAGS += -fno-sanitize=thread
 endif
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).

@@ -41,10 +41,11 @@ const kernel_isa kernels_scalar = {
 
 /* ---------------------------------------------------------------- selection */
 
-extern const kernel_isa kernels_avx2, kernels_avx512, kernels_amx;
+extern const kernel_isa kernels_avx2, kernels_avxvnni, kernels_avx512, kernels_amx;
 
 /* best first; "auto" takes the first supported set that is not opt-in */
-static const kernel_isa *const all_isas[] = {&kernels_avx512, &kernels_amx, &kernels_avx2, &kernels_scalar};
+static const kernel_isa *const all_isas[] = {&kernels_avx512, &kernels_amx, &kernels_avxvnni, &kernels_avx2,
+                                             &kernels_scalar};
 #define N_ISAS (sizeof all_isas / sizeof all_isas[0])
 
 /* Atomic: the first forward pass may choose it on the pool's threads at once (every

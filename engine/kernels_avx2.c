@@ -9,6 +9,12 @@
  * into VPMADDUBSW, then VPMADDWD with the sub-block scale. Results equal vec_dot_ref
  * bit for bit (the integer sums are exact, the float operations in its order).
  *
+ * kernels_avxvnni.c compiles this file again with AVX-VNNI (AVX2_VNNI defined): the CPUs
+ * that have it without AVX-512 (Alder Lake and later laptops and desktops) then sum four
+ * byte products with one VPDPBUSD instead of VPMADDUBSW + VPMADDWD, and add word products
+ * to a sum with one VPDPWSSD (dot_u8s8, add_madd). The integers are the same: no pair of
+ * byte products that VPMADDUBSW saturates occurs (see the callers).
+ *
  * Sections: helpers, float types, Q8_0-style, Q8_1-style, Q4_K/Q5_K, Q6_K, dispatch. */
 #include <immintrin.h>
 #include <math.h>
@@ -21,10 +27,33 @@
 
 static int avx2_supported(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
+#ifdef AVX2_VNNI
+           && __builtin_cpu_supports("avxvnni")
+#endif
+        ;
 }
 
 /* ---------------------------------------------------------------- helpers */
+
+/* per int32 lane, the sum of its four products of unsigned bytes u and signed bytes s (the
+ * plain AVX2 form is exact only while no pair of products leaves int16) */
+INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
+#ifdef AVX2_VNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* acc + madd(a, b): each int32 lane plus its two products of int16 words */
+INLINE __m256i add_madd(__m256i acc, __m256i a, __m256i b) {
+#ifdef AVX2_VNNI
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
 
 /* the 16-lane reduction tree of quant.c, on lanes 0-7 (lo) and 8-15 (hi) */
 INLINE float reduce16(__m256 lo, __m256 hi) {
@@ -165,7 +194,7 @@ GEMM_DRIVER(gemm_bf16, K_BF16, 4)
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
  * Reference: per 32-block 8 int32 lanes of 4 products, acc[l] = fma(d_w*d_x, lane, acc[l]),
- * hsum8. Signed products as maddubs(|w|, sign(x, w)) then madd with ones. */
+ * hsum8. Signed products as dot_u8s8(|w|, sign(x, w)). */
 
 INLINE __m256i q80_weights(uint32_t wt, const uint8_t *w, int64_t b, float *d) {
     if (wt == GGML_Q8_0) {
@@ -196,7 +225,6 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         dx[t] = (const float *)(xq[t] + 2 * W->n_in);
         acc[t] = _mm256_setzero_ps();
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
         float dw;
@@ -206,7 +234,7 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
             const __m256i sx = _mm256_sign_epi8(load256(xq[t] + 32 * b), wq);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+            const __m256i p = dot_u8s8(aw, sx); /* |w| <= 128, |x| <= 127: pairs fit int16 */
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[t]);
         }
     }
@@ -240,7 +268,6 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         acc[t] = _mm256_setzero_ps();
         summs[t] = 0;
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; b++) {
         __m256i wq;
         float dw, mw;
@@ -259,7 +286,7 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
         }
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, load256(xq[t][b].qs)), ones);
+            const __m256i p = dot_u8s8(wq, load256(xq[t][b].qs)); /* w <= 31 */
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[t]);
             summs[t] = fmaf(mw, sx[t][b], summs[t]);
         }
@@ -347,9 +374,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
                 const int8_t *a = xq[t][i].qs + 64 * c;
-                const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), slo);
-                const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), shi);
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(pl, ph));
+                isum[t] = add_madd(isum[t], _mm256_maddubs_epi16(lo, load256(a)), slo);
+                isum[t] = add_madd(isum[t], _mm256_maddubs_epi16(hi, load256(a + 32)), shi);
             }
         }
         const __m128i mins = _mm256_extracti128_si256(scm, 1);
@@ -420,9 +446,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
                 const __m256i s = _mm256_set_m128i(_mm_set1_epi16(a->scales[k + 1]), _mm_set1_epi16(a->scales[k]));
                 #pragma GCC unroll 16
                 for (int t = 0; t < C; t++)
-                    isum[t] = _mm256_add_epi32(
-                        isum[t],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], load256(xq[t][i].qs + 128 * h + 32 * g)), s));
+                    isum[t] = add_madd(isum[t], _mm256_maddubs_epi16(q[g], load256(xq[t][i].qs + 128 * h + 32 * g)), s);
             }
         }
         const float d = h2f(a->d);
@@ -661,5 +685,10 @@ static float avx2_sum(const float *x, size_t n) {
     return s;
 }
 
+#ifdef AVX2_VNNI
+const kernel_isa kernels_avxvnni = {
+    .name = "avxvnni", .supported = avx2_supported, .gemm = avx2_gemm, .sum = avx2_sum, .ops = &avx2_ops};
+#else
 const kernel_isa kernels_avx2 = {
     .name = "avx2", .supported = avx2_supported, .gemm = avx2_gemm, .sum = avx2_sum, .ops = &avx2_ops};
+#endif
