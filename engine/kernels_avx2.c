@@ -105,11 +105,23 @@ static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
 }
 
 #define TILE_CASE(k, KERNEL, TT) \
-    case k: if (k <= TT) KERNEL(W, r, x, t0, (k <= TT ? k : 1), Y, ldy); break;
-/* chunks of rows that stay in L2, tiles of up to TT tokens, one row at a time */
-#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
+    case k: if (k <= TT) KERNEL(W, r, r, 1, x, t0, (k <= TT ? k : 1), Y, ldy); break;
+/* Chunks of rows that stay in L2, tiles of up to TT tokens, one row at a time. A kernel's
+ * arguments after W: row r, a second row r2 and R, how many of the two it computes (R is
+ * a constant at every call, so the kernel's loops over rows unroll away).
+ *
+ * With PAIRS, one token takes two rows at a time, row i of each half of the range (two
+ * plain streams, see kernels_avx512.c): each row's sum is a chain of dependent FMAs, one
+ * per block, and one row alone waits on the FMA's latency every block. */
+#define GEMM_DRIVER(fname, KERNEL, TT, PAIRS)                                                           \
     static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
         const int T = x->T;                                                                         \
+        if (PAIRS && T == 1) {                                                                      \
+            const int64_t h = (r1 - r0) / 2;                                                        \
+            for (int64_t i = 0; i < h; i++) KERNEL(W, r0 + i, r0 + h + i, 2, x, 0, 1, Y, ldy);     \
+            if ((r1 - r0) % 2) KERNEL(W, r1 - 1, r1 - 1, 1, x, 0, 1, Y, ldy);                      \
+            return;                                                                                 \
+        }                                                                                           \
         const int64_t rc = chunk_rows(W->row_bytes, T, TT);                                         \
         for (int64_t c0 = r0; c0 < r1; c0 += rc) {                                                  \
             const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;                                        \
@@ -149,7 +161,7 @@ INLINE float w_at(uint32_t wt, const uint8_t *w, int64_t i) {
     }
 }
 
-INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y,
+INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C, float *Y,
                     int64_t ldy) {
     const int64_t n = W->n_in;
     const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
@@ -188,9 +200,9 @@ INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, const kact *x, int 
 #define K_F32(...) k_float(GGML_F32, __VA_ARGS__)
 #define K_F16(...) k_float(GGML_F16, __VA_ARGS__)
 #define K_BF16(...) k_float(GGML_BF16, __VA_ARGS__)
-GEMM_DRIVER(gemm_f32, K_F32, 4)
-GEMM_DRIVER(gemm_f16, K_F16, 4)
-GEMM_DRIVER(gemm_bf16, K_BF16, 4)
+GEMM_DRIVER(gemm_f32, K_F32, 4, 0)
+GEMM_DRIVER(gemm_f16, K_F16, 4, 0)
+GEMM_DRIVER(gemm_bf16, K_BF16, 4, 0)
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
  * Reference: per 32-block 8 int32 lanes of 4 products, acc[l] = fma(d_w*d_x, lane, acc[l]),
@@ -213,47 +225,57 @@ INLINE __m256i q80_weights(uint32_t wt, const uint8_t *w, int64_t b, float *d) {
     return _mm256_or_si256(nibbles(a->qs), _mm256_andnot_si256(bytes_from_bits(a->qh), _mm256_set1_epi8((char)0xf0)));
 }
 
-INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C,
+                  float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
-    const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const int64_t rows[2] = {r, r2};
+    const uint8_t *w[2];
     const int8_t *xq[8];
     const float *dx[8];
-    __m256 acc[8];
+    __m256 acc[2][8];
+    #pragma GCC unroll 2
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)rows[i] * W->row_bytes;
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const int8_t *)kact_aux(x, t0 + t);
         dx[t] = (const float *)(xq[t] + 2 * W->n_in);
-        acc[t] = _mm256_setzero_ps();
+        #pragma GCC unroll 2
+        for (int i = 0; i < R; i++) acc[i][t] = _mm256_setzero_ps();
     }
     const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
     for (int64_t b = 0; b < nb; b++) {
-        float dw;
-        if (C <= 8) prefetch_row(w, (size_t)b * bsz, bsz);
-        const __m256i wq = q80_weights(wt, w, b, &dw);
-        const __m256i aw = _mm256_sign_epi8(wq, wq);
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const __m256i sx = _mm256_sign_epi8(load256(xq[t] + 32 * b), wq);
-            const __m256i p = dot_u8s8(aw, sx); /* |w| <= 128, |x| <= 127: pairs fit int16 */
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[t]);
+        #pragma GCC unroll 2
+        for (int i = 0; i < R; i++) {
+            float dw;
+            if (C <= 8) prefetch_row(w[i], (size_t)b * bsz, bsz);
+            const __m256i wq = q80_weights(wt, w[i], b, &dw);
+            const __m256i aw = _mm256_sign_epi8(wq, wq);
+            #pragma GCC unroll 16
+            for (int t = 0; t < C; t++) {
+                const __m256i sx = _mm256_sign_epi8(load256(xq[t] + 32 * b), wq);
+                const __m256i p = dot_u8s8(aw, sx); /* |w| <= 128, |x| <= 127: pairs fit int16 */
+                acc[i][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[i][t]);
+            }
         }
     }
-    #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r] = hsum8(acc[t]);
+    #pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + rows[i]] = hsum8(acc[i][t]);
 }
 
 #define K_Q8_0(...) k_q80(GGML_Q8_0, __VA_ARGS__)
 #define K_Q4_0(...) k_q80(GGML_Q4_0, __VA_ARGS__)
 #define K_Q5_0(...) k_q80(GGML_Q5_0, __VA_ARGS__)
-GEMM_DRIVER(gemm_q8_0, K_Q8_0, 8)
-GEMM_DRIVER(gemm_q4_0, K_Q4_0, 8)
-GEMM_DRIVER(gemm_q5_0, K_Q5_0, 8)
+GEMM_DRIVER(gemm_q8_0, K_Q8_0, 8, 1)
+GEMM_DRIVER(gemm_q4_0, K_Q4_0, 8, 1)
+GEMM_DRIVER(gemm_q5_0, K_Q5_0, 8, 1)
 
 /* ---------------------------------------------------------------- Q4_1, Q5_1
  * Reference: unsigned weights, acc[l] = fma(d_w*d_x, lane, acc[l]) and a separate
  * summs = fma(m_w, s_x, summs); hsum8(acc) + summs. */
 
-INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
     const int64_t nb = W->n_in / QK8_0;
     const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
     const block_q8_1 *xq[8];
@@ -297,8 +319,8 @@ INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0
 
 #define K_Q4_1(...) k_q81(GGML_Q4_1, __VA_ARGS__)
 #define K_Q5_1(...) k_q81(GGML_Q5_1, __VA_ARGS__)
-GEMM_DRIVER(gemm_q4_1, K_Q4_1, 8)
-GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
+GEMM_DRIVER(gemm_q4_1, K_Q4_1, 8, 0)
+GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8, 0)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K
  * Reference: lane L = sum_j sc_j * (products of elements 32j+4L..+3), per super-block
@@ -319,7 +341,7 @@ INLINE __m256i kscales(const uint8_t *s) {
     return _mm256_cvtepu8_epi16(_mm_or_si128(lo, h));
 }
 
-INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y,
+INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C, float *Y,
                    int64_t ldy) {
     const int five = wt == GGML_Q5_K;
     const int64_t nsb = W->n_in / QK_K;
@@ -401,14 +423,14 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, const kact *x, int t
 
 #define K_Q4_K(...) k_q45k(GGML_Q4_K, __VA_ARGS__)
 #define K_Q5_K(...) k_q45k(GGML_Q5_K, __VA_ARGS__)
-GEMM_DRIVER(gemm_q4_k, K_Q4_K, 6)
-GEMM_DRIVER(gemm_q5_k, K_Q5_K, 6)
+GEMM_DRIVER(gemm_q4_k, K_Q4_K, 6, 0)
+GEMM_DRIVER(gemm_q5_k, K_Q5_K, 6, 0)
 
 /* ---------------------------------------------------------------- Q6_K
  * Reference: unsigned 6-bit weights, scale per 16 elements, lanes minus
  * 32 * madd(bsums, scales); acc[L] = fma(d, lane, acc[L]). llama.cpp's AVX2 loop. */
 
-INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
+INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C, float *Y, int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
     const block_q6_K *w = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
     const block_q8_K *xq[6];
@@ -458,7 +480,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, const kact *x, int t0, const int C
     for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + r] = hsum8(acc[t]);
 }
 
-GEMM_DRIVER(gemm_q6_k, k_q6k, 6)
+GEMM_DRIVER(gemm_q6_k, k_q6k, 6, 0)
 
 /* ---------------------------------------------------------------- vector ops
  * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
