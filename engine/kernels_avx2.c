@@ -161,48 +161,56 @@ INLINE float w_at(uint32_t wt, const uint8_t *w, int64_t i) {
     }
 }
 
-INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0, const int C, float *Y,
-                    int64_t ldy) {
+INLINE void k_float(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int R, const kact *x, int t0,
+                    const int C, float *Y, int64_t ldy) {
     const int64_t n = W->n_in;
-    const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const int64_t rows[2] = {r, r2};
+    const uint8_t *w[2];
     const float *xs[4];
-    __m256 lo[4], hi[4];
+    __m256 lo[2][4], hi[2][4];
+    #pragma GCC unroll 2
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)rows[i] * W->row_bytes;
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
-        lo[t] = hi[t] = _mm256_setzero_ps();
+        #pragma GCC unroll 2
+        for (int i = 0; i < R; i++) lo[i][t] = hi[i][t] = _mm256_setzero_ps();
     }
     int64_t k = 0;
     const size_t esz = wt == GGML_F32 ? 4 : 2;
-    for (; k + 16 <= n; k += 16) {
-        if (C <= 8 && (k * esz) % 64 == 0) _mm_prefetch((const char *)w + k * esz + PF_BYTES, _MM_HINT_T0);
-        const __m256 w0 = load_w8(wt, w, k), w1 = load_w8(wt, w, k + 8);
+    for (; k + 16 <= n; k += 16)
+        #pragma GCC unroll 2
+        for (int i = 0; i < R; i++) {
+            if (C <= 8 && (k * esz) % 64 == 0) _mm_prefetch((const char *)w[i] + k * esz + PF_BYTES, _MM_HINT_T0);
+            const __m256 w0 = load_w8(wt, w[i], k), w1 = load_w8(wt, w[i], k + 8);
+            #pragma GCC unroll 16
+            for (int t = 0; t < C; t++) {
+                lo[i][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), lo[i][t]);
+                hi[i][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + k + 8), hi[i][t]);
+            }
+        }
+    #pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
         #pragma GCC unroll 16
         for (int t = 0; t < C; t++) {
-            lo[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[t] + k), lo[t]);
-            hi[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[t] + k + 8), hi[t]);
+            if (k < n) {
+                float l[16];
+                _mm256_storeu_ps(l, lo[i][t]);
+                _mm256_storeu_ps(l + 8, hi[i][t]);
+                for (int64_t j = k; j < n; j++) l[j - k] = fmaf(w_at(wt, w[i], j), xs[t][j], l[j - k]);
+                lo[i][t] = _mm256_loadu_ps(l);
+                hi[i][t] = _mm256_loadu_ps(l + 8);
+            }
+            Y[(size_t)(t0 + t) * ldy + rows[i]] = reduce16(lo[i][t], hi[i][t]);
         }
-    }
-    #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        if (k < n) {
-            float l[16];
-            _mm256_storeu_ps(l, lo[t]);
-            _mm256_storeu_ps(l + 8, hi[t]);
-            for (int64_t i = k; i < n; i++) l[i - k] = fmaf(w_at(wt, w, i), xs[t][i], l[i - k]);
-            lo[t] = _mm256_loadu_ps(l);
-            hi[t] = _mm256_loadu_ps(l + 8);
-        }
-        Y[(size_t)(t0 + t) * ldy + r] = reduce16(lo[t], hi[t]);
-    }
 }
 
 #define K_F32(...) k_float(GGML_F32, __VA_ARGS__)
 #define K_F16(...) k_float(GGML_F16, __VA_ARGS__)
 #define K_BF16(...) k_float(GGML_BF16, __VA_ARGS__)
-GEMM_DRIVER(gemm_f32, K_F32, 4, 0)
-GEMM_DRIVER(gemm_f16, K_F16, 4, 0)
-GEMM_DRIVER(gemm_bf16, K_BF16, 4, 0)
+GEMM_DRIVER(gemm_f32, K_F32, 4, 1)
+GEMM_DRIVER(gemm_f16, K_F16, 4, 1)
+GEMM_DRIVER(gemm_bf16, K_BF16, 4, 1)
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
  * Reference: per 32-block 8 int32 lanes of 4 products, acc[l] = fma(d_w*d_x, lane, acc[l]),
