@@ -2,10 +2,11 @@
  * called when the CPU has them, so the binary still runs on CPUs without AVX-512).
  *
  * The reference's 8 int32 lanes per block are exactly one 256-bit register, so each row
- * of a tile gets one register per token. A tile is one weight row times up to 8 tokens:
- * the per-block weight work (unpacking, absolute values, scales) is done once and used
- * for every token. Products of signed bytes use VPMADDUBSW on |w| and sign(x, w) as
- * llama.cpp's AVX2 code does (no VNNI here); the K-quants' unsigned weights go straight
+ * of a tile gets one register per token. A tile is one weight row times up to 8 tokens
+ * (with one token, two rows for some types: GEMM_DRIVER): the per-block weight work
+ * (unpacking, absolute values, scales) is done once and used for every token. Products of
+ * signed bytes use VPMADDUBSW on |w| and sign(x, w) as llama.cpp's AVX2 code does (in
+ * dot_u8s8, see below for VNNI); the K-quants' unsigned weights go straight
  * into VPMADDUBSW, then VPMADDWD with the sub-block scale. Results equal vec_dot_ref
  * bit for bit (the integer sums are exact, the float operations in its order).
  *
