@@ -93,7 +93,7 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
 #define PF_HINT _MM_HINT_T0
 #endif
 #ifndef PF_BYTES
-#define PF_BYTES 4096 /* how far ahead in a weight row the decode kernels prefetch */
+#define PF_BYTES 4096 /* how far ahead avx512_sum reads (the kernels: PF_AHEAD) */
 #endif
 
 /* Decode reads every weight once from memory; hardware prefetching alone leaves the
@@ -535,7 +535,7 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, 
  * the vector units busy. But neighbouring rows read side by side are four interleaved
  * streams inside the same few KB, which the hardware prefetcher follows badly. So
  * gemm_q80_one cuts its range into four quarters and takes row i of each: four plain
- * sequential streams, each prefetched 4 KB ahead like a sequential read.
+ * sequential streams, each prefetched PF_AHEAD / 4 (2 KB) ahead (prefetch_pair).
  *
  * In-process A/B on a 2-core AMD EPYC VM, 2 threads, matrices far larger than the caches:
  * against the previous kernel (one pair of neighbouring rows), the quarters gave 1.21-1.24x
@@ -1195,6 +1195,30 @@ INLINE __m512i q6k_half(const __m512i q[4], __m512i sc, const block_q8_K *x, int
     return isum;
 }
 
+/* Super-block i of the row pair w0/w1 times the C tokens xq[t], added to acc[t]; the
+ * weights prefetched ahead bytes ahead in each row */
+INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const block_q8_K *const *xq,
+                           const int C, size_t ahead, __m512 *acc) {
+    const block_q6_K *a = w0 + i, *c = w1 + i;
+    if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
+    const __m512i sc = q6k_scales(a, c);
+    __m512i isum[8];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], sc);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i q[4];
+        q6k_unpack(a, c, h, q);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) isum[t] = q6k_half(q, sc, &xq[t][i], h, isum[t]);
+    }
+    const __m512 dw = half_pair(a->d, c->d);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+}
+
+/* rows r and r2 (r alone when !two) times C tokens */
 INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C, float *Y,
                   int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
@@ -1207,25 +1231,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
         acc[t] = _mm512_setzero_ps();
     }
-    for (int64_t i = 0; i < nsb; i++) {
-        const block_q6_K *a = w0 + i, *c = w1 + i;
-        if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, PF_AHEAD / 2);
-        const __m512i sc = q6k_scales(a, c);
-        __m512i isum[8];
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], sc);
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512i q[4];
-            q6k_unpack(a, c, h, q);
-            #pragma GCC unroll 16
-            for (int t = 0; t < C; t++) isum[t] = q6k_half(q, sc, &xq[t][i], h, isum[t]);
-        }
-        const __m512 dw = half_pair(a->d, c->d);
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-    }
+    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, xq, C, PF_AHEAD / 2, acc);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy;
@@ -1242,27 +1248,13 @@ INLINE void k_q6k_one(const matrix *W, const int64_t *rows, const int P, int n, 
 #pragma GCC unroll 4
     for (int k = 0; k < 2 * P; k++)
         w[k] = (const block_q6_K *)((const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes);
-    const block_q8_K *xq = (const block_q8_K *)kact_row(x, 0);
+    const block_q8_K *xq[1] = {(const block_q8_K *)kact_row(x, 0)};
     __m512 acc[2];
 #pragma GCC unroll 2
     for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; i++) {
+    for (int64_t i = 0; i < nsb; i++)
 #pragma GCC unroll 2
-        for (int p = 0; p < P; p++) {
-            const block_q6_K *a = w[2 * p] + i, *c = w[2 * p + 1] + i;
-            prefetch_pair((const uint8_t *)w[2 * p], (const uint8_t *)w[2 * p + 1], (size_t)i * sizeof *a, sizeof *a,
-                          PF_AHEAD / (2 * P));
-            const __m512i sc = q6k_scales(a, c);
-            __m512i isum = q6k_offset(&xq[i], sc), q[4];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                q6k_unpack(a, c, h, q);
-                isum = q6k_half(q, sc, &xq[i], h, isum);
-            }
-            acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[i].d), half_pair(a->d, c->d)),
-                                     _mm512_cvtepi32_ps(isum), acc[p]);
-        }
-    }
+        for (int p = 0; p < P; p++) q6k_superblock(w[2 * p], w[2 * p + 1], i, xq, 1, PF_AHEAD / (2 * P), &acc[p]);
 #pragma GCC unroll 2
     for (int p = 0; p < P; p++) {
         if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]);
