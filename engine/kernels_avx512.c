@@ -494,8 +494,9 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, 
     }
 }
 
-/* One token (decode) keeps the plain layout, rows in the register's halves: with a single
- * token the scale product is one multiply either way. Its operands are q80_panels'.
+/* One token (decode): the same layout, rows in the register's halves, with the weights as
+ * the unsigned operand (w + 128) and each block's correction read from the panel, since
+ * there is no tile of tokens to share the weights' offset. Its operands are q80_panels'.
  *
  * How the rows are read matters as much as the arithmetic. Each row pair's accumulator is
  * a chain of dependent FMAs, one per block, so one pair at a time waits on the FMA's
@@ -607,8 +608,9 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
  * The turned-around weights are a re-layout of a few rows at a time into a per-thread
  * buffer (about the bytes of the rows: 512 bytes of w + 128 and 64 of scales per 16-row
  * block), made once per chunk of rows that stays in L2 while every token passes; the
- * mapping stays the only copy of the model. The activation operands are the panels of
- * the kernel above (per block and token: 32 values, 8 corrections; then the scales). */
+ * mapping stays the only copy of the model. The activation operands are the one-token
+ * kernel's panels, q80_panels (per block and token: 32 values, 8 corrections; then the
+ * scales). */
 #define R16_TILE 5                 /* tokens per pass: 4 groups x 5 tokens = 20 accumulators */
 #define R16_BLOCK (8 * 64 + 64)    /* bytes of one 16-row block: W_0..W_7, then 16 float scales */
 #define R16_MIN_TOKENS 13          /* fewer tokens: the re-layout costs more than it saves
