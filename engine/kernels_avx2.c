@@ -217,7 +217,10 @@ GEMM_DRIVER(gemm_bf16, K_BF16, 4, 1)
 
 /* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
  * Reference: per 32-block 8 int32 lanes of 4 products, acc[l] = fma(d_w*d_x, lane, acc[l]),
- * hsum8. Signed products as dot_u8s8(|w|, sign(x, w)). */
+ * hsum8. Signed products as dot_u8s8(|w|, sign(x, w)). With AVX-VNNI the sign step per
+ * token goes: VPDPBUSD takes the weights as w + 128 (one XOR per block for all tokens)
+ * and starts from the token's prepared correction -128 . x, so each lane is exactly
+ * x . w again. (Without VNNI, VPMADDUBSW would saturate on (w + 128) x pairs.) */
 
 INLINE __m256i q80_weights(uint32_t wt, const uint8_t *w, int64_t b, float *d) {
     if (wt == GGML_Q8_0) {
@@ -260,11 +263,20 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, const int
             float dw;
             if (C <= 8) prefetch_row(w[i], (size_t)b * bsz, bsz);
             const __m256i wq = q80_weights(wt, w[i], b, &dw);
+#ifdef AVX2_VNNI
+            const __m256i wu = _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80));
+#else
             const __m256i aw = _mm256_sign_epi8(wq, wq);
+#endif
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
+#ifdef AVX2_VNNI
+                const __m256i corr = load256(xq[t] + W->n_in + 32 * b); /* int32 corr[8 * b ..] */
+                const __m256i p = _mm256_dpbusd_avx_epi32(corr, wu, load256(xq[t] + 32 * b));
+#else
                 const __m256i sx = _mm256_sign_epi8(load256(xq[t] + 32 * b), wq);
                 const __m256i p = dot_u8s8(aw, sx); /* |w| <= 128, |x| <= 127: pairs fit int16 */
+#endif
                 acc[i][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t][b]), _mm256_cvtepi32_ps(p), acc[i][t]);
             }
         }
