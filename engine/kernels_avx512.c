@@ -158,6 +158,16 @@ INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int
     *n = rows[1] < r1 ? 2 : 1;
     return 1;
 }
+/* KERNEL(args..., rows, P, n) for every quarter group of [r0, r1), with P a constant at
+ * each call (2 with n = 4, or 1 for the rows left) so that the kernel's loops over its
+ * pairs unroll */
+#define FOR_QUARTER_GROUPS(r0, r1, KERNEL, ...)                                      \
+    for (int64_t qg_ = 0; qg_ < quarter_groups(r0, r1); qg_++) {                     \
+        int64_t rows_[4];                                                            \
+        int n_;                                                                      \
+        if (quarter_group(r0, r1, qg_, rows_, &n_) == 2) KERNEL(__VA_ARGS__, rows_, 2, 4); \
+        else KERNEL(__VA_ARGS__, rows_, 1, n_);                                      \
+    }
 
 /* the driver of the types without their own: chunks of rows, tiles of up to TT tokens,
  * pairs of rows (row_pair) */
@@ -512,8 +522,8 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, 
  * read of the same bytes gave 1.19-1.20x. Neighbouring pairs two at a time, prefetching the
  * next group's rows, gave 1.03-1.15x; one row at a time in 8 lanes (llama.cpp's form, one
  * stream) read at the plain read's speed but computed at 0.58x in L2. */
-INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const int P, int n, const uint8_t *panel,
-                      float *Y) {
+INLINE void k_q80_one(uint32_t wt, const matrix *W, const uint8_t *panel, float *Y, const int64_t *rows, const int P,
+                      int n) {
     const int64_t nb = W->n_in / QK8_0;
     const uint8_t *w[2 * 2];
 #pragma GCC unroll 4
@@ -545,12 +555,7 @@ INLINE void k_q80_one(uint32_t wt, const matrix *W, const int64_t *rows, const i
 
 /* rows [r0, r1) for one token (quarter_group) */
 INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const uint8_t *panel, float *Y) {
-    for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
-        int64_t rows[4];
-        int n;
-        if (quarter_group(r0, r1, i, rows, &n) == 2) k_q80_one(wt, W, rows, 2, 4, panel, Y);
-        else k_q80_one(wt, W, rows, 1, n, panel, Y);
-    }
+    FOR_QUARTER_GROUPS(r0, r1, k_q80_one, wt, W, panel, Y)
 }
 
 #define Q80_TILE 12
@@ -1049,8 +1054,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
 }
 
 /* One token, rows[0..2P) (n of them real) in P pairs at once (quarter_group) */
-INLINE void k_q45k_one(uint32_t wt, const matrix *W, const int64_t *rows, const int P, int n, const uint8_t *panel,
-                       float *Y) {
+INLINE void k_q45k_one(uint32_t wt, const matrix *W, const uint8_t *panel, float *Y, const int64_t *rows, const int P,
+                       int n) {
     const int five = wt == GGML_Q5_K;
     const int64_t nsb = W->n_in / QK_K;
     const uint8_t *w[2 * 2];
@@ -1086,12 +1091,7 @@ INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const
     const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
     if (!panels) return 0;
     if (T == 1) {
-        for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
-            int64_t rows[4];
-            int n;
-            if (quarter_group(r0, r1, i, rows, &n) == 2) k_q45k_one(wt, W, rows, 2, 4, panels, Y);
-            else k_q45k_one(wt, W, rows, 1, n, panels, Y);
-        }
+        FOR_QUARTER_GROUPS(r0, r1, k_q45k_one, wt, W, panels, Y)
         return 1;
     }
     for (int64_t c0 = r0; c0 < r1; c0 += rc) {
@@ -1212,7 +1212,7 @@ INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x
 
 /* One token: two row pairs at once, rows[0..2P) (n of them real), like k_q80_one: two
  * independent chains and four plain streams when the pairs come from the range's quarters */
-INLINE void k_q6k_one(const matrix *W, const int64_t *rows, const int P, int n, const kact *x, float *Y) {
+INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *rows, const int P, int n) {
     const int64_t nsb = W->n_in / QK_K;
     const block_q6_K *w[2 * 2];
 #pragma GCC unroll 4
@@ -1240,12 +1240,7 @@ static void gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, fl
         gemm_q6_k_tiles(W, r0, r1, x, Y, ldy);
         return;
     }
-    for (int64_t i = 0; i < quarter_groups(r0, r1); i++) {
-        int64_t rows[4];
-        int n;
-        if (quarter_group(r0, r1, i, rows, &n) == 2) k_q6k_one(W, rows, 2, 4, x, Y);
-        else k_q6k_one(W, rows, 1, n, x, Y);
-    }
+    FOR_QUARTER_GROUPS(r0, r1, k_q6k_one, W, x, Y)
 }
 
 /* ---------------------------------------------------------------- vector ops
