@@ -20,12 +20,12 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. -MMD -MP 
            $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
-ENGINE_SRC := $(sort $(wildcard engine/*.c))
+ENGINE_SRC := $(sort $(wildcard engine/*/*.c))
 STORE_SRC  := $(sort $(wildcard store/*.c))
 FS_SRC     := $(sort $(wildcard fs/*.c))
 LIB_SRC    := $(ENGINE_SRC) $(STORE_SRC) $(FS_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_SRC    := $(sort $(wildcard cli/*.c))
+CLI_SRC    := $(sort $(wildcard cli/*.c cli/synth/*.c))
 MAIN_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -34,11 +34,11 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # CPU's features, so the binary still runs on CPUs without AVX-512.
 # -ffp-contract=off: the kernels spell out every fused multiply-add the reference has, and
 # no other (a contracted a*b+c would round differently from llama.cpp).
-$(BUILD)/engine/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=off
-$(BUILD)/engine/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -ffp-contract=off
-$(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
+$(BUILD)/engine/kernels/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=off
+$(BUILD)/engine/kernels/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -ffp-contract=off
+$(BUILD)/engine/kernels/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                                             -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
-$(BUILD)/engine/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
+$(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
                                             -mf16c -ffp-contract=off
 
 .PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
@@ -107,7 +107,7 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
 ifeq ($(BUILD),build-tsan)
-$(BUILD)/engine/kernels_avx2.o $(BUILD)/engine/kernels_avxvnni.o $(BUILD)/engine/kernels_avx512.o $(BUILD)/engine/kernels_amx.o: CFLAGS += -fno-sanitize=thread
+$(BUILD)/engine/kernels/kernels_avx2.o $(BUILD)/engine/kernels/kernels_avxvnni.o $(BUILD)/engine/kernels/kernels_avx512.o $(BUILD)/engine/kernels/kernels_amx.o: CFLAGS += -fno-sanitize=thread
 endif
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
@@ -124,9 +124,9 @@ chatfs-asan: $(LIB_SRC) $(CLI_SRC)
 # starting from the fixtures.
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build-fuzz/fuzz_gguf
-$(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf.c engine/gguf.h
+$(FUZZ_BIN): tests/fuzz/fuzz_gguf.c engine/gguf/gguf.c engine/gguf/gguf.h
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_gguf.c engine/gguf.c
+	clang -std=gnu11 -O1 -g -I. -fsanitize=fuzzer,address,undefined -o $@ tests/fuzz/fuzz_gguf.c engine/gguf/gguf.c
 fuzz: $(FUZZ_BIN)
 	@mkdir -p build-fuzz/corpus
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
@@ -141,7 +141,7 @@ FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/conv.c fs/generation.c fs
                fs/settings.c fs/backend_fake.c fs/store.c store/db.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
-$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h
+$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/runtime/chat.h
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \

@@ -16,8 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/chat.h"
-#include "engine/state.h"
+#include "engine/runtime/chat.h"
+#include "engine/model/state.h"
 
 static const char *words[] = {"river", "mountain", "silver", "engine", "quiet", "harbor", "lantern", "meadow",
                               "copper", "violet", "thunder", "garden", "paper", "window", "falcon", "marble",

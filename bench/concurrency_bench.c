@@ -22,7 +22,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/chat.h"
+#include "engine/runtime/chat.h"
 
 #define MAX_CONV 16
 #define MAX_TOKENS 1024

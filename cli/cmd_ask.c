@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "engine/chat.h"
+#include "engine/runtime/chat.h"
 #include "store/ckpt_store.h"
 #include "store/db.h"
 

@@ -18,9 +18,9 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "engine/kernels.h"
-#include "engine/state.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/model/state.h"
+#include "engine/base/threadpool.h"
 
 static double now_s(void) {
     struct timespec ts;

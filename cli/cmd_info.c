@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/state.h"
+#include "engine/model/state.h"
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *force = NULL;

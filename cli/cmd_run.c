@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "engine/sampler.h"
-#include "engine/state.h"
-#include "engine/threadpool.h"
+#include "engine/runtime/sampler.h"
+#include "engine/model/state.h"
+#include "engine/base/threadpool.h"
 
 static int write_floats(const char *path, const float *x, int n) {
     FILE *f = fopen(path, "wb");

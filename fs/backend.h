@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/chat.h"
+#include "engine/runtime/chat.h"
 
 typedef struct fs_backend fs_backend;
 struct fs_backend {

@@ -9,7 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine/template.h"
+#include "engine/template/template.h"
 
 void settings_builtin(conv_settings *s) {
     memset(s, 0, sizeof *s);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/chat.h"
+#include "engine/runtime/chat.h"
 
 typedef struct {
     double temperature, top_p, min_p;

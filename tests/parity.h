@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kernels.h"
-#include "engine/model.h"
-#include "engine/state.h"
+#include "engine/kernels/kernels.h"
+#include "engine/model/model.h"
+#include "engine/model/state.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
 

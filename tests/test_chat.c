@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/chat.h"
-#include "engine/sampler.h"
-#include "engine/state.h"
+#include "engine/runtime/chat.h"
+#include "engine/runtime/sampler.h"
+#include "engine/model/state.h"
 #include "tests/check.h"
 
 #define MODEL "tests/fixtures/qwen35-tiny-f32.gguf"

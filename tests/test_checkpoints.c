@@ -22,11 +22,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/chat.h"
-#include "engine/kernels.h"
-#include "engine/prefix_cache.h"
-#include "engine/state.h"
-#include "engine/threadpool.h"
+#include "engine/runtime/chat.h"
+#include "engine/kernels/kernels.h"
+#include "engine/runtime/prefix_cache.h"
+#include "engine/model/state.h"
+#include "engine/base/threadpool.h"
 #include "store/db.h"
 #include "store/hash.h"
 #include "tests/check.h"

@@ -30,8 +30,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/chat.h"
-#include "engine/prefix_cache.h"
+#include "engine/runtime/chat.h"
+#include "engine/runtime/prefix_cache.h"
 #include "tests/check.h"
 
 static const char *const models[] = {"tests/fixtures/qwen35-tiny-f32.gguf", "tests/fixtures/mamba2-tiny-f32.gguf"};

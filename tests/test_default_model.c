@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/chat.h"
+#include "engine/runtime/chat.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/gguf.h"
-#include "engine/model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
 

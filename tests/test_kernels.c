@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kernels.h"
-#include "engine/ops.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/layers/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/base/threadpool.h"
 #include "tests/check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;

@@ -10,7 +10,7 @@
  * different positions batched in one forward pass give what each gives alone. Finally the
  * pure-attention families can cut their state back (state_trim) and continue as if
  * split there; the recurrent ones refuse. */
-#include "engine/threadpool.h"
+#include "engine/base/threadpool.h"
 #include "tests/parity.h"
 
 static const char *const fixtures[] = {"nemotron_h-tiny-f32", "mamba2-tiny-f32", "mamba-tiny-f32",

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/kernels.h"
-#include "engine/model.h"
-#include "engine/state.h"
-#include "engine/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/model/model.h"
+#include "engine/model/state.h"
+#include "engine/base/threadpool.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
 

@@ -10,7 +10,7 @@
  * one; test_parity_types does BF16 and the other weight types). The oracle comparison
  * runs with one thread too: the thread count must not change a result (issue "Speed").
  * The opt-in AMX set (block-integer order for Q8_0) has its own, looser oracle bound. */
-#include "engine/threadpool.h"
+#include "engine/base/threadpool.h"
 #include "tests/parity.h"
 
 int main(void) {

@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "engine/gguf/gguf.h"
+#include "engine/kernels/quant.h"
+#include "engine/base/threadpool.h"
 #include "tests/parity.h"
 
 static const char *const fixtures[] = {"qwen35-tiny-f32",     "nemotron_h-tiny-f32",    "mamba2-tiny-f32",

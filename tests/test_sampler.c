@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "engine/runtime/sampler.h"
 #include "tests/check.h"
 
 enum { V = 8, DRAWS = 20000 };

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/template.h"
+#include "engine/gguf/gguf.h"
+#include "engine/template/template.h"
 #include "tests/check.h"
 
 static const chat_msg SUA[] = {{"system", "S"}, {"user", "U"}, {"assistant", "A"}};

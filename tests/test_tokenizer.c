@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 #include "tests/check.h"
 #include "tests/gguf_build.h"
 

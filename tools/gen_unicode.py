@@ -1,19 +1,19 @@
 #!/usr/bin/python3
-"""Generates engine/unicode_data.c: the Unicode general-category ranges the tokenizer's
+"""Generates engine/tokenizer/unicode_data.c: the Unicode general-category ranges the tokenizer's
 pre-tokenizers need (letter L*, mark M*, number N*, punctuation P*, symbol S*,
 separator Z*, other C*), from Python's own unicodedata.
 
-Run from the repository root:  /usr/bin/python3 tools/gen_unicode.py > engine/unicode_data.c
+Run from the repository root:  /usr/bin/python3 tools/gen_unicode.py > engine/tokenizer/unicode_data.c
 
 Every code point 0..0x10FFFF gets exactly one category bit (unassigned code points are
 "other", like llama.cpp's \\p{C}). Consecutive code points with the same bit form one
 range; a range is stored as (first << 8) | bit and found by binary search. Whitespace
-is not a category: it is the fixed White_Space list in engine/unicode.c.
+is not a category: it is the fixed White_Space list in engine/tokenizer/unicode.c.
 """
 import sys
 import unicodedata
 
-# must match the UCAT_* values in engine/unicode.h
+# must match the UCAT_* values in engine/tokenizer/unicode.h
 BITS = {"N": 0x01, "L": 0x02, "M": 0x04, "P": 0x08, "S": 0x10, "Z": 0x20, "C": 0x40}
 MAX_CP = 0x110000
 
@@ -37,7 +37,7 @@ def main():
     out.write(" * (Unicode %s). Do not edit: rerun the script.\n" % unicodedata.unidata_version)
     out.write(" *\n * unicode_ranges[i] = (first code point << 8) | UCAT_* bit; the range runs up to the\n")
     out.write(" * next entry's first code point. */\n")
-    out.write('#include "engine/unicode.h"\n\n')
+    out.write('#include "engine/tokenizer/unicode.h"\n\n')
     out.write('const char unicode_data_version[] = "%s";\n\n' % unicodedata.unidata_version)
     out.write("const uint8_t unicode_ascii_cat[128] = {\n")
     for i in range(0, 128, 16):

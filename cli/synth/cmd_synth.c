@@ -1,0 +1,711 @@
+/* cmd_synth.c - `chatfs synth`: a random-weight GGUF with the exact shape of a real model
+ * (spec section 9), for benchmarks and tests.
+ *
+ *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--seed S] [-t N]
+ *
+ * Metadata keys, tensor names and shapes follow what llama.cpp's loader expects (so the
+ * same file runs in llama.cpp for side-by-side comparisons). Weights are deterministic
+ * normal values (std 1/sqrt(fan-in), like tools' mkgguf.py) from (seed, tensor name, row),
+ * converted to the requested type; norms are ones, decay and time-step parameters are
+ * drawn from the ranges the real models use. Matrices whose row length does not fit the
+ * type's block fall back like llama-quantize (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * then F16). Type q4_k_m is llama-quantize's Q4_K_M mix (see mix_type), the file most
+ * people download. The tokenizer is byte-level (256 byte tokens, a few merges, the ChatML
+ * specials), padded to the real vocabulary size. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/synth/gguf_write.h"
+#include "engine/kernels/quant.h"
+#include "engine/base/threadpool.h"
+
+/* ---------------------------------------------------------------- shapes (spec 9) */
+
+typedef struct {
+    const char *name, *arch;
+    int n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, tied, ctx;
+    float rope_base, eps;
+    /* qwen35 */
+    int rope_dim, lin_k, lin_v, lin_dk, conv_k;
+    /* mamba / hybrid: pattern (M mamba2, * attention, - MLP) or attention layer list */
+    const char *pattern;
+    int ssm_heads, ssm_head_dim, ssm_groups, ssm_state, dt_rank;
+    int attn_layers[8], n_attn_layers;
+    /* granite */
+    float emb_scale, res_scale, logit_scale, attn_scale;
+} shape;
+
+static const shape shapes[] = {
+    {.name = "qwen3.5-0.8b", .arch = "qwen35", .n_embd = 1024, .n_layer = 24, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 256, .n_ff = 3584, .n_vocab = 248320, .tied = 1, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f,
+     .rope_dim = 64, .lin_k = 16, .lin_v = 16, .lin_dk = 128, .conv_k = 4},
+    {.name = "qwen3.5-2b", .arch = "qwen35", .n_embd = 2048, .n_layer = 24, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 256, .n_ff = 6144, .n_vocab = 248320, .tied = 1, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f,
+     .rope_dim = 64, .lin_k = 16, .lin_v = 16, .lin_dk = 128, .conv_k = 4},
+    {.name = "qwen3.5-4b", .arch = "qwen35", .n_embd = 2560, .n_layer = 32, .n_head = 16, .n_head_kv = 4,
+     .head_dim = 256, .n_ff = 9216, .n_vocab = 248320, .tied = 1, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f,
+     .rope_dim = 64, .lin_k = 16, .lin_v = 32, .lin_dk = 128, .conv_k = 4},
+    /* small enough for tests, with rows that fill 256-element blocks (K-quants) */
+    {.name = "qwen3.5-small", .arch = "qwen35", .n_embd = 256, .n_layer = 4, .n_head = 2, .n_head_kv = 1,
+     .head_dim = 64, .n_ff = 512, .n_vocab = 512, .tied = 1, .ctx = 4096, .rope_base = 1e7f, .eps = 1e-6f,
+     .rope_dim = 16, .lin_k = 2, .lin_v = 4, .lin_dk = 64, .conv_k = 4},
+    {.name = "nemotron-h-4b", .arch = "nemotron_h", .n_embd = 3136, .n_head = 40, .n_head_kv = 8, .head_dim = 128,
+     .n_ff = 12544, .n_vocab = 131072, .tied = 0, .ctx = 8192, .eps = 1e-5f,
+     .pattern = "M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-", .ssm_heads = 96, .ssm_head_dim = 80, .ssm_groups = 8,
+     .ssm_state = 128, .conv_k = 4},
+    {.name = "nemotron-h-8b", .arch = "nemotron_h", .n_embd = 4096, .n_head = 32, .n_head_kv = 8, .head_dim = 128,
+     .n_ff = 21504, .n_vocab = 131072, .tied = 0, .ctx = 8192, .eps = 1e-5f,
+     .pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", .ssm_heads = 128, .ssm_head_dim = 64,
+     .ssm_groups = 8, .ssm_state = 128, .conv_k = 4},
+    {.name = "nemotron-nano-9b", .arch = "nemotron_h", .n_embd = 4480, .n_head = 40, .n_head_kv = 8, .head_dim = 128,
+     .n_ff = 15680, .n_vocab = 131072, .tied = 0, .ctx = 8192, .eps = 1e-5f,
+     .pattern = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-", .ssm_heads = 128, .ssm_head_dim = 80,
+     .ssm_groups = 8, .ssm_state = 128, .conv_k = 4},
+    {.name = "mamba2-130m", .arch = "mamba2", .n_embd = 768, .n_layer = 24, .n_vocab = 50288, .tied = 1,
+     .ctx = 1 << 20, .eps = 1e-5f, .ssm_heads = 24, .ssm_head_dim = 64, .ssm_groups = 1, .ssm_state = 128,
+     .conv_k = 4},
+    {.name = "mamba-130m", .arch = "mamba", .n_embd = 768, .n_layer = 24, .n_vocab = 50280, .tied = 1,
+     .ctx = 1 << 20, .eps = 1e-5f, .ssm_state = 16, .dt_rank = 48, .conv_k = 4},
+    {.name = "granite-4.0-h-350m", .arch = "granitehybrid", .n_embd = 768, .n_layer = 32, .n_head = 12,
+     .n_head_kv = 4, .head_dim = 64, .n_ff = 2048, .n_vocab = 100352, .tied = 1, .ctx = 1 << 20, .eps = 1e-5f,
+     .ssm_heads = 48, .ssm_head_dim = 32, .ssm_groups = 1, .ssm_state = 128, .conv_k = 4,
+     .attn_layers = {10, 13, 17, 27}, .n_attn_layers = 4, .emb_scale = 12, .res_scale = 0.246f, .logit_scale = 3,
+     .attn_scale = 0.015625f},
+    {.name = "lfm2-350m", .arch = "lfm2", .n_embd = 1024, .n_layer = 16, .n_head = 16, .n_head_kv = 8,
+     .head_dim = 64, .n_ff = 4608, .n_vocab = 65536, .tied = 1, .ctx = 128000, .rope_base = 1e6f, .eps = 1e-5f,
+     .conv_k = 3, .attn_layers = {2, 5, 8, 10, 12, 14}, .n_attn_layers = 6},
+    {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_layer = 28, .n_head = 16, .n_head_kv = 8,
+     .head_dim = 128, .n_ff = 3072, .n_vocab = 151936, .tied = 1, .ctx = 40960, .rope_base = 1e6f, .eps = 1e-6f},
+    {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
+     .head_dim = 64, .n_ff = 8192, .n_vocab = 128256, .tied = 1, .ctx = 131072, .rope_base = 5e5f, .eps = 1e-5f},
+};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+static const struct {
+    const char *name;
+    uint32_t type, ftype; /* ggml type, llama_ftype for general.file_type */
+} types[] = {
+    {"f32", GGML_F32, 0},     {"f16", GGML_F16, 1},     {"bf16", GGML_BF16, 32}, {"q8_0", GGML_Q8_0, 7},
+    {"q4_0", GGML_Q4_0, 2},   {"q4_1", GGML_Q4_1, 3},   {"q5_0", GGML_Q5_0, 8},  {"q5_1", GGML_Q5_1, 9},
+    {"q4_k", GGML_Q4_K, 14},  {"q5_k", GGML_Q5_K, 16},  {"q6_k", GGML_Q6_K, 18},
+    {"q4_k_m", GGML_Q4_K, 15}, /* a mix: mix_type */
+};
+#define FTYPE_Q4_K_M 15
+#define N_TYPES (int)(sizeof types / sizeof types[0])
+
+/* ---------------------------------------------------------------- values */
+
+enum init_kind { I_NORMAL, I_CONST, I_UNIFORM, I_DT_BIAS, I_A_RANGE_ROW };
+
+typedef struct {
+    int kind;
+    float a, b; /* std; value; [lo, hi) */
+    uint64_t seed;
+} init_spec;
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double unif(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) * 0x1.0p-53; }
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* rows of one tensor: a pure function of (seed, name, row) so threads and batches agree */
+static void fill_rows(void *ctx, const char *name, int64_t row0, int64_t n, int64_t len, float *out) {
+    const init_spec *sp = ctx;
+    for (int64_t r = 0; r < n; r++) {
+        uint64_t s = sp->seed ^ hash_name(name) ^ (uint64_t)(row0 + r) * 0xd1342543de82ef95ULL;
+        float *o = out + (size_t)r * (size_t)len;
+        for (int64_t i = 0; i < len; i++) {
+            switch (sp->kind) {
+            case I_NORMAL:
+                if (i + 1 < len) { /* Box-Muller, two values per draw */
+                    double u = unif(&s), v = unif(&s), m = sqrt(-2 * log(u));
+                    o[i] = (float)(m * cos(6.283185307179586 * v)) * sp->a;
+                    o[i + 1] = (float)(m * sin(6.283185307179586 * v)) * sp->a;
+                    i++;
+                } else {
+                    o[i] = (float)(sqrt(-2 * log(unif(&s))) * cos(6.283185307179586 * unif(&s))) * sp->a;
+                }
+                break;
+            case I_CONST: o[i] = sp->a; break;
+            case I_UNIFORM: o[i] = (float)(sp->a + (sp->b - sp->a) * unif(&s)); break;
+            case I_DT_BIAS: { /* inverse softplus of a time step log-uniform in [a, b] */
+                double dt = exp(log(sp->a) + (log(sp->b) - log(sp->a)) * unif(&s));
+                o[i] = (float)(dt + log(-expm1(-dt)));
+                break;
+            }
+            case I_A_RANGE_ROW: o[i] = -(float)(i + 1); break; /* Mamba-1 S4D-real: A[:, n] = -(n+1) */
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- builder */
+
+typedef struct {
+    gguf_writer *w;
+    const shape *c;
+    uint32_t qtype;
+    int q4_k_m;              /* llama-quantize's Q4_K_M mix instead of qtype everywhere */
+    int i_attn_v, n_attn_v;  /* the mix's counters: tensors seen so far, and in all (a */
+    int i_ffn_down, n_ffn_down; /* first pass over the model counts them) */
+    uint64_t seed;
+    init_spec *specs; /* one per tensor, alive until the file is written */
+    int n_specs, cap_specs;
+    int n_tensors;
+    uint64_t n_params, n_bytes;
+    int failed;
+} builder;
+
+static void key(builder *b, char *buf, size_t n, const char *k) {
+    if (k[0] == '.')
+        snprintf(buf, n, "%s%s", b->c->arch, k);
+    else
+        snprintf(buf, n, "%s", k);
+}
+static void kv_u32(builder *b, const char *k, uint32_t v) {
+    char s[160];
+    key(b, s, sizeof s, k);
+    b->failed |= gguf_w_u32(b->w, s, v) != 0;
+}
+static void kv_f32(builder *b, const char *k, float v) {
+    char s[160];
+    key(b, s, sizeof s, k);
+    b->failed |= gguf_w_f32(b->w, s, v) != 0;
+}
+static void kv_bool(builder *b, const char *k, int v) {
+    char s[160];
+    key(b, s, sizeof s, k);
+    b->failed |= gguf_w_bool(b->w, s, v) != 0;
+}
+static void kv_str(builder *b, const char *k, const char *v) {
+    char s[160];
+    key(b, s, sizeof s, k);
+    b->failed |= gguf_w_str(b->w, s, v) != 0;
+}
+static void kv_arr_u32(builder *b, const char *k, const uint32_t *v, int n, uint32_t type) {
+    char s[160];
+    key(b, s, sizeof s, k);
+    b->failed |= gguf_w_arr(b->w, s, type, v, (uint64_t)n) != 0;
+}
+
+/* llama-quantize's Q4_K_M (llama-quant.cpp, llama_tensor_get_type): the output head (the
+ * token embeddings when they are tied to it) Q6_K; a fused attention input attn_qkv Q5_K;
+ * attn_v and ffn_down Q6_K in the first and last eighth of their tensors and every third
+ * one between (use_more_bits); everything else Q4_K */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static uint32_t mix_type(builder *b, const char *name) {
+    if (!strcmp(name, "output.weight") || (b->c->tied && !strcmp(name, "token_embd.weight"))) return GGML_Q6_K;
+    if (strstr(name, "attn_qkv.weight")) return GGML_Q5_K;
+    if (strstr(name, "attn_v.weight")) return more_bits(b->i_attn_v++, b->n_attn_v) ? GGML_Q6_K : GGML_Q4_K;
+    if (strstr(name, "ffn_down")) return more_bits(b->i_ffn_down++, b->n_ffn_down) ? GGML_Q6_K : GGML_Q4_K;
+    return GGML_Q4_K;
+}
+
+/* which type a tensor gets: llama-quantize's rule for what it quantizes, and its
+ * fallbacks for rows that do not fill a block */
+static uint32_t tensor_type(builder *b, const char *name, int n_dims, int64_t ne0) {
+    const size_t L = strlen(name);
+    const int quant = n_dims >= 2 && L > 6 && !strcmp(name + L - 6, "weight") && !strstr(name, "_norm.weight") &&
+                      !strstr(name, "ssm_conv1d") && !strstr(name, "shortconv.conv");
+    if (!quant) return GGML_F32;
+    uint32_t t = b->q4_k_m ? mix_type(b, name) : b->qtype;
+    if (ne0 % ggml_blck_size(t)) {
+        switch (t) {
+        case GGML_Q4_K: t = GGML_Q5_0; break;
+        case GGML_Q5_K: t = GGML_Q5_1; break;
+        case GGML_Q6_K: t = GGML_Q8_0; break;
+        default: t = GGML_F16; break;
+        }
+        if (ne0 % ggml_blck_size(t)) t = GGML_F16;
+    }
+    return t;
+}
+
+static void tensor(builder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1, int kind, float a, float bb) {
+    if (b->n_specs == b->cap_specs) { /* specs are referenced by the writer: allocated up front */
+        b->failed = 1;
+        return;
+    }
+    init_spec *sp = &b->specs[b->n_specs++];
+    *sp = (init_spec){kind, a, bb, b->seed};
+    if (kind == I_NORMAL && a == 0) sp->a = 1.0f / sqrtf((float)ne0);
+    const int64_t ne[2] = {ne0, ne1};
+    const uint32_t t = tensor_type(b, name, n_dims, ne0);
+    b->failed |= gguf_w_tensor(b->w, name, t, n_dims, ne, fill_rows, sp) != 0;
+    b->n_tensors++;
+    b->n_params += (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1));
+    b->n_bytes += (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1)) / ggml_blck_size(t) * ggml_type_size(t);
+}
+
+/* name helpers */
+#define W(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+static void mat(builder *b, const char *name, int64_t in, int64_t out) { tensor(b, name, 2, in, out, I_NORMAL, 0, 0); }
+static void mat_std(builder *b, const char *name, int64_t in, int64_t out, float std) {
+    tensor(b, name, 2, in, out, I_NORMAL, std, 0);
+}
+static void ones(builder *b, const char *name, int64_t n) { tensor(b, name, 1, n, 1, I_CONST, 1, 0); }
+
+/* byte-level BPE vocabulary: 256 byte tokens (GPT-2's byte-to-unicode mapping), a few
+ * merges, the ChatML specials, then unused padding tokens up to n_vocab */
+static int tokenizer_kv(builder *b, const char *pre) {
+    const int n = b->c->n_vocab;
+    static const char *const merges[] = {"Ġ t", "h e", "i n", "Ġ a", "e r", "o n", "Ġ s", "r e", "Ġt he", "a t"};
+    const int n_merges = (int)(sizeof merges / sizeof merges[0]);
+    char **tok = calloc((size_t)n, sizeof *tok);
+    int32_t *ty = calloc((size_t)n, sizeof *ty);
+    if (!tok || !ty) {
+        free(tok);
+        free(ty);
+        return -1;
+    }
+    int k = 0, extra = 0;
+    for (int byte = 0; byte < 256; byte++) { /* bytes_to_unicode */
+        int cp;
+        if ((byte >= '!' && byte <= '~') || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff))
+            cp = byte;
+        else
+            cp = 256 + extra++;
+        char *s = malloc(4);
+        if (cp < 0x80) {
+            s[0] = (char)cp, s[1] = 0;
+        } else {
+            s[0] = (char)(0xc0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3f)), s[2] = 0;
+        }
+        tok[k] = s;
+        ty[k++] = 1;
+    }
+    for (int i = 0; i < n_merges; i++) { /* "a b" -> "ab" */
+        char *s = malloc(16);
+        int o = 0;
+        for (const char *p = merges[i]; *p; p++)
+            if (*p != ' ') s[o++] = *p;
+        s[o] = 0;
+        tok[k] = s;
+        ty[k++] = 1;
+    }
+    static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    const int first_special = k;
+    for (int i = 0; i < 3; i++) {
+        tok[k] = strdup(specials[i]);
+        ty[k++] = 3; /* control */
+    }
+    for (; k < n; k++) {
+        tok[k] = malloc(24);
+        snprintf(tok[k], 24, "[PAD%d]", k);
+        ty[k] = 5; /* unused */
+    }
+    kv_u32(b, ".vocab_size", (uint32_t)n);
+    kv_str(b, "tokenizer.ggml.model", "gpt2");
+    kv_str(b, "tokenizer.ggml.pre", pre);
+    b->failed |= gguf_w_arr_str(b->w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)n) != 0;
+    b->failed |= gguf_w_arr(b->w, "tokenizer.ggml.token_type", GGUF_I32, ty, (uint64_t)n) != 0;
+    b->failed |= gguf_w_arr_str(b->w, "tokenizer.ggml.merges", merges, (uint64_t)n_merges) != 0;
+    kv_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)first_special);
+    kv_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)first_special + 2);
+    kv_u32(b, "tokenizer.ggml.padding_token_id", (uint32_t)first_special);
+    kv_bool(b, "tokenizer.ggml.add_bos_token", 0);
+    kv_str(b, "tokenizer.chat_template",
+           "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+           "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+    for (int i = 0; i < n; i++) free(tok[i]);
+    free(tok);
+    free(ty);
+    return 0;
+}
+
+static void embeddings(builder *b, const char *out_norm, float emb_std, float logit_std) {
+    const shape *c = b->c;
+    mat_std(b, "token_embd.weight", c->n_embd, c->n_vocab, emb_std);
+    ones(b, out_norm, c->n_embd);
+    if (!c->tied) mat_std(b, "output.weight", c->n_embd, c->n_vocab, logit_std / sqrtf((float)c->n_embd));
+}
+
+static void attn_common(builder *b) {
+    const shape *c = b->c;
+    kv_u32(b, ".context_length", (uint32_t)c->ctx);
+    kv_u32(b, ".embedding_length", (uint32_t)c->n_embd);
+    kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
+    if (c->rope_base > 0) kv_f32(b, ".rope.freq_base", c->rope_base);
+}
+
+static void build_qwen35(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, hd = c->head_dim, key_dim = c->lin_k * c->lin_dk, value_dim = c->lin_v * c->lin_dk;
+    const int conv_dim = 2 * key_dim + value_dim;
+    char nm[128];
+    attn_common(b);
+    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
+    kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
+    kv_u32(b, ".attention.head_count_kv", (uint32_t)c->n_head_kv);
+    kv_u32(b, ".attention.key_length", (uint32_t)hd);
+    kv_u32(b, ".attention.value_length", (uint32_t)hd);
+    kv_u32(b, ".rope.dimension_count", (uint32_t)c->rope_dim);
+    const uint32_t sections[4] = {11, 11, 10, 0};
+    kv_arr_u32(b, ".rope.dimension_sections", sections, 4, GGUF_I32);
+    kv_u32(b, ".ssm.conv_kernel", (uint32_t)c->conv_k);
+    kv_u32(b, ".ssm.state_size", (uint32_t)c->lin_dk);
+    kv_u32(b, ".ssm.group_count", (uint32_t)c->lin_k);
+    kv_u32(b, ".ssm.time_step_rank", (uint32_t)c->lin_v);
+    kv_u32(b, ".ssm.inner_size", (uint32_t)value_dim);
+    kv_u32(b, ".full_attention_interval", 4);
+    if (tokenizer_kv(b, "qwen35")) b->failed = 1;
+    embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < c->n_layer; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        ones(b, W("blk.%d.post_attention_norm.weight", i), E);
+        if ((i + 1) % 4 != 0) {
+            mat(b, W("blk.%d.attn_qkv.weight", i), E, conv_dim);
+            mat(b, W("blk.%d.attn_gate.weight", i), E, value_dim);
+            tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, c->conv_k, conv_dim, I_NORMAL,
+                   1.0f / sqrtf((float)c->conv_k), 0);
+            tensor(b, W("blk.%d.ssm_dt.bias", i), 1, c->lin_v, 1, I_CONST, 1, 0);
+            tensor(b, W("blk.%d.ssm_a", i), 1, c->lin_v, 1, I_UNIFORM, -0.5f, -0.02f);
+            mat(b, W("blk.%d.ssm_beta.weight", i), E, c->lin_v);
+            mat(b, W("blk.%d.ssm_alpha.weight", i), E, c->lin_v);
+            ones(b, W("blk.%d.ssm_norm.weight", i), c->lin_dk);
+            mat(b, W("blk.%d.ssm_out.weight", i), value_dim, E);
+        } else {
+            mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
+            mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+            ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
+            ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
+        }
+        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+    }
+}
+
+static void mamba2_tensors(builder *b, int i, int d_inner, int n_head, int groups, int state, int conv_k) {
+    const int E = b->c->n_embd, conv_dim = d_inner + 2 * groups * state;
+    char nm[128];
+    mat(b, W("blk.%d.ssm_in.weight", i), E, 2 * d_inner + 2 * groups * state + n_head);
+    tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, conv_k, conv_dim, I_NORMAL, 1.0f / sqrtf((float)conv_k), 0);
+    tensor(b, W("blk.%d.ssm_conv1d.bias", i), 1, conv_dim, 1, I_NORMAL, 0.1f, 0);
+    tensor(b, W("blk.%d.ssm_dt.bias", i), 1, n_head, 1, I_DT_BIAS, 1e-3f, 1e-1f);
+    tensor(b, W("blk.%d.ssm_a", i), 2, 1, n_head, I_UNIFORM, -16.f, -1.f);
+    tensor(b, W("blk.%d.ssm_d", i), 2, 1, n_head, I_CONST, 1, 0);
+    tensor(b, W("blk.%d.ssm_norm.weight", i), 2, d_inner / groups, groups, I_CONST, 1, 0);
+    mat(b, W("blk.%d.ssm_out.weight", i), d_inner, E);
+}
+
+static void ssm_kv(builder *b, int d_inner, int n_head, int groups, int state) {
+    kv_u32(b, ".ssm.conv_kernel", (uint32_t)b->c->conv_k);
+    kv_u32(b, ".ssm.state_size", (uint32_t)state);
+    kv_u32(b, ".ssm.group_count", (uint32_t)groups);
+    kv_u32(b, ".ssm.inner_size", (uint32_t)d_inner);
+    kv_u32(b, ".ssm.time_step_rank", (uint32_t)n_head);
+}
+
+static void build_nemotron_h(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, L = (int)strlen(c->pattern), d_inner = c->ssm_heads * c->ssm_head_dim;
+    char nm[128];
+    uint32_t ff[128], kvh[128];
+    for (int i = 0; i < L; i++) {
+        ff[i] = c->pattern[i] == '-' ? (uint32_t)c->n_ff : 0;
+        kvh[i] = c->pattern[i] == '*' ? (uint32_t)c->n_head_kv : 0;
+    }
+    kv_u32(b, ".context_length", (uint32_t)c->ctx);
+    kv_u32(b, ".embedding_length", (uint32_t)E);
+    kv_u32(b, ".block_count", (uint32_t)L);
+    kv_arr_u32(b, ".feed_forward_length", ff, L, GGUF_U32);
+    kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
+    kv_arr_u32(b, ".attention.head_count_kv", kvh, L, GGUF_U32);
+    kv_u32(b, ".attention.key_length", (uint32_t)c->head_dim);
+    kv_u32(b, ".attention.value_length", (uint32_t)c->head_dim);
+    kv_f32(b, ".attention.layer_norm_epsilon", c->eps);
+    kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
+    ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < L; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        if (c->pattern[i] == 'M') {
+            mamba2_tensors(b, i, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state, c->conv_k);
+        } else if (c->pattern[i] == '*') {
+            mat(b, W("blk.%d.attn_q.weight", i), E, c->head_dim * c->n_head);
+            mat(b, W("blk.%d.attn_k.weight", i), E, c->head_dim * c->n_head_kv);
+            mat(b, W("blk.%d.attn_v.weight", i), E, c->head_dim * c->n_head_kv);
+            mat(b, W("blk.%d.attn_output.weight", i), c->head_dim * c->n_head, E);
+        } else {
+            mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+            mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+        }
+    }
+}
+
+static void build_mamba2(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, d_inner = c->ssm_heads * c->ssm_head_dim;
+    char nm[128];
+    kv_u32(b, ".context_length", (uint32_t)c->ctx);
+    kv_u32(b, ".embedding_length", (uint32_t)E);
+    kv_u32(b, ".feed_forward_length", 0);
+    kv_u32(b, ".attention.head_count", 0);
+    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
+    kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < c->n_layer; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        mamba2_tensors(b, i, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state, c->conv_k);
+    }
+}
+
+static void build_mamba(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, d_inner = 2 * E, N = c->ssm_state, R = c->dt_rank;
+    char nm[128];
+    kv_u32(b, ".context_length", (uint32_t)c->ctx);
+    kv_u32(b, ".embedding_length", (uint32_t)E);
+    kv_u32(b, ".feed_forward_length", 0);
+    kv_u32(b, ".attention.head_count", 0);
+    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".ssm.conv_kernel", (uint32_t)c->conv_k);
+    kv_u32(b, ".ssm.inner_size", (uint32_t)d_inner);
+    kv_u32(b, ".ssm.state_size", (uint32_t)N);
+    kv_u32(b, ".ssm.time_step_rank", (uint32_t)R);
+    kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
+    kv_bool(b, ".ssm.dt_b_c_rms", 0);
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < c->n_layer; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        mat(b, W("blk.%d.ssm_in.weight", i), E, 2 * d_inner);
+        tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, c->conv_k, d_inner, I_NORMAL, 1.0f / sqrtf((float)c->conv_k), 0);
+        tensor(b, W("blk.%d.ssm_conv1d.bias", i), 1, d_inner, 1, I_NORMAL, 0.1f, 0);
+        mat(b, W("blk.%d.ssm_x.weight", i), d_inner, R + 2 * N);
+        mat_std(b, W("blk.%d.ssm_dt.weight", i), R, d_inner, 1.0f / sqrtf((float)R));
+        tensor(b, W("blk.%d.ssm_dt.bias", i), 1, d_inner, 1, I_DT_BIAS, 1e-3f, 1e-1f);
+        tensor(b, W("blk.%d.ssm_a", i), 2, N, d_inner, I_A_RANGE_ROW, 0, 0);
+        tensor(b, W("blk.%d.ssm_d", i), 1, d_inner, 1, I_CONST, 1, 0);
+        mat(b, W("blk.%d.ssm_out.weight", i), d_inner, E);
+    }
+}
+
+static int is_attn_layer(const shape *c, int i) {
+    for (int k = 0; k < c->n_attn_layers; k++)
+        if (c->attn_layers[k] == i) return 1;
+    return 0;
+}
+
+static void build_granitehybrid(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, L = c->n_layer, d_inner = c->ssm_heads * c->ssm_head_dim, hd = c->head_dim;
+    char nm[128];
+    uint32_t kvh[128];
+    for (int i = 0; i < L; i++) kvh[i] = is_attn_layer(c, i) ? (uint32_t)c->n_head_kv : 0;
+    kv_u32(b, ".context_length", (uint32_t)c->ctx);
+    kv_u32(b, ".embedding_length", (uint32_t)E);
+    kv_u32(b, ".block_count", (uint32_t)L);
+    kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
+    kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
+    kv_arr_u32(b, ".attention.head_count_kv", kvh, L, GGUF_U32);
+    kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
+    kv_bool(b, ".rope.scaling.finetuned", 0);
+    kv_f32(b, ".embedding_scale", c->emb_scale);
+    kv_f32(b, ".residual_scale", c->res_scale);
+    kv_f32(b, ".attention.scale", c->attn_scale);
+    kv_f32(b, ".logit_scale", c->logit_scale);
+    ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "output_norm.weight", 0.3f / c->emb_scale, 3.0f * c->logit_scale);
+    for (int i = 0; i < L; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        if (is_attn_layer(c, i)) {
+            mat(b, W("blk.%d.attn_q.weight", i), E, hd * c->n_head);
+            mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+        } else {
+            mamba2_tensors(b, i, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state, c->conv_k);
+        }
+        ones(b, W("blk.%d.ffn_norm.weight", i), E);
+        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+    }
+}
+
+static void build_lfm2(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, L = c->n_layer, hd = c->head_dim;
+    char nm[128];
+    uint32_t kvh[128];
+    for (int i = 0; i < L; i++) kvh[i] = is_attn_layer(c, i) ? (uint32_t)c->n_head_kv : 0;
+    attn_common(b);
+    kv_u32(b, ".block_count", (uint32_t)L);
+    kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
+    kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
+    kv_arr_u32(b, ".attention.head_count_kv", kvh, L, GGUF_U32);
+    kv_u32(b, ".shortconv.l_cache", (uint32_t)c->conv_k);
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "token_embd_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < L; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        if (is_attn_layer(c, i)) {
+            mat(b, W("blk.%d.attn_q.weight", i), E, E);
+            mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+            mat(b, W("blk.%d.attn_output.weight", i), E, E);
+            ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
+            ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
+        } else {
+            tensor(b, W("blk.%d.shortconv.conv.weight", i), 2, c->conv_k, E, I_NORMAL, 1.0f / sqrtf((float)c->conv_k), 0);
+            mat(b, W("blk.%d.shortconv.in_proj.weight", i), E, 3 * E);
+            mat(b, W("blk.%d.shortconv.out_proj.weight", i), E, E);
+        }
+        ones(b, W("blk.%d.ffn_norm.weight", i), E);
+        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+    }
+}
+
+static void build_dense(builder *b, int qk_norm) { /* qwen3 (q/k norms, explicit head dim) and llama */
+    const shape *c = b->c;
+    const int E = c->n_embd, hd = c->head_dim;
+    char nm[128];
+    attn_common(b);
+    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
+    kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
+    kv_u32(b, ".attention.head_count_kv", (uint32_t)c->n_head_kv);
+    if (qk_norm) {
+        kv_u32(b, ".attention.key_length", (uint32_t)hd);
+        kv_u32(b, ".attention.value_length", (uint32_t)hd);
+    } else {
+        kv_u32(b, ".rope.dimension_count", (uint32_t)hd);
+    }
+    if (tokenizer_kv(b, "qwen2")) b->failed = 1;
+    embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
+    for (int i = 0; i < c->n_layer; i++) {
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        mat(b, W("blk.%d.attn_q.weight", i), E, hd * c->n_head);
+        mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+        if (qk_norm) {
+            ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
+            ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
+        }
+        ones(b, W("blk.%d.ffn_norm.weight", i), E);
+        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+    }
+}
+#undef W
+
+static void usage_lists(void) {
+    fprintf(stderr, "shapes:");
+    for (int i = 0; i < N_SHAPES; i++) fprintf(stderr, " %s", shapes[i].name);
+    fprintf(stderr, "\ntypes:");
+    for (int i = 0; i < N_TYPES; i++) fprintf(stderr, " %s", types[i].name);
+    fprintf(stderr, "\n");
+}
+
+int cmd_synth(int argc, char **argv) {
+    const char *shape_name = NULL, *type_name = NULL, *out = NULL;
+    long seed = 1234, threads = 0;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--shape")) shape_name = v, i++;
+        else if (!strcmp(a, "--type")) type_name = v, i++;
+        else if (!strcmp(a, "--out")) out = v, i++;
+        else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
+        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
+        else if (!strcmp(a, "-q")) quiet = 1;
+        else { cli_error("synth: unknown option '%s'", a); return 1; }
+    }
+    const shape *c = NULL;
+    for (int i = 0; shape_name && i < N_SHAPES; i++)
+        if (!strcmp(shapes[i].name, shape_name)) c = &shapes[i];
+    int ti = -1;
+    for (int i = 0; type_name && i < N_TYPES; i++)
+        if (!strcasecmp(types[i].name, type_name)) ti = i;
+    if (!c || ti < 0 || !out) {
+        cli_error("synth needs --shape SHAPE --type TYPE --out FILE%s", (shape_name && !c) || (type_name && ti < 0) ? " (unknown shape or type)" : "");
+        usage_lists();
+        return 1;
+    }
+    pool_set_threads((int)threads);
+    builder b = {.w = gguf_writer_new(),
+                 .c = c,
+                 .qtype = types[ti].type,
+                 .q4_k_m = types[ti].ftype == FTYPE_Q4_K_M,
+                 .seed = (uint64_t)seed * 0x9e3779b97f4a7c15ULL};
+    b.cap_specs = 4096;
+    b.specs = calloc((size_t)b.cap_specs, sizeof *b.specs);
+    if (!b.w || !b.specs) {
+        cli_error("out of memory");
+        gguf_writer_free(b.w);
+        free(b.specs);
+        return 1;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "chatfs-synth-%s-%s", c->name, types[ti].name);
+    /* the Q4_K_M mix needs how many attn_v and ffn_down tensors there are: a first pass
+     * describes the model to a writer that is thrown away, and counts them */
+    for (int pass = b.q4_k_m ? 0 : 1; pass < 2; pass++) {
+        if (pass == 1 && b.q4_k_m) {
+            gguf_writer_free(b.w);
+            b.w = gguf_writer_new();
+            b.n_attn_v = b.i_attn_v, b.n_ffn_down = b.i_ffn_down;
+            b.i_attn_v = b.i_ffn_down = b.n_specs = b.n_tensors = 0;
+            b.n_params = b.n_bytes = 0;
+            if (!b.w) {
+                cli_error("out of memory");
+                free(b.specs);
+                return 1;
+            }
+        }
+        gguf_w_str(b.w, "general.architecture", c->arch);
+        gguf_w_str(b.w, "general.type", "model");
+        gguf_w_str(b.w, "general.name", name);
+        gguf_w_u32(b.w, "general.file_type", types[ti].ftype);
+        gguf_w_u32(b.w, "general.quantization_version", 2);
+        gguf_w_u32(b.w, "general.alignment", 32);
+        if (!strcmp(c->arch, "qwen35")) build_qwen35(&b);
+        else if (!strcmp(c->arch, "nemotron_h")) build_nemotron_h(&b);
+        else if (!strcmp(c->arch, "mamba2")) build_mamba2(&b);
+        else if (!strcmp(c->arch, "mamba")) build_mamba(&b);
+        else if (!strcmp(c->arch, "granitehybrid")) build_granitehybrid(&b);
+        else if (!strcmp(c->arch, "lfm2")) build_lfm2(&b);
+        else build_dense(&b, !strcmp(c->arch, "qwen3"));
+    }
+    char err[512];
+    int rc = 0;
+    if (b.failed) {
+        cli_error("synth: could not describe %s", c->name);
+        rc = 1;
+    } else if (gguf_writer_save(b.w, out, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        rc = 1;
+    } else if (!quiet) {
+        fprintf(stderr, "wrote %s: %s %s, %d tensors, %llu parameters, %.1f MB of tensor data\n", out, c->name,
+                types[ti].name, b.n_tensors, (unsigned long long)b.n_params, (double)b.n_bytes / 1e6);
+    }
+    gguf_writer_free(b.w);
+    free(b.specs);
+    return rc;
+}

@@ -1,0 +1,1823 @@
+/* kernels_avx512.c - AVX-512 (F, BW, VL, DQ) + VNNI kernels; compiled with the matching
+ * -m flags and only called when the CPU reports all of them.
+ *
+ * Every kernel returns exactly what vec_dot_ref (quant.c) returns for each output: the
+ * integer parts are exact whatever the grouping, and the float operations happen in the
+ * reference's order on the same values. What the kernels change is how much work one
+ * pass over the weights does:
+ *
+ *   - Two weight rows share a 512-bit register: the low 256 bits hold row r's 8 lanes,
+ *     the high 256 bits row r+1's, which is exactly the reference's 8-lane layout per row
+ *     (one block of 32 int8 products = 8 int32 lanes of 4, VPDPBUSD's natural output).
+ *   - One row pair is multiplied with up to TT tokens while its weights are in registers
+ *     (per-block setup - unpacking nibbles, scale conversion - is paid once per pair and
+ *     block, not per token). Rows are taken in chunks that stay in L2 while all token
+ *     tiles pass over them, so for prompt processing each weight is read from memory once.
+ *   - VPDPBUSD needs one unsigned operand: the weights go in as w + 128 and each lane
+ *     starts from -128 * (sum of its 4 activations), prepared once per token (kact aux),
+ *     which keeps the per-token work to dpbusd, convert, scale, fma.
+ *   - Q8_0/Q4_0/Q5_0 with 2 to 12 tokens (batched decode, short prompts) interleave the
+ *     two rows' lanes instead, so that a token's scale pair is one broadcast load and one
+ *     multiply serves 8 tokens; there x is the unsigned operand (x + 128) and the offset
+ *     comes out on the weights' side (k_q80).
+ *   - With 13 tokens or more, Q8_0/Q4_0/Q5_0 turn the block around: 16 rows across the
+ *     lanes, one register per group of 4 products, so that one multiply gives 16 rows'
+ *     scale products (k_q80_rows16; about 1.4x for prompt processing).
+ *   - The K-quants (unsigned 4/5/6-bit weights) use VPMADDUBSW + VPDPWSSD so the sub-block
+ *     scale multiplies inside the integer sum, as in llama.cpp's AVX2 code.
+ *
+ * Sections: helpers, float types (F32/F16/BF16), Q8_0-style (Q8_0, Q4_0, Q5_0), Q8_1-style
+ * (Q4_1, Q5_1), Q4_K/Q5_K, Q6_K, the dispatcher. */
+#include <immintrin.h>
+#include <pthread.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/quant.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static int avx512_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* the reference's 16-lane tree (quant.c reduce16_ref) spelled out: halves, quarters, pairs */
+INLINE float reduce16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* ggml's hsum_float_8: x[i] + x[i+4], then (0+2) + (1+3) */
+INLINE float hsum8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)));
+}
+INLINE float hsum8_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
+INLINE float hsum8_hi(__m512 v) { return hsum8(_mm512_extractf32x8_ps(v, 1)); }
+
+/* 32 bytes at a (low half) and at b (high half) */
+INLINE __m512i load_pair256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* the same 32 bytes in both halves */
+INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* [a x 8 | b x 8] as floats from two halves */
+INLINE __m512 half_pair(fp16_t a, fp16_t b) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* 16 bytes at a and at b as 4-bit fields: [a & 15 | a >> 4 | b & 15 | b >> 4] (each 16 bytes) */
+INLINE __m512i nibbles_pair(const void *a, const void *b) {
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0);
+    __m512i v = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)a))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
+}
+
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+#ifndef PF_BYTES
+#define PF_BYTES 4096 /* how far ahead avx512_sum reads (the kernels: PF_AHEAD) */
+#endif
+
+/* Decode reads every weight once from memory; hardware prefetching alone leaves the
+ * two-row stream at about 60% of the machine's read bandwidth, prefetching a few KB ahead
+ * brings it to the bandwidth of a plain sequential read. What counts is the bytes asked
+ * for ahead over all of a kernel's streams: PF_AHEAD / streams in each row. (AMD EPYC VM,
+ * whole-model passes, 24 alternating rounds: four streams 2 KB ahead each gave 1.06x over
+ * 4 KB each for Q8_0 and 1.05x for Q6_K, 1 KB 0.97x; two streams 4 KB ahead each beat
+ * 2 KB by 1.03x for Q4_K.) Called once per block of bsz bytes at offset off of rows w0
+ * and w1, with ahead = PF_AHEAD / streams. */
+#define PF_AHEAD 8192
+INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz, size_t ahead) {
+#pragma GCC unroll 4
+    for (size_t o = 0; o < bsz; o += 64) {
+        _mm_prefetch((const char *)w0 + off + o + ahead, PF_HINT);
+        _mm_prefetch((const char *)w1 + off + o + ahead, PF_HINT);
+    }
+}
+
+static inline uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Rows [r0, r1) in chunks whose weights stay in L2 while every token tile passes over
+ * them; for few tokens the chunk is the whole range (the weights stream once anyway). */
+static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
+    if (T <= tile) return INT64_MAX / 4;
+    int64_t rows = (int64_t)(KERNEL_L2_CHUNK_BYTES / (row_bytes ? row_bytes : 1));
+    return rows < 2 ? 2 : rows & ~(int64_t)1;
+}
+
+/* The pairs of rows a kernel takes together, the i-th of (c1 - c0 + 1) / 2 over rows [c0, c1):
+ * row r (returned) and *r2, or r alone when *two is 0 (the last row of an odd range).
+ * When the weights stream once (one tile of tokens), row i of each half of the range: two
+ * plain sequential streams, which the hardware prefetcher follows, where neighbouring rows
+ * read side by side are interleaved streams inside the same few KB, which it follows
+ * badly (see k_q80_one). More tokens pass over L2-sized chunks: neighbouring rows. */
+INLINE int64_t row_pair(int64_t c0, int64_t c1, int halves, int64_t i, int64_t *r2, int *two) {
+    const int64_t h = (c1 - c0) / 2;
+    *two = i < h;
+    if (!*two) return *r2 = c1 - 1;
+    *r2 = halves ? c0 + h + i : c0 + 2 * i + 1;
+    return halves ? c0 + i : c0 + 2 * i;
+}
+
+/* The row groups of the one-token kernels over rows [r0, r1): the i-th of quarter_groups
+ * is row i of each quarter (two pairs: four plain streams), then the 0-3 rows left in pairs.
+ * Returns the number of pairs in rows[] (2, or 1 for the rows left) and sets *n, how many
+ * of rows[] are real. */
+INLINE int64_t quarter_groups(int64_t r0, int64_t r1) { return (r1 - r0) / 4 + ((r1 - r0) % 4 + 1) / 2; }
+INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int *n) {
+    const int64_t q = (r1 - r0) / 4;
+    if (i < q) {
+        for (int k = 0; k < 4; k++) rows[k] = r0 + k * q + i;
+        *n = 4;
+        return 2;
+    }
+    rows[0] = r0 + 4 * q + 2 * (i - q);
+    rows[1] = rows[0] + 1;
+    *n = rows[1] < r1 ? 2 : 1;
+    return 1;
+}
+/* KERNEL(args..., rows, P, n) for every quarter group of [r0, r1), with P a constant at
+ * each call (2 with n = 4, or 1 for the rows left) so that the kernel's loops over its
+ * pairs unroll */
+#define FOR_QUARTER_GROUPS(r0, r1, KERNEL, ...)                                      \
+    for (int64_t qg_ = 0; qg_ < quarter_groups(r0, r1); qg_++) {                     \
+        int64_t rows_[4];                                                            \
+        int n_;                                                                      \
+        if (quarter_group(r0, r1, qg_, rows_, &n_) == 2) KERNEL(__VA_ARGS__, rows_, 2, 4); \
+        else KERNEL(__VA_ARGS__, rows_, 1, n_);                                      \
+    }
+
+/* the driver of the types without their own: chunks of rows, tiles of up to TT tokens,
+ * pairs of rows (row_pair) */
+#define TILE_CASE(k, KERNEL, TT) \
+    case k: if (k <= TT) KERNEL(W, r, r2, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
+#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
+    static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
+        const int T = x->T;                                                                         \
+        const int64_t rc = chunk_rows(W->row_bytes, T, TT);                                         \
+        for (int64_t c0 = r0; c0 < r1; c0 += rc) {                                                  \
+            const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;                                        \
+            for (int t0 = 0; t0 < T; t0 += TT) {                                                    \
+                const int c = T - t0 < TT ? T - t0 : TT;                                            \
+                for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {                                   \
+                    int64_t r2;                                                                     \
+                    int two;                                                                        \
+                    const int64_t r = row_pair(c0, c1, T <= TT, i, &r2, &two);                      \
+                    switch (c) {                                                                    \
+                        TILE_CASE(1, KERNEL, TT) TILE_CASE(2, KERNEL, TT) TILE_CASE(3, KERNEL, TT)  \
+                        TILE_CASE(4, KERNEL, TT) TILE_CASE(5, KERNEL, TT) TILE_CASE(6, KERNEL, TT)  \
+                        TILE_CASE(7, KERNEL, TT) TILE_CASE(8, KERNEL, TT) TILE_CASE(9, KERNEL, TT)  \
+                        TILE_CASE(10, KERNEL, TT) TILE_CASE(11, KERNEL, TT) TILE_CASE(12, KERNEL, TT) \
+                        TILE_CASE(13, KERNEL, TT) TILE_CASE(14, KERNEL, TT) TILE_CASE(15, KERNEL, TT) \
+                        TILE_CASE(16, KERNEL, TT)                                                   \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }
+
+/* ---------------------------------------------------------------- F32, F16, BF16
+ * The reference: 16 lanes (lane = element index mod 16), one fused multiply-add per
+ * element, then reduce16. One register per output holds exactly those 16 lanes; the tail
+ * uses a masked FMA so untouched lanes keep their value (an FMA with zeros could turn a
+ * -0 lane into +0). The activations come as floats (F16/BF16: widened in kact aux). */
+
+INLINE __m512 load_w16(uint32_t wt, const uint8_t *w, int64_t i, __mmask16 m) {
+    switch (wt) {
+    case GGML_F32: return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    case GGML_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const fp16_t *)w + i));
+    default: /* BF16: the upper half of a float */
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const bf16_t *)w + i)), 16));
+    }
+}
+
+/* rows[0..R) (R = 1..4) x C tokens (1..6) */
+INLINE void k_float(uint32_t wt, const matrix *W, const int64_t *rows, const int R, const kact *x, int t0, const int C,
+                    float *Y, int64_t ldy) {
+    const int64_t n = W->n_in;
+    const uint8_t *w[4];
+    const float *xs[6];
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++) w[i] = (const uint8_t *)W->data + (size_t)rows[i] * W->row_bytes;
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        xs[t] = wt == GGML_F32 ? (const float *)kact_row(x, t0 + t) : (const float *)kact_aux(x, t0 + t);
+    __m512 acc[4][6];
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) acc[i][t] = _mm512_setzero_ps();
+    const size_t esz = wt == GGML_F32 ? 4 : 2;
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 wv[4];
+        if (C <= 8 && (k * esz) % 64 == 0)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)w[i] + k * esz + PF_AHEAD / R, _MM_HINT_T0);
+        #pragma GCC unroll 16
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, 0xffff);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_loadu_ps(xs[t] + k);
+            #pragma GCC unroll 16
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+        }
+    }
+    if (k < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
+        __m512 wv[4];
+        #pragma GCC unroll 16
+        for (int i = 0; i < R; i++) wv[i] = load_w16(wt, w[i], k, m);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, xs[t] + k);
+            #pragma GCC unroll 16
+            for (int i = 0; i < R; i++) acc[i][t] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][t], m);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) Y[(size_t)(t0 + t) * ldy + rows[i]] = reduce16(acc[i][t]);
+}
+
+/* One tile of tokens (the weights stream once) takes row i of each quarter of the range
+ * (quarter_group: four plain streams), more tokens pass over L2-sized chunks of
+ * neighbouring rows, four at a time. */
+static void gemm_float(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const uint32_t wt = W->type;
+    const int T = x->T;
+#define FLOAT_TILE(R, C)                                                                    \
+    do {                                                                                    \
+        if (wt == GGML_F32) k_float(GGML_F32, W, rows, R, x, t0, C, Y, ldy);                \
+        else if (wt == GGML_F16) k_float(GGML_F16, W, rows, R, x, t0, C, Y, ldy);           \
+        else k_float(GGML_BF16, W, rows, R, x, t0, C, Y, ldy);                              \
+    } while (0)
+#define FLOAT_TILES(R)                   \
+    switch (c) {                         \
+    case 1: FLOAT_TILE(R, 1); break;     \
+    case 2: FLOAT_TILE(R, 2); break;     \
+    case 3: FLOAT_TILE(R, 3); break;     \
+    case 4: FLOAT_TILE(R, 4); break;     \
+    case 5: FLOAT_TILE(R, 5); break;     \
+    default: FLOAT_TILE(R, 6); break;    \
+    }
+    const int64_t rc = chunk_rows(W->row_bytes, T, 6);
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += 6) {
+            const int c = T - t0 < 6 ? T - t0 : 6;
+            if (T <= 6) {
+                for (int64_t i = 0; i < quarter_groups(c0, c1); i++) {
+                    int64_t rows[4];
+                    int n;
+                    if (quarter_group(c0, c1, i, rows, &n) == 2) FLOAT_TILES(4)
+                    else if (n == 2) FLOAT_TILES(2)
+                    else FLOAT_TILES(1)
+                }
+                continue;
+            }
+            int64_t r = c0;
+            for (; r + 4 <= c1; r += 4) {
+                const int64_t rows[4] = {r, r + 1, r + 2, r + 3};
+                FLOAT_TILES(4)
+            }
+            for (; r < c1; r++) {
+                const int64_t rows[1] = {r};
+                FLOAT_TILES(1)
+            }
+        }
+    }
+#undef FLOAT_TILES
+#undef FLOAT_TILE
+}
+
+/* ---------------------------------------------------------------- Q8_0, Q4_0, Q5_0
+ * Reference (dot_blocks_i8): per 32-block, 8 int32 lanes of 4 products;
+ * acc[l] = fma(d_w * d_x, (float)lane, acc[l]); then hsum8. VPDPBUSD multiplies unsigned by
+ * signed bytes: the weights go in as w + 128 and each lane starts from -128 * (sum of its 4
+ * activations), prepared once per token (kact aux), so per token and block the work is
+ * one dpbusd, a convert, the scale product and the fma. */
+
+/* block b of rows w0/w1 as signed bytes [row0 | row1], and their scales */
+INLINE __m512i q80_weights_s8(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    if (wt == GGML_Q8_0) {
+        const block_q8_0 *a = (const block_q8_0 *)w0 + b, *c = (const block_q8_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return load_pair256(a->qs, c->qs);
+    }
+    if (wt == GGML_Q4_0) { /* nibble - 8 */
+        const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(8));
+    }
+    const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
+    *d0 = a->d;
+    *d1 = c->d;
+    /* (nibble | bit << 4) - 16; the 5th bit of element j is bit j of qh */
+    const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+    const __m512i v = _mm512_sub_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(16));
+    return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
+}
+
+/* the same as w + 128, unsigned bytes (the many-token kernel's operand): flipping the sign
+ * bit of a two's complement byte adds 128 modulo 256 */
+INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
+    return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
+}
+
+/* The kernels read their activations from a panel: per block, each token's 32 values and
+ * 8 corrections (64 bytes), then the tile's C scales. Every operand of a block is then at
+ * a fixed offset from one pointer. With a pointer per token and stream (3 per token), a
+ * tile of 12 needs more registers than there are, and reloading the spilled pointers
+ * inside the loop cost about half the kernel's speed. These panels serve one token
+ * (k_q80_one: a copy of its row, small next to the weights) and the many-token kernel;
+ * 2 to 12 tokens have their own layout (pair_panels). */
+#define Q80_PANEL_TOKEN 64
+static __thread uint8_t *q80_panel_buf, *pair_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
+static __thread size_t q80_panel_cap, pair_panel_cap, q8k_panel_cap, r16_cap;
+static __thread uint64_t q8k_panel_serial, q80_panel_serial, pair_panel_serial; /* the preparation a buffer holds (0: none) */
+static __thread int q80_panel_tile, pair_panel_tile;                           /* and the tile size it was built for */
+
+/* Each thread's panel buffers live as long as the thread: a key's destructor frees them
+ * when a pool thread ends (engine_close), so nothing leaks. */
+static pthread_key_t panel_key;
+static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
+static void panel_free(void *unused) {
+    (void)unused;
+    free(q80_panel_buf);
+    free(pair_panel_buf);
+    free(q8k_panel_buf);
+    free(r16_buf);
+    q80_panel_buf = pair_panel_buf = q8k_panel_buf = r16_buf = NULL;
+    q80_panel_cap = pair_panel_cap = q8k_panel_cap = r16_cap = 0;
+    q8k_panel_serial = q80_panel_serial = pair_panel_serial = 0;
+}
+static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
+
+/* *buf with room for need bytes (64-byte aligned), or NULL */
+static uint8_t *panel_room(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return *buf;
+    uint8_t *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    pthread_once(&panel_once, panel_key_make);
+    pthread_setspecific(panel_key, &panel_once); /* any non-NULL value: run panel_free at exit */
+    free(*buf);
+    *buf = p;
+    *cap = need;
+    return p;
+}
+
+/* The panels of every tile of TILE tokens, one after the other (the last tile may be
+ * shorter); built once per preparation of the activations, since the rows pass in several
+ * L2 chunks and matmul_multi's matrices share the activations. */
+static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
+    if (x->serial && q80_panel_serial == x->serial && q80_panel_tile == TILE && q80_panel_buf) return q80_panel_buf;
+    q80_panel_serial = 0;
+    if (!panel_room(&q80_panel_buf, &q80_panel_cap, (size_t)x->T * (size_t)nb * (Q80_PANEL_TOKEN + 4))) return NULL;
+    q80_panel_serial = x->serial;
+    q80_panel_tile = TILE;
+    const int64_t n = x->n;
+    for (int t0 = 0; t0 < x->T; t0 += TILE) {
+        const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
+        const size_t block = (size_t)C * (Q80_PANEL_TOKEN + 4);
+        uint8_t *panel = q80_panel_buf + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
+        for (int t = 0; t < C; t++) {
+            const int8_t *xs = (const int8_t *)kact_aux(x, t0 + t);
+            const int32_t *corr = (const int32_t *)(xs + n);
+            const float *dx = (const float *)(xs + 2 * n);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *p = panel + (size_t)b * block;
+                memcpy(p + (size_t)t * Q80_PANEL_TOKEN, xs + 32 * b, 32);
+                memcpy(p + (size_t)t * Q80_PANEL_TOKEN + 32, corr + 8 * b, 32);
+                memcpy(p + (size_t)C * Q80_PANEL_TOKEN + 4 * (size_t)t, dx + b, 4);
+            }
+        }
+    }
+    return q80_panel_buf;
+}
+
+/* The row-pair kernel for a tile of 2 to 12 tokens. The two rows sit in the register's
+ * halves, as in the one-token kernel: lanes 0-7 are row 0's acc[0..7] (lane l the sum of
+ * its products 4l..4l+3), lanes 8-15 row 1's, each accumulating exactly the reference's
+ * acc[l], block after block. Per token and block that is a dpbusd, a convert, the scale
+ * product (d_w0 d_x | d_w1 d_x) and the fma; the weights' side (their bytes, the offset,
+ * the scales) is done once per block for all tokens.
+ *
+ * The scale product is a multiply by the token's d_x read as a broadcast memory operand.
+ * Forming the products of 8 tokens in one multiply and spreading them with broadcast loads
+ * from a stack buffer costs fewer vector operations, but each such load waits on the store
+ * just before it: on the AMD EPYC VM the direct multiply made this kernel 1.11-1.24x faster
+ * at 4 to 12 tokens (1,024 x 512 Q8_0 from L2, one thread, old and new alternating).
+ *
+ * Its panels, per block: each token's 32 values as unsigned bytes x + 128 (broadcast to
+ * both halves when read), then the tile's C scales d_x padded to 64 bytes. The offset
+ * comes out on the weights' side, once per block for all tokens: (x + 128) . w - 128 . w
+ * = x . w. */
+#define PAIR_TOKEN 32
+INLINE size_t pair_scales(int C) { return ((size_t)C * sizeof(float) + 63) / 64 * 64; }
+INLINE size_t pair_block(int C) { return (size_t)C * PAIR_TOKEN + pair_scales(C); }
+INLINE size_t pair_tile_offset(int t0, int TILE, int64_t nb) { return (size_t)(t0 / TILE) * (size_t)nb * pair_block(TILE); }
+
+static const uint8_t *pair_panels(const kact *x, int TILE, int64_t nb) {
+    if (x->serial && pair_panel_serial == x->serial && pair_panel_tile == TILE && pair_panel_buf) return pair_panel_buf;
+    pair_panel_serial = 0;
+    const int tiles = (x->T + TILE - 1) / TILE;
+    if (!panel_room(&pair_panel_buf, &pair_panel_cap, (size_t)tiles * (size_t)nb * pair_block(TILE))) return NULL;
+    pair_panel_serial = x->serial;
+    pair_panel_tile = TILE;
+    const int64_t n = x->n;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int t0 = 0; t0 < x->T; t0 += TILE) {
+        const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
+        const size_t block = pair_block(C);
+        uint8_t *panel = pair_panel_buf + pair_tile_offset(t0, TILE, nb);
+        for (int t = 0; t < C; t++) {
+            const int8_t *xs = (const int8_t *)kact_aux(x, t0 + t);
+            const float *dx = (const float *)(xs + 2 * n);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *p = panel + (size_t)b * block;
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(xs + 32 * b));
+                _mm256_store_si256((__m256i *)(p + (size_t)t * PAIR_TOKEN), _mm256_xor_si256(v, flip));
+                ((float *)(p + (size_t)C * PAIR_TOKEN))[t] = dx[b];
+            }
+        }
+    }
+    return pair_panel_buf;
+}
+
+INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
+                  const int C, float *Y, int64_t ldy) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
+    const size_t block = pair_block(C);
+    const __m512i zero = _mm512_setzero_si512(), x128 = _mm512_set1_epi8((char)0x80);
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    for (int64_t b = 0; b < nb; b++) {
+        fp16_t d0, d1;
+        if (C <= 8) prefetch_pair(w0, w1, (size_t)b * bsz, bsz, PF_AHEAD / 2);
+        const __m512i wq = q80_weights_s8(wt, w0, w1, b, &d0, &d1);
+        const __m512i off = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x128, wq)); /* -128 . w per lane */
+        const __m512 dw = half_pair(d0, d1);
+        const uint8_t *p = panel + (size_t)b * block;
+        const float *dx = (const float *)(p + (size_t)C * PAIR_TOKEN);
+#pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512i q = _mm512_dpbusd_epi32(off, bcast256(p + (size_t)t * PAIR_TOKEN), wq);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t])), _mm512_cvtepi32_ps(q), acc[t]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy;
+        y[r] = hsum8_lo(acc[t]);
+        if (two) y[r2] = hsum8_hi(acc[t]);
+    }
+}
+
+/* One token (decode): the same layout, rows in the register's halves, with the weights as
+ * the unsigned operand (w + 128) and each block's correction read from the panel, since
+ * there is no tile of tokens to share the weights' offset. Its operands are q80_panels'.
+ *
+ * How the rows are read matters as much as the arithmetic. Each row pair's accumulator is
+ * a chain of dependent FMAs, one per block, so one pair at a time waits on the FMA's
+ * latency every block: two pairs (independent chains sharing the activations' loads) keep
+ * the vector units busy. But neighbouring rows read side by side are four interleaved
+ * streams inside the same few KB, which the hardware prefetcher follows badly. So
+ * gemm_q80_one cuts its range into four quarters and takes row i of each: four plain
+ * sequential streams, each prefetched PF_AHEAD / 4 (2 KB) ahead (prefetch_pair).
+ *
+ * In-process A/B on a 2-core AMD EPYC VM, 2 threads, matrices far larger than the caches:
+ * against the previous kernel (one pair of neighbouring rows), the quarters gave 1.21-1.24x
+ * on 1,024 x 248,320 (the output head) and 1,024 x 6,144, 1.15x on 3,584 x 1,024; a plain
+ * read of the same bytes gave 1.19-1.20x. Neighbouring pairs two at a time, prefetching the
+ * next group's rows, gave 1.03-1.15x; one row at a time in 8 lanes (llama.cpp's form, one
+ * stream) read at the plain read's speed but computed at 0.58x in L2. */
+INLINE void k_q80_one(uint32_t wt, const matrix *W, const uint8_t *panel, float *Y, const int64_t *rows, const int P,
+                      int n) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w[2 * 2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 2 * P; k++) w[k] = (const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes;
+    const size_t block = Q80_PANEL_TOKEN + 4;
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    __m512 acc[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < P; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = panel + (size_t)b * block;
+        const __m512i corr = bcast256(p + 32), xs = bcast256(p);
+        const __m512 dx = _mm512_set1_ps(*(const float *)(p + Q80_PANEL_TOKEN));
+#pragma GCC unroll 2
+        for (int i = 0; i < P; i++) {
+            fp16_t d0, d1;
+            prefetch_pair(w[2 * i], w[2 * i + 1], (size_t)b * bsz, bsz, PF_AHEAD / (2 * P));
+            const __m512i wq = q80_weights(wt, w[2 * i], w[2 * i + 1], b, &d0, &d1);
+            const __m512i q = _mm512_dpbusd_epi32(corr, wq, xs);
+            acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(half_pair(d0, d1), dx), _mm512_cvtepi32_ps(q), acc[i]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < P; i++) {
+        if (2 * i < n) Y[rows[2 * i]] = hsum8_lo(acc[i]);
+        if (2 * i + 1 < n) Y[rows[2 * i + 1]] = hsum8_hi(acc[i]);
+    }
+}
+
+/* rows [r0, r1) for one token (quarter_group) */
+INLINE void gemm_q80_one(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const uint8_t *panel, float *Y) {
+    FOR_QUARTER_GROUPS(r0, r1, k_q80_one, wt, W, panel, Y)
+}
+
+#define Q80_TILE 12
+#define Q80_CASE(k) \
+    case k: k_q80(wt, W, r, r2, two, panel, t0, k, Y, ldy); break;
+/* rows r and r2 (r alone when !two) for the C tokens of one tile */
+INLINE void k_q80_tile(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
+                       int C, float *Y, int64_t ldy) {
+    switch (C) {
+        Q80_CASE(1) Q80_CASE(2) Q80_CASE(3) Q80_CASE(4) Q80_CASE(5) Q80_CASE(6)
+        Q80_CASE(7) Q80_CASE(8) Q80_CASE(9) Q80_CASE(10) Q80_CASE(11) Q80_CASE(12)
+    }
+}
+#undef Q80_CASE
+/* 0 without writing when there is no memory for the panels (the reference runs then) */
+INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const int T = x->T;
+    const int64_t rc = chunk_rows(W->row_bytes, T, Q80_TILE), nb = W->n_in / QK8_0;
+    if (T == 1) {
+        const uint8_t *panel = q80_panels(x, 1, nb);
+        if (!panel) return 0;
+        gemm_q80_one(wt, W, r0, r1, panel, Y);
+        return 1;
+    }
+    const uint8_t *panels = pair_panels(x, Q80_TILE, nb);
+    if (!panels) return 0;
+    /* One tile of tokens streams the weights once: the rows of the range's halves together
+     * (row_pair). More tokens pass over L2-sized chunks of neighbouring rows instead. */
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += Q80_TILE) {
+            const int c = T - t0 < Q80_TILE ? T - t0 : Q80_TILE;
+            const uint8_t *panel = panels + pair_tile_offset(t0, Q80_TILE, nb);
+            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
+                int64_t r2;
+                int two;
+                const int64_t r = row_pair(c0, c1, T <= Q80_TILE, i, &r2, &two);
+                k_q80_tile(wt, W, r, r2, two, panel, t0, c, Y, ldy);
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- Q8_0-style, many tokens
+ * The kernel above puts two rows in a register, 8 lanes each, so the scale product
+ * d_w * d_x is a whole multiply per row pair, token and block - one of every four vector
+ * operations. With several tokens per row it pays to turn the block around: lane r holds
+ * row r's group l (of 16 rows), one register per group l = 0..7. Each lane still
+ * accumulates exactly the reference's acc[l] of its own row, block after block, and the
+ * final hsum8 tree becomes 7 vector adds that finish 16 rows at once; but now one
+ * multiply gives the scale products of 16 rows and serves all 8 groups. Per token and
+ * 16-row block that is 8 x (dpbusd, convert, fma) + 1 multiply instead of 8 x 4.
+ *
+ * The turned-around weights are a re-layout of a few rows at a time into a per-thread
+ * buffer (about the bytes of the rows: 512 bytes of w + 128 and 64 of scales per 16-row
+ * block), made once per chunk of rows that stays in L2 while every token passes; the
+ * mapping stays the only copy of the model. The activation operands are the one-token
+ * kernel's panels, q80_panels (per block and token: 32 values, 8 corrections; then the
+ * scales). */
+#define R16_TILE 5                 /* tokens per pass: 4 groups x 5 tokens = 20 accumulators */
+#define R16_BLOCK (8 * 64 + 64)    /* bytes of one 16-row block: W_0..W_7, then 16 float scales */
+#define R16_MIN_TOKENS 13          /* fewer tokens: the re-layout costs more than it saves
+                                      (against k_q80: the same time at 12 tokens, 0.87x at 14) */
+
+/* rows r..r+15, all nb blocks, turned around into out (nb * R16_BLOCK bytes). The 16 x 8
+ * dwords (row, group) of a block transpose in three permute stages: 4 rows x 4 groups,
+ * then 8 rows x 2 groups, then 16 rows x 1 group per register. */
+static void r16_relayout(uint32_t wt, const matrix *W, int64_t r, int64_t nb, uint8_t *out) {
+    const __m512i s1a = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    const __m512i s1b = _mm512_add_epi32(s1a, _mm512_set1_epi32(4));
+    const __m512i s2a = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i s2b = _mm512_add_epi32(s2a, _mm512_set1_epi32(8));
+    /* each row's block starts with its fp16 scale: one gather reads the 16 of a block */
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)W->row_bytes));
+    const uint8_t *w = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const size_t bsz = wt == GGML_Q8_0 ? sizeof(block_q8_0) : wt == GGML_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q5_0);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i z[8], t[8], v[8];
+        fp16_t unused[16];
+        /* the first read of these weights: 16 streams at once are more than the hardware
+         * prefetcher follows well (see prefetch_pair) */
+#pragma GCC unroll 8
+        for (int j = 0; j < 16; j += 2)
+            prefetch_pair(w + (size_t)j * W->row_bytes, w + (size_t)(j + 1) * W->row_bytes, (size_t)b * bsz, bsz,
+                          PF_AHEAD / 2); /* 16 streams: not tuned, the distance that suits two */
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) /* rows 2j, 2j+1: [8 groups | 8 groups] */
+            z[j] = q80_weights(wt, w + (size_t)(2 * j) * W->row_bytes, w + (size_t)(2 * j + 1) * W->row_bytes, b,
+                               &unused[2 * j], &unused[2 * j + 1]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) { /* rows 4j..4j+3: groups 0-3 (t[j]) and 4-7 (t[j+4]), row fastest */
+            t[j] = _mm512_permutex2var_epi32(z[2 * j], s1a, z[2 * j + 1]);
+            t[j + 4] = _mm512_permutex2var_epi32(z[2 * j], s1b, z[2 * j + 1]);
+        }
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) /* rows 8k..8k+7: groups (0,1), (2,3), (4,5), (6,7) */
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; g++) {
+                v[4 * k + 2 * g] = _mm512_permutex2var_epi32(t[2 * k + 4 * g], s2a, t[2 * k + 1 + 4 * g]);
+                v[4 * k + 2 * g + 1] = _mm512_permutex2var_epi32(t[2 * k + 4 * g], s2b, t[2 * k + 1 + 4 * g]);
+            }
+        uint8_t *o = out + (size_t)b * R16_BLOCK;
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) { /* group 2p and 2p+1: rows 0-7 from v[p], rows 8-15 from v[p+4] */
+            _mm512_storeu_si512(o + 64 * (2 * p), _mm512_shuffle_i32x4(v[p], v[p + 4], 0x44));
+            _mm512_storeu_si512(o + 64 * (2 * p + 1), _mm512_shuffle_i32x4(v[p], v[p + 4], 0xEE));
+        }
+        const __m512i d = _mm512_i32gather_epi32(rows, w + (size_t)b * bsz, 1);
+        _mm512_storeu_ps(o + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
+    }
+}
+
+/* dpbusd(set1(init), u, set1(*x)) with *x read as the instruction's broadcast memory operand
+ * (compilers load it into a register first, one more load and one more register per use) */
+INLINE __m512i dpbusd_bcast(int32_t init, __m512i u, const int32_t *x) {
+    __m512i acc = _mm512_set1_epi32(init);
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*x));
+    return acc;
+}
+
+/* 16 rows (turned around at wv) x C tokens of one panel: groups 0-3 in a first pass over
+ * the blocks, 4-7 in a second (8 groups x 5 tokens would not fit in the registers) */
+INLINE void k_q80_rows16(const uint8_t *wv, int64_t nb, const uint8_t *panel, int t0, const int C, float *Y,
+                         int64_t ldy, int64_t r) {
+    const size_t block = (size_t)C * (Q80_PANEL_TOKEN + 4);
+    __m512 first[4 * R16_TILE];
+    for (int h = 0; h < 2; h++) {
+        __m512 acc[4 * R16_TILE];
+#pragma GCC unroll 20
+        for (int i = 0; i < 4 * C; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *wb = wv + (size_t)b * R16_BLOCK;
+            const __m512i w0 = _mm512_loadu_si512(wb + 64 * (4 * h)), w1 = _mm512_loadu_si512(wb + 64 * (4 * h + 1));
+            const __m512i w2 = _mm512_loadu_si512(wb + 64 * (4 * h + 2)), w3 = _mm512_loadu_si512(wb + 64 * (4 * h + 3));
+            const __m512 dw = _mm512_loadu_ps(wb + 512);
+            const uint8_t *p = panel + (size_t)b * block;
+            const float *dx = (const float *)(p + (size_t)C * Q80_PANEL_TOKEN);
+#pragma GCC unroll 5
+            for (int c = 0; c < C; c++) {
+                const int32_t *xq = (const int32_t *)(p + (size_t)c * Q80_PANEL_TOKEN) + 4 * h;
+                const int32_t *corr = xq + 8;
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[c]));
+                acc[4 * c + 0] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[0], w0, xq)), acc[4 * c + 0]);
+                acc[4 * c + 1] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[1], w1, xq + 1)), acc[4 * c + 1]);
+                acc[4 * c + 2] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[2], w2, xq + 2)), acc[4 * c + 2]);
+                acc[4 * c + 3] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dpbusd_bcast(corr[3], w3, xq + 3)), acc[4 * c + 3]);
+            }
+        }
+        if (h == 0) {
+#pragma GCC unroll 20
+            for (int i = 0; i < 4 * C; i++) first[i] = acc[i];
+            continue;
+        }
+        /* hsum8 per lane: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) */
+#pragma GCC unroll 5
+        for (int c = 0; c < C; c++) {
+            const __m512 s0 = _mm512_add_ps(first[4 * c + 0], acc[4 * c + 0]), s1 = _mm512_add_ps(first[4 * c + 1], acc[4 * c + 1]);
+            const __m512 s2 = _mm512_add_ps(first[4 * c + 2], acc[4 * c + 2]), s3 = _mm512_add_ps(first[4 * c + 3], acc[4 * c + 3]);
+            _mm512_storeu_ps(Y + (size_t)(t0 + c) * ldy + r, _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+        }
+    }
+}
+
+#define R16_CASE(k) \
+    case k: k_q80_rows16(wv, nb, panel, t0, k, Y, ldy, r); break;
+/* rows in chunks (a multiple of 16 that stays in L2): turn the chunk's 16-row blocks
+ * around, then pass every token tile over them; rows past the last whole 16 (only where
+ * n_out is not a multiple of 16) take the row-pair driver. 0 when there is no memory for
+ * the buffers (then the reference computes the rows again, to the same bits). */
+INLINE int gemm_q80_rows16(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y,
+                           int64_t ldy) {
+    const int T = x->T;
+    const int64_t nb = W->n_in / QK8_0, r16 = r0 + ((r1 - r0) & ~(int64_t)15);
+    int64_t rc = (KERNEL_L2_CHUNK_BYTES / (int64_t)W->row_bytes) & ~(int64_t)15;
+    if (rc < 16 || T <= R16_TILE) rc = 16;
+    const uint8_t *panels = q80_panels(x, R16_TILE, nb);
+    uint8_t *wv0 = panel_room(&r16_buf, &r16_cap, (size_t)rc / 16 * (size_t)nb * R16_BLOCK);
+    if (!panels || !wv0) return 0;
+    for (int64_t c0 = r0; c0 < r16; c0 += rc) {
+        const int64_t c1 = r16 - c0 < rc ? r16 : c0 + rc;
+        for (int64_t r = c0; r < c1; r += 16) r16_relayout(wt, W, r, nb, wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK);
+        /* while the tokens pass over this chunk, the next one comes into L2 a slice per
+         * kernel call, so that its re-layout does not wait for memory */
+        const uint8_t *next = (const uint8_t *)W->data + (size_t)c1 * W->row_bytes;
+        const size_t next_bytes = (size_t)(r16 - c1 < rc ? r16 - c1 : rc) * W->row_bytes;
+        const size_t calls = (size_t)((T + R16_TILE - 1) / R16_TILE) * (size_t)((c1 - c0) / 16);
+        const size_t slice = (next_bytes / calls + 64) & ~(size_t)63;
+        size_t ahead = 0;
+        for (int t0 = 0; t0 < T; t0 += R16_TILE) {
+            const int c = T - t0 < R16_TILE ? T - t0 : R16_TILE;
+            const uint8_t *panel = panels + (size_t)t0 * (size_t)nb * (Q80_PANEL_TOKEN + 4);
+            for (int64_t r = c0; r < c1; r += 16) {
+                for (size_t o = 0; o < slice && ahead < next_bytes; o += 64, ahead += 64)
+                    _mm_prefetch((const char *)next + ahead, _MM_HINT_T1);
+                const uint8_t *wv = wv0 + (size_t)(r - c0) / 16 * (size_t)nb * R16_BLOCK;
+                switch (c) { R16_CASE(1) R16_CASE(2) R16_CASE(3) R16_CASE(4) R16_CASE(5) }
+            }
+        }
+    }
+    return r16 < r1 ? gemm_q80(wt, W, r16, r1, x, Y, ldy) : 1;
+}
+#undef R16_CASE
+
+/* the row-pair kernel for few tokens, 16 rows across the lanes for many */
+INLINE int gemm_q80_any(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    if (x->T >= R16_MIN_TOKENS && r1 - r0 >= 16) return gemm_q80_rows16(wt, W, r0, r1, x, Y, ldy);
+    return gemm_q80(wt, W, r0, r1, x, Y, ldy);
+}
+static int gemm_q8_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80_any(GGML_Q8_0, W, r0, r1, x, Y, ldy);
+}
+static int gemm_q4_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80_any(GGML_Q4_0, W, r0, r1, x, Y, ldy);
+}
+static int gemm_q5_0(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q80_any(GGML_Q5_0, W, r0, r1, x, Y, ldy);
+}
+
+/* ---------------------------------------------------------------- Q4_1, Q5_1
+ * Reference (dot_q8_1_act): unsigned weights; per block acc[l] = fma(d_w*d_x, lane, acc[l])
+ * and summs = fma(m_w, s_x, summs); result hsum8(acc) + summs. The weights are the unsigned
+ * operand of dpbusd, the activations (signed) are used as they are. */
+
+INLINE void k_q81(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C,
+                  float *Y, int64_t ldy) {
+    const int64_t nb = W->n_in / QK8_0;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
+    const block_q8_1 *xq[16];
+    const float *dx[16], *sx[16];
+    __m512 acc[16], sacc[16];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_1 *)kact_row(x, t0 + t);
+        dx[t] = (const float *)kact_aux(x, t0 + t);
+        sx[t] = dx[t] + nb;
+        acc[t] = sacc[t] = _mm512_setzero_ps();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i wq;
+        __m512 dw, mw;
+        if (C <= 8) {
+            const size_t bs = wt == GGML_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+            prefetch_pair(w0, w1, (size_t)b * bs, bs, PF_AHEAD / 2);
+        }
+        if (wt == GGML_Q4_1) {
+            const block_q4_1 *a = (const block_q4_1 *)w0 + b, *c = (const block_q4_1 *)w1 + b;
+            wq = nibbles_pair(a->qs, c->qs);
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        } else {
+            const block_q5_1 *a = (const block_q5_1 *)w0 + b, *c = (const block_q5_1 *)w1 + b;
+            const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+            wq = nibbles_pair(a->qs, c->qs);
+            wq = _mm512_mask_add_epi8(wq, hb, wq, _mm512_set1_epi8(16));
+            dw = half_pair(a->d, c->d);
+            mw = half_pair(a->m, c->m);
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const __m512i p = _mm512_dpbusd_epi32(zero, wq, bcast256(xq[t][b].qs));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[t][b])), _mm512_cvtepi32_ps(p), acc[t]);
+            sacc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[t][b]), sacc[t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy;
+        float s[16];
+        _mm512_storeu_ps(s, sacc[t]);
+        y[r] = hsum8_lo(acc[t]) + s[0];
+        if (two) y[r2] = hsum8_hi(acc[t]) + s[8];
+    }
+}
+
+#define K_Q4_1(...) k_q81(GGML_Q4_1, __VA_ARGS__)
+#define K_Q5_1(...) k_q81(GGML_Q5_1, __VA_ARGS__)
+GEMM_DRIVER(gemm_q4_1, K_Q4_1, 8)
+GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
+
+/* ---------------------------------------------------------------- Q4_K, Q5_K
+ * Reference (dot_q45_K): lane L of a super-block = sum_j sc_j * (products of elements
+ * 32j+4L..+3) - maddubs(nibbles, x) gives pairs, dpwssd with the scale vector adds the
+ * two pairs of a lane times sc_j; acc[L] = fma(d_x*d_w, lane, acc[L]) per super-block.
+ * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
+ * to one integer first and fused into a scalar (Q5_K). */
+
+/* The first 16 bytes of two Q4_K/Q5_K super-blocks (d, dmin, the 12 packed scale bytes)
+ * as [block 0 | block 1]; the scales, mins and factors all come out of this register. */
+INLINE __m256i khead_pair(const void *b0, const void *b1) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0)),
+                                   _mm_loadu_si128((const __m128i *)b1), 1);
+}
+
+/* the scales and mins of the two super-blocks of khead_pair as int16
+ * [sc0..7 m0..7 | sc0..7 m0..7], from their 12 packed bytes q (at byte 4 of each half):
+ *   sc_j = q[j] & 63, m_j = q[j+4] & 63                                  (j < 4)
+ *   sc_j = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m_j = (q[j+4] >> 4) | (q[j] >> 6) << 4   (j >= 4) */
+INLINE __m512i kscales_pair(__m256i head) {
+    const __m256i lo_idx = _mm256_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15, 4, 5, 6, 7, 12,
+                                            13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11, -1, -1, -1, -1, 4,
+                                            5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11);
+    const __m256i lo_mask = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63,
+                                             63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    __m256i a = _mm256_shuffle_epi8(head, lo_idx);
+    /* m4..7 take the high nibble of q[8..11] */
+    a = _mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88);
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(head, hi_idx), 2), _mm256_set1_epi8(0x30));
+    return _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(a, lo_mask), h));
+}
+
+/* the fp16 words w and w+8 of khead_pair (d: 0, dmin: 1) as floats, in groups of n (8: [block 0
+ * x 8 | block 1 x 8], the layout of the lanes; 4: the mins lanes' [block 0 x 4, block 1 x 4] x 2) */
+INLINE __m512 khead_factor(__m256i head, int w, int n) {
+    const __m256i idx = n == 8 ? _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8)
+                               : _mm256_setr_epi16(0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0, 8, 8, 8, 8);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(_mm256_add_epi16(idx, _mm256_set1_epi16((short)w)), head));
+}
+
+/* permutation indices, as tables so the compiler loads them instead of building them
+ * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8] */
+static const struct {
+    _Alignas(64) int16_t pair16[8][32];
+    _Alignas(64) int16_t q6[16][32];
+} perm = {
+#define P16(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, \
+                16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
+    {P16(0), P16(1), P16(2), P16(3), P16(4), P16(5), P16(6), P16(7)},
+#undef P16
+#define Q6(k) {k, k, k, k, k, k, k, k, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, 16 + k, 16 + k, \
+               16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, \
+               17 + k, 17 + k}
+    {Q6(0), Q6(1), Q6(2), Q6(3), Q6(4), Q6(5), Q6(6), Q6(7), Q6(8), Q6(9), Q6(10), Q6(11), Q6(12), Q6(13), Q6(14),
+     Q6(15)},
+#undef Q6
+};
+
+/* int16 vector [v[j] x 16 | v[16 + j] x 16] */
+INLINE __m512i pick_pair16(__m512i v, int j) {
+    return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
+}
+
+/* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
+ * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
+ * sums of bsums and their negated scales, laid out as the mins lanes of a row pair
+ * [row 0, token a | row 1, token a | row 0, token b | row 1, token b] (each 128 bits: 8
+ * int16 sums, 4 floats), then the tile's C scales. The mins term of a row pair and two
+ * tokens is then one 512-bit multiply-add, instead of a 256-bit pass per token. */
+#define Q8K_GROUP 128 /* bytes per 2 tokens: bs32 [2][2][8] int16, -d [2][2][4] float */
+INLINE int q8k_groups(int C) { return (C + 1) / 2; }
+INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
+
+/* Built once per preparation and thread: the matrices of one matmul_multi job share the
+ * activations, and one matrix's rows may come to a thread in several calls. */
+static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
+    const int tiles = (x->T + TILE - 1) / TILE;
+    if (x->serial && q8k_panel_serial == x->serial && q8k_panel_buf) return q8k_panel_buf;
+    q8k_panel_serial = 0;
+    if (!panel_room(&q8k_panel_buf, &q8k_panel_cap, (size_t)tiles * (size_t)nsb * q8k_block(TILE))) return NULL;
+    for (int t0 = 0; t0 < x->T; t0 += TILE) {
+        const int C = x->T - t0 < TILE ? x->T - t0 : TILE;
+        const size_t block = q8k_block(C), groups = (size_t)C * QK_K;
+        uint8_t *panel = q8k_panel_buf + (size_t)(t0 / TILE) * (size_t)nsb * q8k_block(TILE);
+        for (int64_t i = 0; i < nsb; i++) memset(panel + (size_t)i * block + groups, 0, block - groups);
+        for (int t = 0; t < C; t++) {
+            const block_q8_K *xq = (const block_q8_K *)kact_row(x, t0 + t);
+            const int16_t *bs = (const int16_t *)kact_aux(x, t0 + t);
+            for (int64_t i = 0; i < nsb; i++) {
+                uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 2) * Q8K_GROUP + 32 * (t % 2);
+                const float nd[4] = {-xq[i].d, -xq[i].d, -xq[i].d, -xq[i].d};
+                memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
+                memcpy(g, bs + 8 * i, 16);
+                memcpy(g + 16, bs + 8 * i, 16);
+                memcpy(g + 64, nd, 16);
+                memcpy(g + 80, nd, 16);
+                memcpy(p + groups + (size_t)q8k_groups(C) * Q8K_GROUP + 4 * (size_t)t, &xq[i].d, 4);
+            }
+        }
+    }
+    q8k_panel_serial = x->serial;
+    return q8k_panel_buf;
+}
+
+/* The mins lanes of a row pair for the 2 tokens of a group, one row and token per 128-bit
+ * lane: k = m_2k*bs32_2k + m_2k+1*bs32_2k+1 (Q4_K), or for Q5_K their sum in every lane of
+ * the row and token (integers: the grouping does not change the value). */
+INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
+    __m512i p = _mm512_madd_epi16(m, bs32);
+    if (five) {
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+        p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_CDAB));
+    }
+    return p;
+}
+
+/* the sum of a row's and token's 4 mins lanes */
+INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
+
+/* Tokens per tile: 16 keeps the 16 integer sums in registers (the float accumulators go to
+ * the stack, one load and store per super-block and token); the per-super-block setup
+ * (scales, nibbles) is then paid over twice the tokens of a tile of 8, about 7% faster. */
+#ifndef Q45K_TILE
+#define Q45K_TILE 16
+#endif
+/* Super-block i of the row pair w0/w1 times the C tokens of its panel block p (q8k_panels),
+ * added to acc[t] (per token) and accm[g] (the mins, per group of two tokens). */
+INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p, const int C,
+                            size_t ahead, __m512 *acc, __m512 *accm) {
+    const int G = q8k_groups(C);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
+    const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
+                                            28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    const uint8_t *qs0, *qs1;
+    if (C <= 8) {
+        const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+        prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    }
+    __m512i qh = _mm512_setzero_si512();
+    __m256i head;
+    if (five) {
+        const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
+        qs0 = a->qs, qs1 = c->qs;
+        head = khead_pair(a, c);
+        qh = load_pair256(a->qh, c->qh);
+    } else {
+        const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
+        qs0 = a->qs, qs1 = c->qs;
+        head = khead_pair(a, c);
+    }
+    const __m512i scm = kscales_pair(head);
+    const uint8_t *pg = p + (size_t)C * QK_K;
+    const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
+    __m512i isum[Q45K_TILE];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
+    #pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (five) {
+            const __mmask64 blo = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c))));
+            const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
+            lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
+            hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
+        }
+        const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) {
+            const int8_t *x = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
+            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(x)), slo);
+            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(x + 32)), shi);
+        }
+    }
+    const __m512 dw = khead_factor(head, 0, 8);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    const __m512 dm = khead_factor(head, 1, 4);
+    const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
+        const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
+        accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
+    }
+}
+
+/* rows r and r2 (r alone when !two) times the C tokens of a panel */
+INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
+                   const int C, float *Y, int64_t ldy) {
+    const int five = wt == GGML_Q5_K, G = q8k_groups(C);
+    const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+    const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
+    const size_t block = q8k_block(C);
+    __m512 acc[Q45K_TILE], accm[(Q45K_TILE + 1) / 2];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) accm[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) q45k_superblock(five, w0, w1, i, panel + (size_t)i * block, C, PF_AHEAD / 2, acc, accm);
+    float ms[8 * Q45K_TILE + 8];
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) _mm512_storeu_ps(ms + 16 * g, accm[g]);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy;
+        y[r] = hsum8_lo(acc[t]) + mins_out(ms + 8 * t, five);
+        if (two) y[r2] = hsum8_hi(acc[t]) + mins_out(ms + 8 * t + 4, five);
+    }
+}
+
+/* One token, rows[0..2P) (n of them real) in P pairs at once (quarter_group) */
+INLINE void k_q45k_one(uint32_t wt, const matrix *W, const uint8_t *panel, float *Y, const int64_t *rows, const int P,
+                       int n) {
+    const int five = wt == GGML_Q5_K;
+    const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *w[2 * 2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 2 * P; k++) w[k] = (const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes;
+    const size_t block = q8k_block(1);
+    __m512 acc[2], accm[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) acc[p] = accm[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            q45k_superblock(five, w[2 * p], w[2 * p + 1], i, panel + (size_t)i * block, 1, PF_AHEAD / (2 * P), &acc[p],
+                            &accm[p]);
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) {
+        float ms[16];
+        _mm512_storeu_ps(ms, accm[p]);
+        if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]) + mins_out(ms, five);
+        if (2 * p + 1 < n) Y[rows[2 * p + 1]] = hsum8_hi(acc[p]) + mins_out(ms + 4, five);
+    }
+}
+
+#define Q45K_CASE(k) \
+    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, r2, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
+/* 0 without writing when there is no memory for the panels (the reference runs then).
+ * One token takes quarter_groups, two pairs in one kernel (whole-model matrix passes 1.06x
+ * the halves for Q4_K, 1.03x for the Q4_K_M mix; the quarters as two calls per step had
+ * measured 0.82-1.01x); several tokens pair neighbouring rows (row_pair). */
+INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const int T = x->T;
+    const int64_t rc = chunk_rows(W->row_bytes, T, Q45K_TILE), nsb = W->n_in / QK_K;
+    const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
+    if (!panels) return 0;
+    if (T == 1) {
+        FOR_QUARTER_GROUPS(r0, r1, k_q45k_one, wt, W, panels, Y)
+        return 1;
+    }
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
+            const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
+            const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
+            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
+                int64_t r2;
+                int two;
+                const int64_t r = row_pair(c0, c1, 0, i, &r2, &two);
+                switch (c) {
+                    Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
+                    Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
+                    Q45K_CASE(15) Q45K_CASE(16)
+                }
+            }
+        }
+    }
+    return 1;
+}
+#undef Q45K_CASE
+
+static int gemm_q4_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q45k(GGML_Q4_K, W, r0, r1, x, Y, ldy);
+}
+static int gemm_q5_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    return gemm_q45k(GGML_Q5_K, W, r0, r1, x, Y, ldy);
+}
+
+
+/* ---------------------------------------------------------------- Q6_K
+ * Reference (dot_q6_K): unsigned 6-bit weights q; group g of 32 in half h uses scale
+ * sc[8h + 2g] for its first 16 elements and sc[8h + 2g + 1] for the rest; lanes minus
+ * 32 * madd(bsums, sc) (lane L: sub-blocks 2L and 2L+1); acc[L] = fma(d, lane, acc[L]). */
+
+/* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
+INLINE __m512i pick_q6(__m512i v, int k) { return _mm512_permutexvar_epi16(_mm512_load_si512(perm.q6[k]), v); }
+
+/* the 8-bit scales of super-blocks a and c as int16 [a's 16 | c's 16] */
+INLINE __m512i q6k_scales(const block_q6_K *a, const block_q6_K *c) {
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
+                                                        _mm_loadu_si128((const __m128i *)c->scales), 1));
+}
+
+/* the 6-bit weights of half h of super-blocks a and c, groups g = 0..3 of 32: q[g] = [a | c] */
+INLINE void q6k_unpack(const block_q6_K *a, const block_q6_K *c, int h, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
+    const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
+    const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
+    q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+    q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
+                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+}
+
+/* the -32 offset of the weights: -32 * madd(bsums, scales) per lane */
+INLINE __m512i q6k_offset(const block_q8_K *x, __m512i sc) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(bcast256(x->bsums), sc), 5));
+}
+
+/* half h of the super-block pair times x, added to isum */
+INLINE __m512i q6k_half(const __m512i q[4], __m512i sc, const block_q8_K *x, int h, __m512i isum) {
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[g], bcast256(x->qs + 128 * h + 32 * g)),
+                                   pick_q6(sc, 8 * h + 2 * g));
+    return isum;
+}
+
+/* Super-block i of the row pair w0/w1 times the C tokens xq[t], added to acc[t]; the
+ * weights prefetched ahead bytes ahead in each row */
+INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const block_q8_K *const *xq,
+                           const int C, size_t ahead, __m512 *acc) {
+    const block_q6_K *a = w0 + i, *c = w1 + i;
+    if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
+    const __m512i sc = q6k_scales(a, c);
+    __m512i isum[8];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], sc);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i q[4];
+        q6k_unpack(a, c, h, q);
+        #pragma GCC unroll 16
+        for (int t = 0; t < C; t++) isum[t] = q6k_half(q, sc, &xq[t][i], h, isum[t]);
+    }
+    const __m512 dw = half_pair(a->d, c->d);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+}
+
+/* rows r and r2 (r alone when !two) times C tokens */
+INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C, float *Y,
+                  int64_t ldy) {
+    const int64_t nsb = W->n_in / QK_K;
+    const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
+    const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)W->data + (size_t)r2 * W->row_bytes) : w0;
+    const block_q8_K *xq[8];
+    __m512 acc[8];
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, xq, C, PF_AHEAD / 2, acc);
+    #pragma GCC unroll 16
+    for (int t = 0; t < C; t++) {
+        float *y = Y + (size_t)(t0 + t) * ldy;
+        y[r] = hsum8_lo(acc[t]);
+        if (two) y[r2] = hsum8_hi(acc[t]);
+    }
+}
+
+/* One token: two row pairs at once, rows[0..2P) (n of them real), like k_q80_one: two
+ * independent chains and four plain streams when the pairs come from the range's quarters */
+INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *rows, const int P, int n) {
+    const int64_t nsb = W->n_in / QK_K;
+    const block_q6_K *w[2 * 2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 2 * P; k++)
+        w[k] = (const block_q6_K *)((const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes);
+    const block_q8_K *xq[1] = {(const block_q8_K *)kact_row(x, 0)};
+    __m512 acc[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++) q6k_superblock(w[2 * p], w[2 * p + 1], i, xq, 1, PF_AHEAD / (2 * P), &acc[p]);
+#pragma GCC unroll 2
+    for (int p = 0; p < P; p++) {
+        if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]);
+        if (2 * p + 1 < n) Y[rows[2 * p + 1]] = hsum8_hi(acc[p]);
+    }
+}
+
+GEMM_DRIVER(gemm_q6_k_tiles, k_q6k, 8)
+
+/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x) */
+static void gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    if (x->T > 1) {
+        gemm_q6_k_tiles(W, r0, r1, x, Y, ldy);
+        return;
+    }
+    FOR_QUARTER_GROUPS(r0, r1, k_q6k_one, W, x, Y)
+}
+
+/* ---------------------------------------------------------------- vector ops
+ * The float primitives of ops.h with their exact arithmetic (see kernel_ops). */
+
+/* exp_vec (ops.h) on 16 lanes: the same fused multiply-adds; 2^n by VSCALEFPS, which
+ * rounds a subnormal result once, as ldexpf does */
+INLINE __m512 exp16(__m512 x) {
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    __m512 r = _mm512_scalef_ps(j, n);
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    const __mmask16 pos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ);
+    r = _mm512_mask_mov_ps(r, big, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(r, big & pos, _mm512_set1_ps(INFINITY));
+}
+
+INLINE __m512 silu16(__m512 x) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+static void op_silu(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += 16) _mm512_storeu_ps(y + i, silu16(_mm512_loadu_ps(x + i)));
+}
+
+static void op_swiglu(float *y, const float *x, const float *g, int n) {
+    for (int i = 0; i < n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu16(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(g + i)));
+}
+
+static double op_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int i = 0; i < n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(y + i, e);
+        sum += (double)reduce16(e);
+    }
+    return sum;
+}
+
+/* dot_ggml: blocks of 64 into four 16-lane accumulators, (0+2) + (1+3), reduce16, then the
+ * remainder with separate multiplies and adds (this file is built with -ffp-contract=off) */
+INLINE float dot_ggml16(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    float sum = reduce16(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    /* the leftovers as GCC vectorised llama.cpp's loop: rounded products for whole blocks
+     * of 8, fused multiply-adds for the last n % 8 (as ops.c's reference) */
+    int i = np;
+    const int unfused = np + ((n - np) & ~7);
+    for (; i < unfused; i++) sum += x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
+
+/* dot_ggml16 of q with n rows of K, for head_dim 64/128/256: q stays in registers and two
+ * rows go at once (the same fused multiply-adds per row as dot_ggml16) */
+INLINE void scores_hd(float *s, const float *K, size_t stride, const float *q, int n, const int hd, float scale) {
+    __m512 qq[16];
+    #pragma GCC unroll 16
+    for (int j = 0; j < hd / 16; j++) qq[j] = _mm512_loadu_ps(q + 16 * j);
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+        const float *k0 = K + (size_t)i * stride, *k1 = k0 + stride;
+        __m512 a[2][4];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[0][j] = a[1][j] = _mm512_setzero_ps();
+        #pragma GCC unroll 16
+        for (int j = 0; j < hd / 16; j++) {
+            a[0][j % 4] = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * j), qq[j], a[0][j % 4]);
+            a[1][j % 4] = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * j), qq[j], a[1][j % 4]);
+        }
+        s[i] = reduce16(_mm512_add_ps(_mm512_add_ps(a[0][0], a[0][2]), _mm512_add_ps(a[0][1], a[0][3]))) * scale;
+        s[i + 1] = reduce16(_mm512_add_ps(_mm512_add_ps(a[1][0], a[1][2]), _mm512_add_ps(a[1][1], a[1][3]))) * scale;
+    }
+    for (; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
+}
+
+/* attn_wsum_acc for hd % 16 == 0: per block of 16 columns the 16 partial sums live in
+ * registers while the rows pass (the rows come from L2: the caller walks the cache in
+ * blocks that every head and token of a KV group shares) */
+static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    for (int cb = 0; cb < hd / 16; cb++) {
+        float *A = acc + (size_t)cb * 256;
+        const float *v = V + 16 * cb;
+        __m512 a[16];
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) a[k] = _mm512_loadu_ps(A + 16 * k);
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            #pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(v + (size_t)(i + k) * stride), _mm512_set1_ps(p[i + k]), a[k]);
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) _mm512_storeu_ps(A + 16 * k, a[k]);
+        for (; i < n; i++) {
+            float *ak = A + 16 * (i % 16);
+            _mm512_storeu_ps(ak, _mm512_fmadd_ps(_mm512_loadu_ps(v + (size_t)i * stride), _mm512_set1_ps(p[i]),
+                                                 _mm512_loadu_ps(ak)));
+        }
+    }
+}
+
+static void op_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
+    switch (hd) {
+    case 64: scores_hd(s, K, stride, q, n, 64, scale); return;
+    case 128: scores_hd(s, K, stride, q, n, 128, scale); return;
+    case 256: scores_hd(s, K, stride, q, n, 256, scale); return;
+    default:
+        for (int i = 0; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
+    }
+}
+
+/* reduce16 of 16 vectors at once, the same additions as 16 calls: each stage adds the
+ * lanes reduce16 adds (halves, quarters, pairs, then the last pair), two or four vectors
+ * packed per register. Lane 4j+e of the result is w[4e+j]'s sum. */
+INLINE __m512 reduce16x16(const __m512 *w) {
+    __m512 x[8], y[4], z[2];
+    #pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) /* v[i] + v[i+8]: w[2m]'s in lanes 0-7, w[2m+1]'s in 8-15 */
+        x[m] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0x44),
+                             _mm512_shuffle_f32x4(w[2 * m], w[2 * m + 1], 0xEE));
+    #pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) /* a[i] + a[i+4]: 128-bit block j holds w[4m+j]'s */
+        y[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0xDD));
+    #pragma GCC unroll 2
+    for (int m = 0; m < 2; m++) /* b[i] + b[i+2]: block j holds w[8m+j]'s, then w[8m+4+j]'s */
+        z[m] = _mm512_add_ps(_mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0x44),
+                             _mm512_shuffle_ps(y[2 * m], y[2 * m + 1], 0xEE));
+    /* c[0] + c[1]: block j holds w[j], w[4+j], w[8+j], w[12+j] */
+    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+}
+
+/* The dot_ggml16 sums of NQ query vectors (NQ <= 4) with one K row, hd % 64 == 0, before
+ * reduce16: each query keeps its own four accumulators, and each 16 floats of the row,
+ * loaded once, go into all of them (the queries come from L1, the row from L2) */
+INLINE void scores_sums(__m512 *w, const float *k, const float *const *q, const int NQ, const int hd) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[h][j] = _mm512_setzero_ps();
+    #pragma GCC unroll 4
+    for (int j0 = 0; j0 < hd; j0 += 64)
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) {
+            const __m512 kv = _mm512_loadu_ps(k + j0 + 16 * j);
+            #pragma GCC unroll 16
+            for (int h = 0; h < NQ; h++) a[h][j] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q[h] + j0 + 16 * j), a[h][j]);
+        }
+    #pragma GCC unroll 16
+    for (int h = 0; h < NQ; h++)
+        w[16 * h] = _mm512_add_ps(_mm512_add_ps(a[h][0], a[h][2]), _mm512_add_ps(a[h][1], a[h][3]));
+}
+
+/* scores of NQ queries for rows [i, i1) (at most 16): 16 rows' sums are finished
+ * together by reduce16x16 (row r goes to slot 4(r%4) + r/4, so the result lanes come out
+ * in row order), fewer one by one */
+INLINE void scores_rows(float *const *s, const float *K, size_t stride, const float *const *q, int i, int i1,
+                        const int NQ, const int hd, float scale) {
+    __m512 w[4 * 16];
+    if (i1 - i == 16) {
+        #pragma GCC unroll 1
+        for (int r = 0; r < 16; r++) scores_sums(w + 4 * (r % 4) + r / 4, K + (size_t)(i + r) * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++)
+            _mm512_storeu_ps(s[h] + i, _mm512_mul_ps(reduce16x16(w + 16 * h), _mm512_set1_ps(scale)));
+        return;
+    }
+    for (; i < i1; i++) {
+        scores_sums(w, K + (size_t)i * stride, q, NQ, hd);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NQ; h++) s[h][i] = reduce16(w[16 * h]) * scale;
+    }
+}
+
+/* all queries by 4 for rows [i, i1); the head dims of the models we run get their loops
+ * unrolled */
+INLINE void scores_queries(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int i,
+                           int i1, const int hd, float scale) {
+    for (int u = 0; u < nq; u += 4) switch (nq - u) {
+        case 1: scores_rows(s + u, K, stride, q + u, i, i1, 1, hd, scale); break;
+        case 2: scores_rows(s + u, K, stride, q + u, i, i1, 2, hd, scale); break;
+        case 3: scores_rows(s + u, K, stride, q + u, i, i1, 3, hd, scale); break;
+        default: scores_rows(s + u, K, stride, q + u, i, i1, 4, hd, scale); break;
+        }
+}
+
+/* by 16 rows (16 KB of K for head dim 256, in L1 while every query reads them) */
+static void op_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n,
+                            int hd, float scale) {
+    if (hd % 64 || nq == 1) { /* dot_ggml16's scalar tail; or one query: scores_hd keeps it in registers */
+        for (int h = 0; h < nq; h++) op_scores(s[h], K, stride, q[h], n, hd, scale);
+        return;
+    }
+    for (int i = 0; i < n; i += 16) {
+        const int i1 = i + 16 < n ? i + 16 : n;
+        switch (hd) {
+        case 64: scores_queries(s, K, stride, q, nq, i, i1, 64, scale); break;
+        case 128: scores_queries(s, K, stride, q, nq, i, i1, 128, scale); break;
+        case 256: scores_queries(s, K, stride, q, nq, i, i1, 256, scale); break;
+        default: scores_queries(s, K, stride, q, nq, i, i1, hd, scale);
+        }
+    }
+}
+
+/* One residue class k of attn_wsum_acc's 16 partial sums (positions i = k, k+16, ...) for
+ * NP pairs and NC column vectors from column 16*cb: NP*NC accumulators in registers, each
+ * the same chain of fused multiply-adds as in op_wsum_acc; each V row's 16*NC floats are
+ * loaded once for all NP pairs. */
+INLINE void wsum_tile(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int k, int cb,
+                      const int NP, const int NC) {
+    __m512 a[4][4];
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) a[u][c] = _mm512_loadu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k);
+    for (int i = k; i < n; i += 16) {
+        const float *v = V + (size_t)i * stride + 16 * cb;
+        __m512 x[4];
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) x[c] = _mm512_loadu_ps(v + 16 * c);
+        #pragma GCC unroll 16
+        for (int u = 0; u < NP; u++) {
+            const __m512 pu = _mm512_set1_ps(p[u][i]);
+            #pragma GCC unroll 16
+            for (int c = 0; c < NC; c++) a[u][c] = _mm512_fmadd_ps(x[c], pu, a[u][c]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int u = 0; u < NP; u++)
+        #pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) _mm512_storeu_ps(acc[u] + (size_t)(cb + c) * 256 + 16 * k, a[u][c]);
+}
+
+/* all 16 residues of NC column vectors from 16*cb for NP pairs */
+INLINE void wsum_cols(float *const *acc, const float *V, size_t stride, const float *const *p, int n, int cb,
+                      const int NP, const int NC) {
+    for (int k = 0; k < (n < 16 ? n : 16); k++) wsum_tile(acc, V, stride, p, n, k, cb, NP, NC);
+}
+
+#define WSUM_PAIRS(NC)                                                                                                 \
+    for (int u = 0; u < np; u += 4) switch (np - u) {                                                                  \
+        case 1: wsum_cols(acc + u, V, stride, p + u, n, cb, 1, NC); break;                                             \
+        case 2: wsum_cols(acc + u, V, stride, p + u, n, cb, 2, NC); break;                                             \
+        case 3: wsum_cols(acc + u, V, stride, p + u, n, cb, 3, NC); break;                                             \
+        default: wsum_cols(acc + u, V, stride, p + u, n, cb, 4, NC); break;                                            \
+        }
+
+/* attn_wsum_acc_multi for hd % 16 == 0: by 64 columns (then 16), and within them by 4
+ * pairs, so that those columns of the block's rows (32 KB for 128 rows) stay in L1 while
+ * every pair reads them */
+static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                          int hd) {
+    if (np % 4 == 1) { /* a pair alone: op_wsum_acc keeps all 16 partial sums in registers */
+        op_wsum_acc(acc[np - 1], V, stride, p[np - 1], n, hd);
+        if (--np == 0) return;
+    }
+    int cb = 0;
+    for (; cb + 4 <= hd / 16; cb += 4) WSUM_PAIRS(4)
+    for (; cb < hd / 16; cb++) WSUM_PAIRS(1)
+}
+
+static void op_mad(float *y, const float *x, float v, int n) {
+    const __m512 vv = _mm512_set1_ps(v);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, _mm512_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+/* the delta rule, one row of S at a time; for d_k = 128 the row, k and q live in registers */
+static void op_gdn_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                        float beta, float scale, float *o) {
+    const __m512 dec = _mm512_set1_ps(decay), zero = _mm512_setzero_ps();
+    if (dk != 128) {
+        for (int c = 0; c < dv; c++) {
+            float *s = S + (size_t)c * dk;
+            int i = 0;
+            for (; i + 16 <= dk; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), dec));
+            for (; i < dk; i++) s[i] *= decay;
+            const float delta = (v[c] - dot_ggml16(s, k, dk)) * beta;
+            op_mad(s, k, delta, dk);
+            o[c] = dot_ggml16(s, q, dk) * scale;
+        }
+        return;
+    }
+    __m512 kk[8], qq[8];
+    #pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        kk[i] = _mm512_loadu_ps(k + 16 * i);
+        qq[i] = _mm512_loadu_ps(q + 16 * i);
+    }
+    for (int c = 0; c < dv; c++) {
+        float *row = S + (size_t)c * 128;
+        __m512 s[8];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) s[i] = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), dec);
+        __m512 a[4];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], kk[4 + j], _mm512_fmadd_ps(s[j], kk[j], zero));
+        const float kv = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+        const __m512 delta = _mm512_set1_ps((v[c] - kv) * beta);
+        #pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) {
+            s[i] = _mm512_fmadd_ps(kk[i], delta, s[i]);
+            _mm512_storeu_ps(row + 16 * i, s[i]);
+        }
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_fmadd_ps(s[4 + j], qq[4 + j], _mm512_fmadd_ps(s[j], qq[j], zero));
+        o[c] = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]))) * scale;
+    }
+}
+
+#define CONV_ROW(y, wt, rows, C, K) conv_row16(y, wt, rows, C, K)
+INLINE void conv_row16(float *y, const float *wt, const float *const *rows, int C, int K) {
+    int ch = 0;
+    for (; ch + 16 <= C; ch += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int k = 0; k < K; k++)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(wt + (size_t)k * C + ch), _mm512_loadu_ps(rows[k] + ch), acc);
+        _mm512_storeu_ps(y + ch, acc);
+    }
+    for (; ch < C; ch++) {
+        float acc = 0;
+        for (int k = 0; k < K; k++) acc = fmaf(wt[(size_t)k * C + ch], rows[k][ch], acc);
+        y[ch] = acc;
+    }
+}
+
+/* A few tokens with K = 4 (Qwen3.5, Mamba, Nemotron-H), 16 channels at a time: the state
+ * ([ch][3]) and weights ([ch][4]) interleave the channels, so permutes gather tap k of 16
+ * channels, and the new state is the old one moved down by one value, each channel's last
+ * value replaced by its input. Per channel the same fused chain as the scalar loop (oldest
+ * tap first, from 0). Returns the channels done (a multiple of 16). */
+static int conv_few_k4(float *state, const float *w, int C, const float *in, size_t in_stride, float *out,
+                       size_t out_stride, int n) {
+    static const _Alignas(64) int32_t idx[] = {
+        /* state tap k: lanes whose value 3j + k lies in the first two registers, then the rest from the third */
+        0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 20, 23, 26, 29,
+        1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 18, 21, 24, 27, 30,
+        2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 0, 0, 0, 0, 0, 0,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19, 22, 25, 28, 31,
+        /* which channel's input lands on the last value 3j + 2 of each of the three registers */
+        0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 4, 0,
+        0, 5, 0, 0, 6, 0, 0, 7, 0, 0, 8, 0, 0, 9, 0, 0,
+        10, 0, 0, 11, 0, 0, 12, 0, 0, 13, 0, 0, 14, 0, 0, 15,
+        /* weight tap k: 4j + k of the pair of registers (channels 0-7 from the first pair, 8-15 the second) */
+        0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
+    const __mmask16 last[3] = {0x4924, 0x2492, 0x9249}; /* bits 3j + 2 - 16i */
+    int c = 0;
+    for (; c + 16 <= C; c += 16) {
+        float *st = state + (size_t)c * 3;
+        const float *wc = w + (size_t)c * 4;
+        __m512 s0 = _mm512_loadu_ps(st), s1 = _mm512_loadu_ps(st + 16), s2 = _mm512_loadu_ps(st + 32), wk[4];
+        const __m512 w0 = _mm512_loadu_ps(wc), w1 = _mm512_loadu_ps(wc + 16), w2 = _mm512_loadu_ps(wc + 32),
+                     w3 = _mm512_loadu_ps(wc + 48);
+        for (int k = 0; k < 4; k++) {
+            const __m512i ik = _mm512_add_epi32(_mm512_load_si512(idx + 144), _mm512_set1_epi32(k));
+            wk[k] = _mm512_mask_blend_ps(0xff00, _mm512_permutex2var_ps(w0, ik, w1), _mm512_permutex2var_ps(w2, ik, w3));
+        }
+        for (int t = 0; t < n; t++) {
+            const __m512 u = _mm512_loadu_ps(in + (size_t)t * in_stride + c);
+            __m512 y = _mm512_setzero_ps();
+            for (int k = 0; k < 3; k++) {
+                const __m512 a = _mm512_permutex2var_ps(s0, _mm512_load_si512(idx + 32 * k), s1);
+                y = _mm512_fmadd_ps(wk[k], _mm512_permutex2var_ps(a, _mm512_load_si512(idx + 32 * k + 16), s2), y);
+            }
+            y = _mm512_fmadd_ps(wk[3], u, y);
+            _mm512_storeu_ps(out + (size_t)t * out_stride + c, y);
+            /* move down by one value (across the three registers), then the inputs in */
+            const __m512 n0 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s1), _mm512_castps_si512(s0), 1));
+            const __m512 n1 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s2), _mm512_castps_si512(s1), 1));
+            const __m512 n2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(s2), _mm512_castps_si512(s2), 1));
+            s0 = _mm512_mask_permutexvar_ps(n0, last[0], _mm512_load_si512(idx + 96), u);
+            s1 = _mm512_mask_permutexvar_ps(n1, last[1], _mm512_load_si512(idx + 112), u);
+            s2 = _mm512_mask_permutexvar_ps(n2, last[2], _mm512_load_si512(idx + 128), u);
+        }
+        _mm512_storeu_ps(st, s0);
+        _mm512_storeu_ps(st + 16, s1);
+        _mm512_storeu_ps(st + 32, s2);
+    }
+    return c;
+}
+
+/* Causal conv over n tokens. Fewer than 4: the per-channel fused multiply-add chain (16
+ * channels at a time by conv_few_k4 when K = 4). More: the weights transposed to [K][C]
+ * and the K-1 state columns to rows, so each token is K vector fused multiply-adds over
+ * channels (same chain per channel: oldest tap first). */
+static void op_conv(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                    size_t out_stride, int n) {
+    if (n < 4 || K < 2 || K > 16) {
+        int c0 = 0;
+        if (n < 4 && K == 4) c0 = conv_few_k4(state, w, C, in, in_stride, out, out_stride, n);
+        for (int t = 0; t < n; t++) {
+            const float *u = in + (size_t)t * in_stride;
+            float *y = out + (size_t)t * out_stride;
+            for (int ch = c0; ch < C; ch++) {
+                float *st = state + (size_t)ch * (K - 1);
+                const float *wc = w + (size_t)ch * K;
+                float acc = 0;
+                for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+                acc = fmaf(wc[K - 1], u[ch], acc);
+                for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+                if (K > 1) st[K - 2] = u[ch];
+                y[ch] = acc;
+            }
+        }
+        return;
+    }
+    float *wt = malloc(sizeof(float) * (size_t)C * (size_t)(2 * K - 1));
+    if (!wt) abort();
+    float *hist = wt + (size_t)K * C; /* the K-1 state values per channel as rows, oldest first */
+    for (int ch = 0; ch < C; ch++) {
+        for (int k = 0; k < K; k++) wt[(size_t)k * C + ch] = w[(size_t)ch * K + k];
+        for (int k = 0; k < K - 1; k++) hist[(size_t)k * C + ch] = state[(size_t)ch * (K - 1) + k];
+    }
+    const float *rows[32];
+    for (int t = 0; t < n; t++) {
+        for (int k = 0; k < K; k++) { /* window position t+k of [state rows | inputs] */
+            const int p = t + k;
+            rows[k] = p < K - 1 ? hist + (size_t)p * C : in + (size_t)(p - (K - 1)) * in_stride;
+        }
+        CONV_ROW(out + (size_t)t * out_stride, wt, rows, C, K);
+    }
+    for (int ch = 0; ch < C; ch++) /* new state: the last K-1 inputs */
+        for (int k = 0; k < K - 1; k++) {
+            const int p = n + k;
+            state[(size_t)ch * (K - 1) + k] =
+                p < K - 1 ? hist[(size_t)p * C + ch] : in[(size_t)(p - (K - 1)) * in_stride + ch];
+        }
+    free(wt);
+}
+
+static const kernel_ops avx512_ops = {op_dot,      op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
+                                       op_conv,     op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
+
+/* ---------------------------------------------------------------- activation rows
+ * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
+ * one float division for the scale, products rounded to nearest even (VCVTPS2DQ in the
+ * default rounding mode, as lrintf), half-precision rounding by VCVTPS2PH; plus the kact
+ * aux data in the same pass. */
+
+INLINE float hmax16(__m512 v) {
+    __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
+}
+
+static void prep_q8_0(const float *x, block_q8_0 *y, uint8_t *aux, int64_t n) {
+    int8_t *qs = (int8_t *)aux;
+    int32_t *corr = (int32_t *)(aux + n);
+    float *dd = (float *)(aux + 2 * n);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = hmax16(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
+        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+        const fp16_t dh = (fp16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m512 vid = _mm512_set1_ps(id);
+        const __m128i qa = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)));
+        const __m128i qb = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)));
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+        y[i].d = dh;
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+        _mm256_storeu_si256((__m256i *)(qs + 32 * i), q);
+        /* -128 * (sum of each group of 4) */
+        const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        _mm256_storeu_si256((__m256i *)(corr + 8 * i), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
+        dd[i] = fp16_to_f32(dh);
+    }
+}
+
+static void prep_q8_K(const float *x, block_q8_K *y, int16_t *bs32, int64_t n) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 v[16], m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++) {
+            v[k] = _mm512_loadu_ps(x + 16 * k);
+            m = _mm512_max_ps(m, _mm512_andnot_ps(sign, v[k]));
+        }
+        const float amax = hmax16(m);
+        if (amax == 0.f) {
+            memset(&y[i], 0, sizeof y[i]);
+            memset(bs32 + 8 * i, 0, 8 * sizeof *bs32);
+            continue;
+        }
+        /* the signed value of the first element of largest magnitude */
+        float max = 0;
+        for (int k = 0; k < 16; k++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v[k]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * k + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        int sums[16];
+        for (int k = 0; k < 16; k++) {
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, v[k])), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtepi32_epi8(q));
+            sums[k] = _mm512_reduce_add_epi32(q);
+            y[i].bsums[k] = (int16_t)sums[k];
+        }
+        for (int j = 0; j < 8; j++) bs32[8 * i + j] = (int16_t)(sums[2 * j] + sums[2 * j + 1]);
+        y[i].d = 1 / iscale;
+    }
+}
+
+static int avx512_prep_row(uint32_t dt, const float *x, void *row, void *aux, int64_t n) {
+    switch (dt) {
+    case GGML_Q8_0: prep_q8_0(x, row, aux, n); return 1;
+    case GGML_Q8_K: prep_q8_K(x, row, aux, n); return 1;
+    default: return 0;
+    }
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static int avx512_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    switch (W->type) {
+    case GGML_F32: case GGML_F16: case GGML_BF16: gemm_float(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q8_0: return gemm_q8_0(W, r0, r1, x, Y, ldy);
+    case GGML_Q4_0: return gemm_q4_0(W, r0, r1, x, Y, ldy);
+    case GGML_Q5_0: return gemm_q5_0(W, r0, r1, x, Y, ldy);
+    case GGML_Q4_1: gemm_q4_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q5_1: gemm_q5_1(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q4_K: return gemm_q4_k(W, r0, r1, x, Y, ldy);
+    case GGML_Q5_K: return gemm_q5_k(W, r0, r1, x, Y, ldy);
+    case GGML_Q6_K: gemm_q6_k(W, r0, r1, x, Y, ldy); return 1;
+    default: return 0;
+    }
+}
+
+static float avx512_sum(const float *x, size_t n) {
+    __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        _mm_prefetch((const char *)(x + i) + PF_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + i) + PF_BYTES + 192, _MM_HINT_T0);
+        a = _mm512_add_ps(a, _mm512_loadu_ps(x + i));
+        b = _mm512_add_ps(b, _mm512_loadu_ps(x + i + 16));
+        c = _mm512_add_ps(c, _mm512_loadu_ps(x + i + 32));
+        d = _mm512_add_ps(d, _mm512_loadu_ps(x + i + 48));
+    }
+    float s = reduce16(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+const kernel_isa kernels_avx512 = {.name = "avx512",
+                                   .supported = avx512_supported,
+                                   .gemm = avx512_gemm,
+                                   .sum = avx512_sum,
+                                   .ops = &avx512_ops,
+                                   .prep_row = avx512_prep_row};

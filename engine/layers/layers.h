@@ -1,0 +1,129 @@
+/* layers.h - the layer kinds hybrid models are built from, shared by every architecture.
+ *
+ * Each kind holds views of its weights (no copies) and its shape, and has one
+ * forward function that processes a batch: N activation rows that belong to one or
+ * more sequences ("segments"). Projections run once over all N rows (one pass over
+ * the weights for the whole batch); the parts that carry state (attention over the
+ * KV cache, convolutions, recurrences) run per segment on that segment's own state. */
+#ifndef CHATFS_LAYERS_H
+#define CHATFS_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/kernels/kernels.h"
+
+struct seq_state;
+struct arena;
+
+/* One sequence's rows inside a batch. */
+typedef struct {
+    struct seq_state *state;
+    int row0;    /* first activation row of this segment */
+    int n;       /* rows (tokens) */
+    int pos0;    /* position of the first token = tokens the state has already seen */
+    /* 0 < capture < n: every recurrent layer also writes its conv and ssm state as they
+     * stand after the first `capture` rows into capture_rec (a blob laid out like
+     * state->rec), so that a checkpoint inside the rows costs no pass of its own */
+    int capture;
+    float *capture_rec;
+    int keep; /* its last `keep` rows give logits: the last layer's output is needed only there */
+} segment;
+
+enum rope_kind { ROPE_NONE = 0, ROPE_NORM = 1, ROPE_NEOX = 2 };
+
+/* Multi-head attention with grouped KV heads, and the options the families differ in. */
+typedef struct {
+    matrix wq, wk, wv, wo;
+    matrix wqkv;                    /* fused [q, k, v] projection, used instead of wq/wk/wv when set */
+    const float *bq, *bk, *bv, *bo; /* optional biases */
+    const float *bqkv;              /* optional bias of the fused projection */
+    const float *q_norm, *k_norm;   /* optional per-head RMSNorm weights [head_dim] */
+    int n_head, n_head_kv, head_dim;
+    int gated;                      /* Qwen3.5: wq rows hold [q, gate] per head; out *= sigmoid(gate) */
+    int rope;                       /* enum rope_kind */
+    int n_rot;                      /* rotated dims per head (partial rope when < head_dim) */
+    float rope_base, rope_freq_scale;
+    const float *rope_factors;      /* optional [n_rot/2] divisors of theta (Llama-3) */
+    float kq_scale;
+    float eps;                      /* for q/k norms */
+    int kv_slot;                    /* which KV cache of the sequence state */
+} attn_layer;
+
+/* Gated DeltaNet (Qwen3.5 linear attention). */
+typedef struct {
+    matrix w_qkv, w_z, w_beta, w_alpha, w_out;
+    const float *conv_w;            /* [conv_dim][K] */
+    const float *dt_bias, *a;       /* [n_v_heads]; a = -exp(A_log) */
+    const float *norm;              /* [d_v], shared by heads */
+    int n_k_heads, n_v_heads, d_k, d_v, conv_k;
+    float eps;
+    int rec_slot;                   /* which recurrent slot of the sequence state */
+} gdn_layer;
+
+/* Mamba-2 mixer (Mamba2, Nemotron-H, Granite-4.0-H). */
+typedef struct {
+    matrix w_in, w_out;
+    const float *conv_w, *conv_b;   /* [conv_dim][K], [conv_dim] (bias optional) */
+    const float *dt_bias, *a, *d;   /* [n_head] */
+    const float *norm;              /* [d_inner] as n_group groups */
+    int d_inner, n_head, n_group, d_state, conv_k;
+    float eps;
+    int rec_slot;
+} mamba2_layer;
+
+/* Mamba-1 selective scan. */
+typedef struct {
+    matrix w_in, w_x, w_dt, w_out;
+    const float *conv_w, *conv_b;   /* [d_inner][K], [d_inner] */
+    const float *dt_bias;           /* [d_inner] */
+    const float *a;                 /* [d_inner][d_state] */
+    const float *d;                 /* [d_inner] */
+    int d_inner, d_state, dt_rank, conv_k;
+    int dt_b_c_rms;                 /* FalconMamba: RMS-normalise dt, B, C */
+    float eps;
+    int rec_slot;
+} mamba1_layer;
+
+/* LFM2 gated short convolution. */
+typedef struct {
+    matrix in_proj, out_proj;
+    const float *conv_w;            /* [n_embd][L] */
+    int n_embd, l_cache;
+    int rec_slot;
+} shortconv_layer;
+
+enum ffn_kind { FFN_NONE = 0, FFN_SWIGLU, FFN_RELU2 };
+
+typedef struct {
+    int kind;                       /* enum ffn_kind */
+    matrix gate, up, down;
+    const float *b_gate, *b_up, *b_down; /* optional biases */
+    int n_ff;
+} ffn_layer;
+
+/* Sizes of the recurrent state a kind keeps per sequence (floats). */
+size_t gdn_conv_floats(const gdn_layer *l);
+size_t gdn_ssm_floats(const gdn_layer *l);
+size_t mamba2_conv_floats(const mamba2_layer *l);
+size_t mamba2_ssm_floats(const mamba2_layer *l);
+size_t mamba1_conv_floats(const mamba1_layer *l);
+size_t mamba1_ssm_floats(const mamba1_layer *l);
+size_t shortconv_conv_floats(const shortconv_layer *l);
+
+/* Forward functions: x holds N rows of n_embd inputs (already normalised), out gets N
+ * rows of n_embd outputs. Attention with `kept` set writes only each segment's last
+ * `keep` rows, one after the other (its cache still takes every row). */
+void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
+                       float *out, int kept, struct arena *a);
+void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
+                 struct arena *a);
+void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
+                    float *out, struct arena *a);
+void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
+                    float *out, struct arena *a);
+void shortconv_forward(const shortconv_layer *l, const segment *segs, int n_segs, int N, const float *x, float *out,
+                       struct arena *a);
+void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, struct arena *a);
+
+#endif

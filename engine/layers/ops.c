@@ -1,0 +1,437 @@
+/* ops.c - primitives of ops.h. */
+#include "engine/layers/ops.h"
+
+#include "engine/kernels/kernels.h"
+#include "engine/base/threadpool.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int rows, n;
+    float eps;
+} rmsnorm_job;
+
+/* the sums of squares of K vectors at once (K a constant: each chain stays in a register) */
+static inline void sums_of_squares(const float *const *v, int n, double *sum, const int K) {
+    for (int k = 0; k < K; k++) sum[k] = 0;
+    for (int i = 0; i < n; i++)
+#pragma GCC unroll 8
+        for (int k = 0; k < K; k++) sum[k] += (double)(v[k][i] * v[k][i]);
+}
+
+/* llama.cpp's RMSNorm: the sum of squares in double, element after element, its mean as a
+ * float, then x * 1/sqrt(mean + eps) (* w). That sum is one chain of dependent double
+ * additions (the order kept exactly), so one vector takes the adder's latency per element;
+ * several vectors' chains are independent, and running up to 8 side by side gives each the
+ * same order and bits in about the time of one. */
+void rmsnorm_many(float *y, const float *x, size_t stride, const float *w, int count, int n, float eps) {
+    for (int k0 = 0; k0 < count; k0 += 8) {
+        const int c = count - k0 < 8 ? count - k0 : 8, K = c > 4 ? 8 : c > 2 ? 4 : c;
+        const float *v[8];
+        double sum[8];
+        for (int k = 0; k < K; k++) v[k] = x + (size_t)(k0 + (k < c ? k : c - 1)) * stride; /* padding: repeats */
+        switch (K) {
+        case 8: sums_of_squares(v, n, sum, 8); break;
+        case 4: sums_of_squares(v, n, sum, 4); break;
+        case 2: sums_of_squares(v, n, sum, 2); break;
+        default: sums_of_squares(v, n, sum, 1); break;
+        }
+        for (int k = 0; k < c; k++) {
+            const float mean = (float)(sum[k] / n), scale = 1.0f / sqrtf(mean + eps);
+            const float *xk = v[k];
+            float *yk = y + (size_t)(k0 + k) * stride;
+            if (w)
+                for (int i = 0; i < n; i++) yk[i] = (xk[i] * scale) * w[i];
+            else
+                for (int i = 0; i < n; i++) yk[i] = xk[i] * scale;
+        }
+    }
+}
+
+void rmsnorm(float *y, const float *x, const float *w, int n, float eps) { rmsnorm_many(y, x, (size_t)n, w, 1, n, eps); }
+
+static void rmsnorm_some(void *arg, int ith, int nth) {
+    const rmsnorm_job *j = arg;
+    long r0, r1;
+    pool_split(j->rows, ith, nth, 1, &r0, &r1);
+    if (r1 > r0)
+        rmsnorm_many(j->y + (size_t)r0 * j->n, j->x + (size_t)r0 * j->n, (size_t)j->n, j->w, (int)(r1 - r0), j->n,
+                     j->eps);
+}
+
+/* rows are independent: a prompt's rows split over the pool (a few rows are not worth a job) */
+void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
+    rmsnorm_job j = {y, x, w, rows, n, eps};
+    pool_run_rows(rmsnorm_some, &j, rows);
+}
+
+void l2norm(float *y, const float *x, int n, float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void add_scaled(float *y, const float *x, float s, size_t n) {
+    if (s == 1.0f)
+        for (size_t i = 0; i < n; i++) y[i] += x[i];
+    else
+        for (size_t i = 0; i < n; i++) y[i] += s * x[i];
+}
+
+float dot_f32(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* llama.cpp's AVX-512 build (the reference) handles 16 floats at a time */
+#define VEC_GROUP 16
+
+static inline float silu_vec(float x) { return x / (1.0f + exp_vec(0.0f - x)); }
+
+/* each value's result depends only on whether it falls in a group of 16 of the whole
+ * vector: the vector form (exp_vec, whatever the kernel's own grouping) or the remainder */
+void vec_silu_span(float *y, const float *x, int n, int o, int row_n) {
+    int grouped = row_n - row_n % VEC_GROUP - o;
+    grouped = grouped < 0 ? 0 : grouped > n ? n : grouped;
+    const int whole = grouped - grouped % VEC_GROUP;
+    int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->silu && whole) k->silu(y, x, whole), i = whole;
+    for (; i < grouped; i++) y[i] = silu_vec(x[i]);
+    for (; i < n; i++) y[i] = silu(x[i]);
+}
+
+void vec_silu(float *y, const float *x, int n) { vec_silu_span(y, x, n, 0, n); }
+
+void vec_swiglu(float *y, const float *x, const float *g, int n) {
+    const int full = n - n % VEC_GROUP;
+    int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->swiglu && full) k->swiglu(y, x, g, full), i = full;
+    for (; i < full; i++) y[i] = silu_vec(x[i]) * g[i];
+    for (; i < n; i++) y[i] = silu(x[i]) * g[i];
+}
+
+float reduce16(const float *v) {
+    float a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++) a[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
+    for (int i = 0; i < 2; i++) c[i] = b[i] + b[i + 2];
+    return c[0] + c[1];
+}
+
+double vec_softmax_exp(float *y, const float *x, float max, int n) {
+    double sum = 0;
+    int i = 0;
+    const kernel_ops *k = kernels_ops();
+    if (k->softmax_exp && n >= VEC_GROUP) {
+        i = n - n % VEC_GROUP;
+        sum = k->softmax_exp(y, x, max, i);
+    }
+    for (; i + VEC_GROUP <= n; i += VEC_GROUP) {
+        for (int j = 0; j < VEC_GROUP; j++) y[i + j] = exp_vec(x[i + j] - max);
+        sum += (double)reduce16(y + i);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+
+static float dot_ggml_ref(const float *x, const float *y, int n) {
+    const int np = n & ~63;
+    float acc[4][16] = {{0}};
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+    float sum = reduce16(acc[0]);
+    /* the leftovers as GCC vectorised them: blocks of 16, then of 8, as rounded products
+     * added one by one; the last n % 8 as fused multiply-adds */
+    int i = np;
+    const int unfused = np + ((n - np) & ~7);
+    for (; i < unfused; i++) sum += x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+float dot_ggml(const float *x, const float *y, int n) {
+    const kernel_ops *k = kernels_ops();
+    return k->dot ? k->dot(x, y, n) : dot_ggml_ref(x, y, n);
+}
+
+void mad_ggml(float *y, const float *x, float v, int n) {
+    const kernel_ops *k = kernels_ops();
+    if (k->mad) {
+        k->mad(y, x, v, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
+                   float scale, float *o) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->gdn_step) {
+        ko->gdn_step(S, dk, dv, q, k, v, decay, beta, scale, o);
+        return;
+    }
+    for (int c = 0; c < dv; c++) {
+        float *s = S + (size_t)c * dk;
+        for (int i = 0; i < dk; i++) s[i] *= decay;
+        const float delta = (v[c] - dot_ggml_ref(s, k, dk)) * beta;
+        for (int i = 0; i < dk; i++) s[i] = fmaf(k[i], delta, s[i]);
+        o[c] = dot_ggml_ref(s, q, dk) * scale;
+    }
+}
+
+void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->scores) {
+        ko->scores(s, K, stride, q, n, hd, scale);
+        return;
+    }
+    for (int i = 0; i < n; i++) s[i] = dot_ggml(K + (size_t)i * stride, q, hd) * scale;
+}
+
+void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum_acc && hd % 16 == 0) {
+        ko->wsum_acc(acc, V, stride, p, n, hd);
+        return;
+    }
+    for (int c = 0; c < hd; c++) {
+        float *a = acc + (size_t)(c / 16) * 256 + c % 16;
+        for (int i = 0; i < n; i++) a[(i % 16) * 16] = fmaf(V[(size_t)i * stride + c], p[i], a[(i % 16) * 16]);
+    }
+}
+
+void attn_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
+                       float scale) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->scores_multi) {
+        ko->scores_multi(s, K, stride, q, nq, n, hd, scale);
+        return;
+    }
+    for (int h = 0; h < nq; h++) attn_scores(s[h], K, stride, q[h], n, hd, scale);
+}
+
+void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                         int hd) {
+    const kernel_ops *ko = kernels_ops();
+    if (ko->wsum_multi && hd % 16 == 0) {
+        ko->wsum_multi(acc, V, stride, p, np, n, hd);
+        return;
+    }
+    for (int h = 0; h < np; h++) attn_wsum_acc(acc[h], V, stride, p[h], n, hd);
+}
+
+void attn_wsum_finish(float *o, const float *acc, int hd) {
+    for (int c = 0; c < hd; c++) {
+        float lanes[16];
+        for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)(c / 16) * 256 + k * 16 + c % 16];
+        o[c] = reduce16(lanes);
+    }
+}
+
+/* channels [c0, c1) of conv_causal */
+static void conv_channels(float *state, const float *w, int c0, int c1, int K, const float *in, size_t in_stride,
+                          float *out, size_t out_stride, int n) {
+    const kernel_ops *ko = kernels_ops();
+    state += (size_t)c0 * (K - 1), w += (size_t)c0 * K, in += c0, out += c0;
+    const int C = c1 - c0;
+    if (ko->conv) {
+        ko->conv(state, w, C, K, in, in_stride, out, out_stride, n);
+        return;
+    }
+    for (int t = 0; t < n; t++) {
+        const float *u = in + (size_t)t * in_stride;
+        float *y = out + (size_t)t * out_stride;
+        for (int ch = 0; ch < C; ch++) {
+            float *st = state + (size_t)ch * (K - 1);
+            const float *wc = w + (size_t)ch * K;
+            float acc = 0;
+            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+            acc = fmaf(wc[K - 1], u[ch], acc);
+            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+            if (K > 1) st[K - 2] = u[ch];
+            y[ch] = acc;
+        }
+    }
+}
+
+typedef struct {
+    const conv_seq *seqs;
+    int n_seqs, C, K;
+    const float *w;
+    size_t in_stride, out_stride;
+} conv_job;
+
+static void conv_share(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long c0, c1;
+    pool_split(j->C, ith, nth, 16, &c0, &c1);
+    if (c0 < c1)
+        for (int i = 0; i < j->n_seqs; i++) {
+            const conv_seq *q = &j->seqs[i];
+            conv_channels(q->state, j->w, (int)c0, (int)c1, j->K, q->in, j->in_stride, q->out, j->out_stride, q->n);
+        }
+}
+
+/* Channels are independent, so wide convolutions split them over the pool: in a decode
+ * step this is otherwise the longest stretch the other threads wait through. */
+void conv_causal_seqs(const conv_seq *seqs, int n_seqs, const float *w, int C, int K, size_t in_stride,
+                      size_t out_stride) {
+    conv_job j = {seqs, n_seqs, C, K, w, in_stride, out_stride};
+    if (C >= 2048 && pool_threads() > 1)
+        pool_run(conv_share, &j);
+    else
+        conv_share(&j, 0, 1);
+}
+
+void conv_causal(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n) {
+    const conv_seq one = {state, in, out, n};
+    conv_causal_seqs(&one, 1, w, C, K, in_stride, out_stride);
+}
+
+void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n) {
+    const int w = K - 1; /* values each channel keeps */
+    for (int ch = 0; ch < C; ch++)
+        for (int k = 0; k < w; k++) {
+            const int i = n + k; /* index in (state values, then rows): the window ends at n + w */
+            dst[(size_t)ch * w + k] = i < w ? state[(size_t)ch * w + i] : in[(size_t)(i - w) * in_stride + ch];
+        }
+}
+
+void conv_step(float *state, const float *w, int C, int K, const float *u, float *y) {
+    conv_causal(state, w, C, K, u, 0, y, 0, 1);
+}
+
+void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)p;
+    for (int k = 0; k < n_rot / 2; k++) {
+        float t = factors ? theta / factors[k] : theta;
+        t = freq_scale * t;
+        cs[2 * k] = cosf(t);
+        cs[2 * k + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void rope_apply(float *x, int kind, int n_rot, const float *cs) {
+    const int half = n_rot / 2;
+    for (int k = 0; k < half; k++) {
+        const float c = cs[2 * k], s = cs[2 * k + 1];
+        float *a, *b;
+        if (kind == 1) { /* ROPE_NORM: adjacent pairs */
+            a = &x[2 * k];
+            b = &x[2 * k + 1];
+        } else {         /* ROPE_NEOX: halves */
+            a = &x[k];
+            b = &x[k + half];
+        }
+        const float x0 = *a, x1 = *b;
+        /* the contraction GCC makes of x0*c - x1*s and x0*s + x1*c in llama.cpp */
+        *a = fmaf(x0, c, -(x1 * s));
+        *b = fmaf(x0, s, x1 * c);
+    }
+}
+
+/* ---------------------------------------------------------------- arena */
+
+struct arena_block {
+    struct arena_block *next;
+    size_t size, used;
+    _Alignas(64) unsigned char data[];
+};
+
+#define ARENA_MIN_BLOCK ((size_t)4 << 20)
+
+void *arena_alloc(arena *a, size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    struct arena_block *b = a->blocks;
+    if (!b || b->size - b->used < bytes) {
+        /* a spare block that fits, else a new one */
+        struct arena_block **pp = &a->spare;
+        while (*pp && (*pp)->size < bytes) pp = &(*pp)->next;
+        if (*pp) {
+            b = *pp;
+            *pp = b->next;
+        } else {
+            size_t size = bytes > ARENA_MIN_BLOCK ? bytes : ARENA_MIN_BLOCK;
+            b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
+            if (!b) {
+                fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
+                abort();
+            }
+            b->size = size;
+        }
+        b->used = 0;
+        b->next = a->blocks;
+        a->blocks = b;
+    }
+    void *p = b->data + b->used;
+    b->used += bytes;
+    a->used_total += bytes;
+    if (a->used_total > a->peak) a->peak = a->used_total;
+    return p;
+}
+
+float *arena_floats(arena *a, size_t n) { return arena_alloc(a, n * sizeof(float)); }
+
+arena_mark arena_save(const arena *a) {
+    return (arena_mark){a->blocks, a->blocks ? a->blocks->used : 0, a->used_total};
+}
+
+void arena_restore(arena *a, arena_mark m) {
+    while (a->blocks && a->blocks != m.block) { /* blocks chained after the mark become spares */
+        struct arena_block *b = a->blocks;
+        a->blocks = b->next;
+        b->next = a->spare;
+        a->spare = b;
+    }
+    if (a->blocks) a->blocks->used = m.used;
+    a->used_total = m.total;
+}
+
+void arena_reset(arena *a) {
+    /* when a pass needed several blocks, replace them by one block of the peak size so
+     * the next pass allocates nothing */
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    if (a->spare && a->spare->next) {
+        size_t peak = a->peak;
+        arena_free(a);
+        a->peak = peak;
+        struct arena_block *b = aligned_alloc(64, (sizeof *b + peak + 63) & ~(size_t)63);
+        if (b) {
+            b->size = peak;
+            b->used = 0;
+            b->next = NULL;
+            a->spare = b;
+        }
+    }
+}
+
+void arena_free(arena *a) {
+    arena_restore(a, (arena_mark){NULL, 0, 0});
+    while (a->spare) {
+        struct arena_block *n = a->spare->next;
+        free(a->spare);
+        a->spare = n;
+    }
+    a->used_total = 0;
+}

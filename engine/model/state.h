@@ -1,0 +1,83 @@
+/* state.h - everything needed to continue one sequence: the attention KV cache of
+ * positions 0..n_past-1, and the conv and recurrent state of every recurrent layer.
+ *
+ * This is the object checkpoints persist: the recurrent part is one contiguous blob
+ * (model->rec_floats floats, per-layer offsets in model->rec), the KV part is one
+ * K and one V array per attention layer, [position][kv_dim] floats. */
+#ifndef CHATFS_STATE_H
+#define CHATFS_STATE_H
+
+#include <stddef.h>
+
+#include "engine/model/model.h"
+
+typedef struct seq_state {
+    const model *m;
+    int n_past;      /* tokens consumed */
+    int n_ctx;       /* most tokens this sequence may hold */
+    int cap;         /* KV rows allocated */
+    float **k, **v;  /* [m->n_kv_slots] -> cap * kv_dim floats */
+    float *rec;      /* m->rec_floats */
+} seq_state;
+
+/* A fresh, empty sequence (zero recurrent state). n_ctx <= 0 means the model's
+ * training context. NULL when out of memory. */
+seq_state *state_new(const model *m, int n_ctx);
+/* Frees the state; the last one freed is kept for the next state_new of its model
+ * (fresh cache pages cost page faults), until state_drop_spare(model or NULL). */
+void state_free(seq_state *s);
+void state_drop_spare(const model *m);
+/* Makes that spare now, with room for n tokens and its pages touched, so that the first
+ * request after a start restores into memory that is already there. */
+void state_prepare_spare(const model *m, int n_ctx, int n);
+/* Makes dst an exact copy of src (same model). Returns 0, or -1 when out of memory. */
+int state_copy(seq_state *dst, const seq_state *src);
+seq_state *state_clone(const seq_state *src);
+/* Back to the empty sequence. */
+void state_reset(seq_state *s);
+/* Cuts the sequence back to n tokens. Only attention state can be cut; returns -1
+ * for models with recurrent layers (their state has no history to cut to). */
+int state_trim(seq_state *s, int n);
+/* Ensures room for n tokens of KV. Returns 0, or -1 (over n_ctx or out of memory). */
+int state_reserve(seq_state *s, int n);
+
+static inline float *state_conv(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].conv_off; }
+static inline float *state_ssm(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].ssm_off; }
+
+/* Where a segment's capture of the state part at `live` (a pointer into its state's
+ * recurrent blob) goes: the same offset in the capture blob; NULL when it captures
+ * nothing. */
+static inline float *seg_capture_at(const segment *sg, const float *live) {
+    return sg->capture > 0 ? sg->capture_rec + (live - sg->state->rec) : NULL;
+}
+
+/* conv_causal of every segment of a batch over its rows (in and out hold the batch's rows
+ * from row 0) on its state's conv slot, in one pass of the pool per 16 segments. When a
+ * segment captures, the window after sg->capture rows goes to the capture first (it must
+ * see the state before the rows move it). */
+static inline void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w, int C, int K,
+                                    const float *in, size_t in_stride, float *out, size_t out_stride) {
+    for (int s0 = 0; s0 < n_segs; s0 += 16) {
+        conv_seq q[16];
+        const int n = n_segs - s0 < 16 ? n_segs - s0 : 16;
+        for (int i = 0; i < n; i++) {
+            const segment *sg = &segs[s0 + i];
+            float *state = state_conv(sg->state, slot), *captured = seg_capture_at(sg, state);
+            const float *rows = in + (size_t)sg->row0 * in_stride;
+            if (captured) conv_state_after(captured, state, C, K, rows, in_stride, sg->capture);
+            q[i] = (conv_seq){state, rows, out + (size_t)sg->row0 * out_stride, sg->n};
+        }
+        conv_causal_seqs(q, n, w, C, K, in_stride, out_stride);
+    }
+}
+
+/* KV floats per token over all attention layers (K and V). */
+size_t state_kv_floats_per_token(const model *m);
+/* Copies KV rows [p0, p1) out of / into a flat buffer laid out slot by slot, K rows
+ * then V rows. set grows the cache as needed; returns -1 when it cannot. */
+void state_get_kv(const seq_state *s, int p0, int p1, float *buf);
+int state_set_kv(seq_state *s, int p0, int p1, const float *buf);
+/* Bytes the state occupies now (recurrent blob + used KV rows). */
+size_t state_bytes(const seq_state *s);
+
+#endif

@@ -1,0 +1,514 @@
+#define _GNU_SOURCE /* memmem */
+/* chat.c - the engine API of chat.h: requests in, text and reports out.
+ *
+ * A request is a small state machine that the worker (scheduler.c) advances one step
+ * at a time, together with up to max_batch - 1 others:
+ *
+ *   QUEUED -> PREFILL (slices of prompt tokens, one per step)
+ *          -> GENERATING (one token per step: sample, stream, feed it back)
+ *          -> DONE / FAILED (on_done, then freed)
+ *
+ * Rendering and tokenizing happen in engine_submit, on the caller's thread (the
+ * tokenizer and template are read-only), so that a prompt too long for the context is
+ * refused at once. This file holds what a request looks like from outside: submit,
+ * cancel, the text stream with its stop strings, the report, the counters. */
+#include "engine/runtime/chat.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/runtime/chat_impl.h"
+#include "engine/base/threadpool.h"
+#include "store/hash.h"
+
+#define TEXT_CAP 4096
+
+double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void gen_settings_defaults(gen_settings *s) {
+    memset(s, 0, sizeof *s);
+    sampler_params p;
+    sampler_defaults(&p);
+    s->temperature = 0.0f; /* greedy: runs are reproducible */
+    s->top_k = p.top_k;
+    s->top_p = p.top_p;
+    s->min_p = p.min_p;
+    s->seed = p.seed;
+    s->checkpoint_interval = 1024;
+    s->checkpoints = 1;
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+/* Renders messages with the engine's template (or a forced one) and the generation
+ * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
+static int render_tokens(const chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out,
+                         char *err, size_t errlen, chat_template *used) {
+    chat_template t = e->m->tmpl;
+    if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
+        snprintf(err, errlen, "unknown template '%s'", tmpl_name);
+        return -1;
+    }
+    if (used) *used = t;
+    char *text = template_render(&t, msgs, n, 1);
+    if (!text) {
+        snprintf(err, errlen, "the messages cannot be rendered (a role other than system, user, assistant?)");
+        return -1;
+    }
+    int k = tokenizer_encode(e->m->tok, text, strlen(text), 1, 1, out);
+    free(text);
+    if (k < 0) snprintf(err, errlen, "out of memory while tokenizing");
+    return k;
+}
+
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name) {
+    int *ids = NULL;
+    char err[128];
+    int k = render_tokens(e, msgs, n, template_name, &ids, err, sizeof err, NULL);
+    free(ids);
+    return k;
+}
+
+int engine_context(const chat_engine *e) { return e->n_ctx; }
+const model *engine_model(const chat_engine *e) { return e->m; }
+
+/* ---------------------------------------------------------------- text out */
+
+static void emit(request *r, const char *text, size_t len) {
+    if (!len) return;
+    if (r->n_reply + len + 1 > r->cap_reply) { /* kept for the post-generation checkpoint */
+        size_t cap = (r->n_reply + len + 1) * 2;
+        char *g = realloc(r->reply, cap);
+        if (g) r->reply = g, r->cap_reply = cap;
+    }
+    if (r->n_reply + len + 1 <= r->cap_reply) {
+        memcpy(r->reply + r->n_reply, text, len);
+        r->n_reply += len;
+        r->reply[r->n_reply] = 0;
+    }
+    if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
+}
+
+/* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
+static size_t utf8_boundary(const char *s, size_t n) {
+    size_t k = n;
+    while (k > 0 && ((unsigned char)s[k - 1] & 0xC0) == 0x80) k--; /* continuation bytes */
+    if (k == 0) return 0;
+    unsigned char lead = (unsigned char)s[k - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return n - (k - 1) >= need ? n : k - 1;
+}
+
+/* Passes new text through the stop-string filter. Returns 1 when a stop string was
+ * found (the text before it has been emitted). */
+static int push_text(request *r, const char *text, size_t len) {
+    if (r->s.n_stop == 0) {
+        emit(r, text, len);
+        return 0;
+    }
+    memcpy(r->held + r->n_held, text, len);
+    r->n_held += len;
+    for (int i = 0; i < r->s.n_stop; i++) {
+        const char *hit = memmem(r->held, r->n_held, r->s.stop[i], strlen(r->s.stop[i]));
+        if (hit) {
+            emit(r, r->held, (size_t)(hit - r->held));
+            r->n_held = 0;
+            return 1;
+        }
+    }
+    /* keep the last max_stop-1 bytes: they may be the start of a stop string */
+    if (r->n_held >= (size_t)r->max_stop) {
+        size_t out = utf8_boundary(r->held, r->n_held - (size_t)(r->max_stop - 1));
+        emit(r, r->held, out);
+        memmove(r->held, r->held + out, r->n_held - out);
+        r->n_held -= out;
+    }
+    return 0;
+}
+
+static void flush_text(request *r) {
+    char buf[64];
+    size_t k = detok_flush(&r->ds, buf, sizeof buf);
+    if (k) push_text(r, buf, k);
+    emit(r, r->held, r->n_held);
+    r->n_held = 0;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+void request_free(request *r) {
+    if (!r) return;
+    free(r->prompt);
+    free(r->strings);
+    free(r->held);
+    state_free(r->state);
+    free(r->logits);
+    sampler_free(&r->smp);
+    if (r->msgs)
+        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
+    free(r->msgs);
+    free(r->h);
+    free(r->marks);
+    free(r->gen);
+    free(r->reply);
+    free(r);
+}
+
+/* A deep copy of the conversation (roles are one of three literals after rendering
+ * succeeded, so they are mapped, not copied). */
+static int copy_msgs(request *r, const chat_msg *msgs, int n) {
+    r->msgs = calloc((size_t)n + 1, sizeof *r->msgs);
+    if (!r->msgs) return -1;
+    r->n_msgs = n;
+    for (int i = 0; i < n; i++) {
+        const char *role = msgs[i].role;
+        r->msgs[i].role = !strcmp(role, "system") ? "system" : !strcmp(role, "user") ? "user" : "assistant";
+        r->msgs[i].content = strdup(msgs[i].content ? msgs[i].content : "");
+        if (!r->msgs[i].content) return -1;
+    }
+    return 0;
+}
+
+/* Copies the settings' strings into one block owned by the request. */
+static int copy_settings(request *r, const gen_settings *s) {
+    size_t need = 0;
+    for (int i = 0; i < s->n_stop; i++) need += strlen(s->stop[i]) + 1;
+    if (s->template_name) need += strlen(s->template_name) + 1;
+    if (s->session) need += strlen(s->session) + 1;
+    r->s = *s;
+    r->strings = malloc(need + 1);
+    if (!r->strings) return -1;
+    char *p = r->strings;
+    for (int i = 0; i < s->n_stop; i++) {
+        r->s.stop[i] = strcpy(p, s->stop[i]);
+        p += strlen(p) + 1;
+        if ((int)strlen(s->stop[i]) > r->max_stop) r->max_stop = (int)strlen(s->stop[i]);
+    }
+    if (s->template_name) {
+        r->s.template_name = strcpy(p, s->template_name);
+        p += strlen(p) + 1;
+    }
+    if (s->session) r->s.session = strcpy(p, s->session);
+    return 0;
+}
+
+uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
+                       char *err, size_t errlen) {
+    gen_settings defaults;
+    if (!s) {
+        gen_settings_defaults(&defaults);
+        s = &defaults;
+    }
+    if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
+        s->test_fail_after < 0) {
+        snprintf(err, errlen, "invalid generation settings");
+        return 0;
+    }
+    for (int i = 0; i < s->n_stop; i++)
+        if (!s->stop[i] || !*s->stop[i] || strlen(s->stop[i]) > 256) {
+            snprintf(err, errlen, "stop strings must be 1 to 256 bytes");
+            return 0;
+        }
+    request *r = calloc(1, sizeof *r);
+    if (!r || copy_settings(r, s) != 0) {
+        request_free(r);
+        snprintf(err, errlen, "out of memory");
+        return 0;
+    }
+    r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
+    if (r->n_prompt < 0) {
+        request_free(r);
+        return 0;
+    }
+    if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
+        snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
+        request_free(r);
+        return 0;
+    }
+    sampler_params sp = {s->temperature, s->top_k, s->top_p, s->min_p, s->seed};
+    r->held = malloc(TEXT_CAP + (size_t)r->max_stop + 64);
+    if (!r->held || sampler_init(&r->smp, &sp, e->m->n_vocab) != 0) {
+        request_free(r);
+        snprintf(err, errlen, "out of memory");
+        return 0;
+    }
+    if (s->checkpoints && e->cs) { /* placement: done here, on the caller's thread */
+        r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
+        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
+        if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
+            request_free(r);
+            snprintf(err, errlen, "out of memory");
+            return 0;
+        }
+        token_chain_all(cs_seed(e->cs), r->prompt, r->n_prompt, r->h);
+    }
+    detok_init(&r->ds, 0);
+    if (cb) r->cb = *cb;
+    r->r.phase = GEN_QUEUED;
+    r->r.prompt_tokens = r->n_prompt;
+    r->r.source = "none";
+    snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", s->checkpoints ? "none stored" : "disabled");
+    r->t_submit = now_ms();
+
+    pthread_mutex_lock(&e->lock);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->lock);
+        request_free(r);
+        snprintf(err, errlen, "the engine is shutting down");
+        return 0;
+    }
+    r->id = ++e->next_id;
+    if (e->queue_tail)
+        e->queue_tail->next = r;
+    else
+        e->queue = r;
+    e->queue_tail = r;
+    e->stats.requests++;
+    uint64_t id = r->id;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    return id;
+}
+
+void engine_cancel(chat_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->lock);
+    for (int i = 0; i < e->n_act; i++)
+        if (e->act[i]->id == id) e->act[i]->cancelled = 1;
+    for (request *r = e->queue; r; r = r->next)
+        if (r->id == id) r->cancelled = 1;
+    pthread_cond_signal(&e->wake); /* a queued request ends at once, not when a slot frees */
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---------------------------------------------------------------- the caller's view */
+
+void progress(request *r) {
+    if (r->cb.on_progress) r->cb.on_progress(r->cb.ud, &r->r);
+}
+
+void finish(chat_engine *e, request *r, int how, const char *error) {
+    flush_text(r);
+    r->t_done = now_ms();
+    r->r.finish = how;
+    r->r.phase = error ? GEN_FAILED : GEN_DONE;
+    double decode_ms = r->t_first > 0 ? r->t_done - r->t_first : 0;
+    if (r->r.generated_tokens > 1 && decode_ms > 0)
+        r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (decode_ms / 1e3);
+    pthread_mutex_lock(&e->lock);
+    if (how == FINISH_CANCELLED) e->stats.cancelled++;
+    else if (error) e->stats.failed++;
+    else e->stats.completed++;
+    e->stats.generated_tokens += (uint64_t)r->r.generated_tokens;
+    e->stats.computed_tokens += (uint64_t)r->r.computed_tokens;
+    e->stats.prompt_tokens += (uint64_t)r->r.prompt_tokens;
+    pthread_mutex_unlock(&e->lock);
+    if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
+}
+
+int accept_token(chat_engine *e, request *r, int tok) {
+    r->last_token = tok;
+    r->r.generated_tokens++;
+    if (r->r.generated_tokens == 1) {
+        r->t_first = now_ms();
+        r->r.ttft_ms = r->t_first - r->t_submit;
+    }
+    if (tokenizer_is_eog(e->m->tok, tok) && !r->s.ignore_eog) return FINISH_EOG;
+    char buf[512];
+    size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
+    if (push_text(r, buf, k)) return FINISH_STOP;
+    if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
+    if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;
+    return FINISH_NONE;
+}
+/* ---------------------------------------------------------------- open / close */
+
+/* Frees what engine_open made (any part may be missing). */
+static void engine_free(chat_engine *e) {
+    cs_close(e->cs); /* writes what is still only in RAM */
+    db_close(e->db);
+    arena_free(&e->arena);
+    free(e->act);
+    free(e->rows);
+    free(e->row_of);
+    free(e->row_ok);
+    for (int i = 0; e->capture && i < e->max_batch; i++) free(e->capture[i]);
+    free(e->capture);
+    model_free(e->m);
+    free(e);
+}
+
+chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
+    if (!cfg || !cfg->model_path) {
+        snprintf(err, errlen, "no model given");
+        return NULL;
+    }
+    chat_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->cfg = *cfg;
+    e->m = model_load(cfg->model_path, err, errlen);
+    if (!e->m) {
+        free(e);
+        return NULL;
+    }
+    e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
+    if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
+    e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
+    e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
+    e->act = calloc((size_t)e->max_batch, sizeof *e->act);
+    e->rows = calloc((size_t)e->max_batch, sizeof *e->rows);
+    e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
+    e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
+    e->capture = calloc((size_t)e->max_batch, sizeof *e->capture);
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture) {
+        snprintf(err, errlen, "out of memory");
+        engine_free(e);
+        return NULL;
+    }
+    pool_set_threads(cfg->threads);
+    /* the first request's state: room for a long system prompt, faulted in now */
+    state_prepare_spare(e->m, e->n_ctx, SPARE_PREPARED_TOKENS);
+    if (cfg->db_path && *cfg->db_path) {
+        char dberr[512];
+        e->db = db_open(cfg->db_path, dberr, sizeof dberr);
+        if (!e->db) fprintf(stderr, "chatfs: %s; checkpoints stay in RAM\n", dberr);
+    }
+    char cerr[512] = "";
+    cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
+    e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
+    if (!e->cs) {
+        snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
+        engine_free(e);
+        return NULL;
+    }
+    if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
+    pthread_mutex_init(&e->cache_lock, NULL);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    if (pthread_create(&e->worker, NULL, engine_worker, e) != 0) {
+        snprintf(err, errlen, "cannot start the engine thread");
+        pthread_mutex_destroy(&e->cache_lock);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->wake);
+        engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void engine_close(chat_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    e->stopping = 1; /* the worker cancels every request, queued or running, and returns */
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    pthread_join(e->worker, NULL);
+    pthread_mutex_destroy(&e->cache_lock);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->wake);
+    engine_free(e);
+}
+
+void engine_forget_session(chat_engine *e, const char *session) {
+    pthread_mutex_lock(&e->cache_lock);
+    cs_forget_session(e->cs, session);
+    pthread_mutex_unlock(&e->cache_lock);
+}
+
+char *engine_stats_json(chat_engine *e) {
+    char *s = malloc(1024);
+    if (!s) return NULL;
+    pthread_mutex_lock(&e->lock);
+    /* busy: requests waiting or running, including a finished one's checkpoint job */
+    int queued = 0;
+    for (request *r = e->queue; r; r = r->next) queued++;
+    snprintf(s, 1024,
+             "{\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
+             "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
+             "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
+             "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
+             "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
+             "\"post_jobs\":%llu,\"post_tokens\":%llu}",
+             (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
+             (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
+             (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
+             (unsigned long long)e->stats.generated_tokens, queued, e->n_act, e->max_batch, e->chunk,
+             (unsigned long long)e->stats.steps, (unsigned long long)e->stats.decode_rows,
+             (unsigned long long)e->stats.prefill_rows, (unsigned long long)e->stats.retried_steps,
+             (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
+             (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
+             (unsigned long long)e->stats.post_tokens);
+    pthread_mutex_unlock(&e->lock);
+    /* then the checkpoint counters, as members of the same object */
+    pthread_mutex_lock(&e->cache_lock);
+    char *c = cs_stats_json(e->cs);
+    pthread_mutex_unlock(&e->cache_lock);
+    size_t ls = strlen(s), lc = c ? strlen(c) : 0;
+    char *all = c && lc > 2 ? malloc(ls + lc + 2) : NULL;
+    if (all) {
+        memcpy(all, s, ls - 1); /* without '}' */
+        all[ls - 1] = ',';
+        memcpy(all + ls, c + 1, lc); /* without '{', with the NUL */
+        free(s);
+        s = all;
+    }
+    free(c);
+    return s;
+}
+
+/* ---------------------------------------------------------------- blocking run */
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;
+    int done;
+    gen_report report;
+    char error[256];
+    void (*on_text)(void *, const char *, size_t);
+    void *ud;
+} run_wait;
+
+static void run_text(void *ud, const char *t, size_t n) {
+    run_wait *w = ud;
+    if (w->on_text) w->on_text(w->ud, t, n);
+}
+
+static void run_done(void *ud, const gen_report *r, const char *error) {
+    run_wait *w = ud;
+    pthread_mutex_lock(&w->lock);
+    w->report = *r;
+    if (error) snprintf(w->error, sizeof w->error, "%s", error);
+    w->done = 1;
+    pthread_cond_signal(&w->done_cv);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s,
+               void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
+               size_t errlen) {
+    run_wait w = {.on_text = on_text, .ud = ud};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.done_cv, NULL);
+    gen_callbacks cb = {run_text, NULL, run_done, &w};
+    int rc = -1;
+    if (engine_submit(e, msgs, n, s, &cb, err, errlen)) {
+        pthread_mutex_lock(&w.lock);
+        while (!w.done) pthread_cond_wait(&w.done_cv, &w.lock);
+        pthread_mutex_unlock(&w.lock);
+        if (out) *out = w.report;
+        if (w.error[0]) snprintf(err, errlen, "%s", w.error);
+        else rc = 0;
+    }
+    pthread_cond_destroy(&w.done_cv);
+    pthread_mutex_destroy(&w.lock);
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* chat.h - the engine API: conversations in, streamed replies out.
+ *
+ * One engine owns a model, the checkpoint store and a worker thread (the scheduler).
+ * Callers submit requests - a conversation as a list of messages plus settings - and
+ * the worker runs them: render the chat template, tokenize, find the longest usable
+ * checkpoint for the prompt, restore it, prefill the rest while placing new
+ * checkpoints, decode, stream the text through callbacks, and place the checkpoint the
+ * next turn will need. Up to max_batch requests run at once, decoded together in one
+ * model pass per token (scheduler.c); each reply is exactly what the request would get
+ * alone. The filesystem and the command line both sit on this API; nothing here knows
+ * about paths inside a mount or about FUSE. */
+#ifndef CHATFS_CHAT_H
+#define CHATFS_CHAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model/model.h"
+#include "engine/template/template.h"
+
+typedef struct chat_engine chat_engine;
+
+typedef struct {
+    const char *model_path;
+    const char *db_path;     /* checkpoint database; NULL keeps checkpoints in RAM only */
+    int threads;             /* 0: every core */
+    size_t ram_budget;       /* bytes of checkpoints kept in RAM; 0: the default */
+    size_t disk_budget;      /* bytes of checkpoints kept in the database; 0: the default */
+    int n_ctx;               /* most tokens a conversation may hold; 0: min(model context, 32768) */
+    int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
+    int max_batch;           /* most requests running at once (decoded together); 0: 8 */
+    int no_single_flight;    /* 1: a request never waits for another one computing the same
+                                prefix, it computes the prefix itself (benchmarks) */
+} engine_config;
+
+#define GEN_MAX_STOP 8
+
+typedef struct {
+    float temperature;       /* 0 = greedy */
+    int top_k;
+    float top_p;
+    float min_p;
+    uint64_t seed;
+    int max_tokens;          /* 0: until end of generation or the context is full */
+    int ignore_eog;          /* 1: an end-of-generation token does not end the reply (benchmarks, tests) */
+    const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
+    int n_stop;
+    int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */
+    const char *template_name; /* force a template family (template_force names); NULL: the model's */
+    int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
+    const char *session;     /* who the request belongs to (a conversation id), for budgets and
+                                engine_forget_session; may be NULL */
+    int test_fail_after;     /* tests only: after this many generated tokens the request's row
+                                breaks the model pass it is in, as a failing model would; 0: never */
+} gen_settings;
+
+void gen_settings_defaults(gen_settings *s);
+
+enum gen_phase { GEN_QUEUED = 0, GEN_PREFILL, GEN_GENERATING, GEN_DONE, GEN_FAILED };
+enum gen_finish {
+    FINISH_NONE = 0,      /* still running */
+    FINISH_EOG,           /* the model ended its turn */
+    FINISH_LENGTH,        /* max_tokens reached */
+    FINISH_STOP,          /* a stop string */
+    FINISH_CONTEXT,       /* the context is full */
+    FINISH_CANCELLED,     /* engine_cancel or engine_close */
+    FINISH_ERROR
+};
+
+/* What a request did; also the payload of progress callbacks. */
+typedef struct {
+    int phase;               /* enum gen_phase */
+    int finish;              /* enum gen_finish */
+    int prompt_tokens;
+    int reused_tokens;       /* not computed: restored from a checkpoint or shared */
+    int shared_tokens;       /* of those, copied from another request that was computing the same
+                                prefix at the same time (single flight) */
+    int computed_tokens;     /* prompt tokens actually run through the model */
+    int prefill_done;        /* reused + computed so far */
+    int prefill_passes;      /* model passes the computed tokens took (a checkpoint mark ends a
+                                pass only when a second one lies ahead in the same chunk) */
+    int generated_tokens;
+    const char *source;      /* where the reused state came from: "ram", "disk" or "none" */
+    char miss_reason[96];    /* empty on a hit; else "none stored", "diverged at position X",
+                                "evicted", "fingerprint mismatch", "corrupt", "disabled" */
+    double ttft_ms;          /* submit to first generated token */
+    double prefill_tokens_per_s;
+    double decode_tokens_per_s;
+} gen_report;
+
+/* Called on the engine's worker thread; they must not block for long (every running
+ * request waits for them). A request's phase is GEN_QUEUED until it starts its prefill:
+ * while it waits for a slot in the batch, and while it waits for another request that
+ * is computing the same prefix (then on_progress says so). */
+typedef struct {
+    void (*on_text)(void *ud, const char *text, size_t len);   /* whole UTF-8 characters */
+    void (*on_progress)(void *ud, const gen_report *r);        /* phase changes, prefill chunks, decode steps */
+    void (*on_done)(void *ud, const gen_report *r, const char *error); /* exactly once; error NULL unless failed */
+    void *ud;
+} gen_callbacks;
+
+/* Loads the model, opens the checkpoint store, starts the worker. NULL on failure with
+ * one line in err. */
+chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
+/* Cancels whatever runs (on_done with FINISH_CANCELLED), stops the worker, closes. */
+void engine_close(chat_engine *e);
+const model *engine_model(const chat_engine *e);
+
+/* Queues a request; messages and settings are copied. Returns an id > 0, or 0 with a
+ * reason in err for problems visible at once (a bad role or template name, a prompt
+ * longer than the context). Later failures arrive through on_done. */
+uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
+                       char *err, size_t errlen);
+/* Stops a request; its on_done still comes (FINISH_CANCELLED) unless it had finished. */
+void engine_cancel(chat_engine *e, uint64_t id);
+/* Submits and waits. Text goes to on_text (may be NULL), the report to out. 0 or -1. */
+int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s,
+               void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
+               size_t errlen);
+
+/* Prompt tokens the messages render to (with the generation prompt), without running
+ * anything; -1 when they cannot be rendered. Safe on any thread. */
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name);
+/* Most tokens a conversation may hold. */
+int engine_context(const chat_engine *e);
+/* The conversation is gone: its checkpoints no longer count against its budget and
+ * may be evicted first. */
+void engine_forget_session(chat_engine *e, const char *session);
+/* Counters as a JSON object (malloc'd): requests, tokens, batching (steps, rows,
+ * single-flight savings), queued and active requests, and the checkpoint counters
+ * (hits, misses by reason, tokens reused and computed, entries and bytes per tier,
+ * evictions). */
+char *engine_stats_json(chat_engine *e);
+
+#endif

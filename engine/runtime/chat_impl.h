@@ -1,0 +1,114 @@
+/* chat_impl.h - what the engine API (chat.c) and its scheduler (scheduler.c) share:
+ * the request, the engine, and the few functions one calls in the other. Nothing
+ * outside engine/ includes this; callers use chat.h.
+ *
+ * Threads: the caller's threads render and queue requests (engine_submit) and flag
+ * them (engine_cancel); the worker does everything else. Fields marked "lock" are
+ * read or written under e->lock by both; the rest of a request belongs to the worker
+ * once it is queued. */
+#ifndef CHATFS_CHAT_IMPL_H
+#define CHATFS_CHAT_IMPL_H
+
+#include <pthread.h>
+
+#include "engine/runtime/chat.h"
+#include "engine/runtime/prefix_cache.h"
+#include "engine/runtime/sampler.h"
+#include "engine/model/state.h"
+#include "store/db.h"
+
+#define DEFAULT_CTX 32768
+#define DEFAULT_CHUNK 512
+#define DEFAULT_BATCH 8
+/* the spare state engine_open prepares: a few thousand tokens, a long system prompt */
+#define SPARE_PREPARED_TOKENS 4096
+
+typedef struct request {
+    uint64_t id;
+    struct request *next;     /* lock: in the queue, in submission order */
+    int cancelled;            /* lock: engine_cancel was called */
+    gen_settings s;
+    char *strings;            /* one block holding the copied stop strings, template name, session */
+    gen_callbacks cb;
+    int *prompt;              /* tokens: the state consumed prompt[0..n_past) while it prefills */
+    int n_prompt;
+    seq_state *state;         /* NULL until the worker admits the request */
+    float *logits;            /* n_vocab: the logits after the last token fed */
+    sampler smp;
+    detok_stream ds;
+    int last_token;           /* sampled, not yet fed to the model */
+    int drawn;                /* the token a step's sampling pass drew from logits */
+    int max_stop;             /* longest stop string */
+    char *held;               /* text held back because it may start a stop string */
+    size_t n_held;
+    gen_report r;
+    double t_submit, t_prefill, t_first, t_done;
+
+    /* checkpoints (prefix_cache.h) */
+    chat_template tmpl;       /* the template the prompt was rendered with */
+    chat_msg *msgs;           /* a copy of the conversation, for (c) */
+    int n_msgs;
+    uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
+    pc_mark *marks;           /* where prefill stops to checkpoint */
+    int n_marks, next_mark;
+    int *gen;                 /* generated tokens fed to the model */
+    int n_gen, cap_gen;
+    char *reply;              /* the text streamed to the caller */
+    size_t n_reply, cap_reply;
+    cs_hit hit;               /* the checkpoint restored (pinned while the request runs) */
+
+    /* scheduler */
+    struct request *leader;   /* single flight: the request whose state this one will copy... */
+    int flight_pos;           /* ...once it stands at this position */
+    int post;                 /* no caller any more: the post-generation checkpoint job (c) */
+} request;
+
+struct chat_engine {
+    model *m;
+    engine_config cfg;
+    int n_ctx, chunk, max_batch;
+    pthread_t worker;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    request *queue, *queue_tail; /* lock: waiting for a slot, in submission order */
+    request **act;               /* lock: admitted (max_batch), in admission order; the worker
+                                    changes the array under the lock and reads it without */
+    int n_act;
+    int stopping;                /* lock */
+    uint64_t next_id;            /* lock */
+    /* worker-only */
+    arena arena;
+    batch_seq *rows;             /* one step's model rows (max_batch) */
+    request **row_of;            /* whose each row is */
+    int *row_ok;
+    float **capture;             /* per row: a recurrent blob for a checkpoint inside a
+                                    prefill slice (allocated on first use) */
+    uint64_t rr_last;            /* round robin: the last request that got a prefill slice */
+    double last_flush;           /* when checkpoints were last written to the database */
+    int unflushed;               /* requests ended since then */
+    sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
+    ckpt_store *cs;              /* checkpoints; used under cache_lock */
+    pthread_mutex_t cache_lock;
+    struct {                     /* lock */
+        uint64_t requests, completed, cancelled, failed;
+        uint64_t prompt_tokens, computed_tokens, generated_tokens;
+        uint64_t steps, decode_rows, prefill_rows, retried_steps, max_active;
+        uint64_t flight_requests, flight_tokens; /* single flight: followers, tokens not computed */
+        uint64_t post_jobs, post_tokens;         /* (c) jobs and the tokens they computed */
+    } stats;
+};
+
+double now_ms(void);
+/* chat.c: a request's text, progress and end, as its caller sees them */
+void progress(request *r);
+/* Takes the sampled token: stream its text, decide whether to stop. Returns a
+ * gen_finish value, or FINISH_NONE to go on. */
+int accept_token(chat_engine *e, request *r, int tok);
+/* The end for the caller: the last text, the report, on_done (once). */
+void finish(chat_engine *e, request *r, int how, const char *error);
+void request_free(request *r);
+
+/* scheduler.c: the worker thread */
+void *engine_worker(void *arg);
+
+#endif

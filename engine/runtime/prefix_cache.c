@@ -1,0 +1,269 @@
+/* prefix_cache.c - fingerprints, state <-> checkpoint blobs, placement (see prefix_cache.h). */
+#include "engine/runtime/prefix_cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/kernels/kernels.h"
+#include "engine/base/threadpool.h"
+#include "store/hash.h"
+
+/* Bump when the layout of seq_state (KV rows, recurrent blob) changes meaning. */
+#define STATE_LAYOUT_VERSION 1
+#define SAMPLE_BYTES 4096
+
+void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
+    hash64_state h;
+    hash64_init(&h, 0x66696e6765727072ULL);
+    const gguf_file *f = m->gguf;
+    uint32_t layout = STATE_LAYOUT_VERSION;
+    hash64_update(&h, &layout, sizeof layout);
+    hash64_update(&h, m->arch, strlen(m->arch) + 1);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        hash64_update(&h, kv->key.s, kv->key.len);
+        hash64_update(&h, &kv->type, sizeof kv->type);
+        hash64_update(&h, kv->data, kv->size);
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        hash64_update(&h, t->name, strlen(t->name) + 1);
+        hash64_update(&h, &t->type, sizeof t->type);
+        hash64_update(&h, t->ne, sizeof t->ne);
+        hash64_update(&h, &t->nbytes, sizeof t->nbytes);
+        const unsigned char *d = t->data;
+        uint64_t nb = t->nbytes;
+        if (nb <= 3 * SAMPLE_BYTES) {
+            hash64_update(&h, d, nb);
+        } else {
+            hash64_update(&h, d, SAMPLE_BYTES);
+            hash64_update(&h, d + nb / 2, SAMPLE_BYTES);
+            hash64_update(&h, d + nb - SAMPLE_BYTES, SAMPLE_BYTES);
+        }
+    }
+    /* The arithmetic: a set that sums some weight type in the block-integer order
+     * (kernels.h) gives other last bits, and a state computed one way must not continue
+     * the other (llama.cpp's order adds nothing, so earlier fingerprints stay valid). */
+    int blockint = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) blockint |= kernels_blockint(f->tensors[i].type);
+    if (blockint) hash64_update(&h, "arith:blockint", 14);
+    /* the sequence-state shape this build derives from the file */
+    int shape[4] = {m->n_kv_slots, m->n_rec_slots, (int)m->rec_floats, m->trimmable};
+    hash64_update(&h, shape, sizeof shape);
+    hash64_update(&h, m->kv_dim, sizeof(int) * (size_t)m->n_kv_slots);
+    uint64_t a = hash64_final(&h);
+    hash64_update(&h, &a, sizeof a); /* a second, dependent word for 128 bits */
+    uint64_t b = hash64_final(&h);
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+}
+
+ckpt_store *pc_open(const model *m, sqlite3 *db, const cs_config *cfg, char *err, size_t errlen) {
+    uint8_t fp[FINGERPRINT_BYTES];
+    model_fingerprint(m, fp);
+    char name[200];
+    snprintf(name, sizeof name, "%s/%s", m->arch, m->name);
+    cs_model cm = {
+        .fingerprint = fp,
+        .fp_len = sizeof fp,
+        .name = name,
+        .row_bytes = state_kv_floats_per_token(m) * sizeof(float),
+        .rec_bytes = m->rec_floats * sizeof(float),
+        .logits_bytes = (size_t)m->n_vocab * sizeof(float),
+        .trimmable = m->trimmable,
+    };
+    return cs_open(db, &cm, cfg, err, errlen);
+}
+
+/* ------------------------------------------------------------------ state <-> rows */
+
+/* A page row is token t's K then V for every attention layer, in slot order. */
+static void get_rows(void *ud, int pos0, int rows, void *dst) {
+    const seq_state *s = ud;
+    float *o = dst;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < s->m->n_kv_slots; i++) {
+            size_t d = (size_t)s->m->kv_dim[i], off = (size_t)(pos0 + r) * d;
+            memcpy(o, s->k[i] + off, d * sizeof(float));
+            memcpy(o + d, s->v[i] + off, d * sizeof(float));
+            o += 2 * d;
+        }
+}
+
+typedef struct {
+    seq_state *s;
+    int pos0, rows;
+    const float *src;
+} put_job;
+
+static void put_rows_share(void *arg, int ith, int nth) {
+    const put_job *j = arg;
+    const seq_state *s = j->s;
+    const size_t row_floats = state_kv_floats_per_token(s->m);
+    long r0, r1;
+    pool_split(j->rows, ith, nth, 1, &r0, &r1);
+    const float *p = j->src + (size_t)r0 * row_floats;
+    for (long r = r0; r < r1; r++)
+        for (int i = 0; i < s->m->n_kv_slots; i++) {
+            size_t d = (size_t)s->m->kv_dim[i], off = (size_t)(j->pos0 + r) * d;
+            memcpy(s->k[i] + off, p, d * sizeof(float));
+            memcpy(s->v[i] + off, p + d, d * sizeof(float));
+            p += 2 * d;
+        }
+}
+
+/* A restore copies tens of MB of KV rows: split over the pool, the copy is about one
+ * third shorter than on one thread (two threads draw more of the memory bandwidth). */
+static int put_rows(void *ud, int pos0, int rows, const void *src) {
+    seq_state *s = ud;
+    if (state_reserve(s, pos0 + rows) != 0) return -1;
+    put_job j = {s, pos0, rows, src};
+    pool_run_rows(put_rows_share, &j, rows);
+    return 0;
+}
+
+int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit) {
+    state_reset(s);
+    if (n > s->n_ctx) n = s->n_ctx;
+    /* room for the whole prompt at once: growing page by page would copy the cache at
+     * every doubling (a failure here is caught by put_rows) */
+    state_reserve(s, n);
+    int k = cs_restore(cs, t, h, n, put_rows, s, s->rec, logits, hit);
+    if (k > 0) {
+        s->n_past = k;
+    } else {
+        state_reset(s); /* a failed attempt may have written part of the recurrent blob */
+    }
+    return k;
+}
+
+int pc_save(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
+            const char *session) {
+    if (s->n_past != n) return -1;
+    return cs_save(cs, t, h, n, get_rows, s, s->rec, logits, kind, session);
+}
+
+int pc_save_rec(ckpt_store *cs, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+                const char *session) {
+    if (n <= 0 || s->n_past < n) return -1;
+    return cs_save(cs, t, h, n, get_rows, s, rec, NULL, kind, session);
+}
+
+/* ------------------------------------------------------------------ placement */
+
+int pc_common_prefix(const int *a, int na, const int *b, int nb) {
+    int k = 0, n = na < nb ? na : nb;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Renders and tokenizes (with BOS as the engine does). -1 on failure. */
+static int render_ids(const model *m, const chat_template *t, const chat_msg *msgs, int n, int gen, int **out) {
+    char *text = template_render(t, msgs, n, gen);
+    if (!text) return -1;
+    int k = tokenizer_encode(m->tok, text, strlen(text), 1, 1, out);
+    free(text);
+    return k;
+}
+
+/* Common token prefix of msgs rendered with the last message's content replaced by
+ * two different one-character texts (and of both with ref, when given). */
+static int dummy_boundary(const model *m, const chat_template *t, chat_msg *msgs, int n, const int *ref, int n_ref) {
+    static const char *const dummies[2] = {"A", "7"};
+    int *ids[2] = {NULL, NULL}, len[2], best = -1;
+    const char *saved = msgs[n - 1].content;
+    for (int i = 0; i < 2; i++) {
+        msgs[n - 1].content = dummies[i];
+        len[i] = render_ids(m, t, msgs, n, 1, &ids[i]);
+    }
+    msgs[n - 1].content = saved;
+    if (len[0] >= 0 && len[1] >= 0) {
+        best = pc_common_prefix(ids[0], len[0], ids[1], len[1]);
+        if (ref) {
+            int k = pc_common_prefix(ids[0], len[0], ref, n_ref);
+            if (k < best) best = k;
+        }
+    }
+    free(ids[0]);
+    free(ids[1]);
+    return best;
+}
+
+static int cmp_mark(const void *a, const void *b) {
+    const pc_mark *x = a, *y = b;
+    return x->pos != y->pos ? (x->pos > y->pos) - (x->pos < y->pos) : (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+int pc_plan(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const int *prompt,
+            int n_prompt, int interval, pc_mark **out) {
+    if (interval <= 0) interval = 1024;
+    int cap = n_prompt / interval + 4, n = 0;
+    pc_mark *mk = malloc(sizeof *mk * (size_t)cap);
+    chat_msg *copy = malloc(sizeof *copy * (size_t)(n_msgs + 1));
+    if (!mk || !copy) {
+        free(mk);
+        free(copy);
+        return -1;
+    }
+    memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
+    /* (e) the end of the system prompt: where any first user message would begin */
+    if (n_msgs > 0 && !strcmp(msgs[0].role, "system")) {
+        copy[1] = (chat_msg){"user", ""};
+        int k = dummy_boundary(m, t, copy, 2, prompt, n_prompt);
+        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_SYSTEM};
+        memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
+    }
+    /* (a) where the last user message begins */
+    if (n_msgs > 0 && !strcmp(msgs[n_msgs - 1].role, "user")) {
+        int k = dummy_boundary(m, t, copy, n_msgs, prompt, n_prompt);
+        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_USER};
+    }
+    /* (d) every interval tokens */
+    for (int p = interval; p < n_prompt; p += interval) {
+        if (n == cap) {
+            cap *= 2;
+            pc_mark *g = realloc(mk, sizeof *mk * (size_t)cap);
+            if (!g) break;
+            mk = g;
+        }
+        mk[n++] = (pc_mark){p, PC_INTERVAL};
+    }
+    /* (b) the end of the prompt */
+    if (n == cap) {
+        pc_mark *g = realloc(mk, sizeof *mk * (size_t)(cap + 1));
+        if (g) mk = g, cap++;
+    }
+    if (n < cap) mk[n++] = (pc_mark){n_prompt, PC_PROMPT};
+    free(copy);
+    qsort(mk, (size_t)n, sizeof *mk, cmp_mark);
+    int k = 0; /* one mark per position: the lowest letter wins ('a' over 'd' ...) */
+    for (int i = 0; i < n; i++)
+        if (k == 0 || mk[k - 1].pos != mk[i].pos) mk[k++] = mk[i];
+    *out = mk;
+    return k;
+}
+
+int pc_next_turn_prefix(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const char *reply,
+                        int **out) {
+    chat_msg *copy = malloc(sizeof *copy * (size_t)(n_msgs + 2));
+    if (!copy) return -1;
+    memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
+    copy[n_msgs] = (chat_msg){"assistant", reply};
+    copy[n_msgs + 1] = (chat_msg){"user", ""};
+    static const char *const dummies[2] = {"A", "7"};
+    int *ids[2] = {NULL, NULL}, len[2], k = -1;
+    for (int i = 0; i < 2; i++) {
+        copy[n_msgs + 1].content = dummies[i];
+        len[i] = render_ids(m, t, copy, n_msgs + 2, 1, &ids[i]);
+    }
+    if (len[0] >= 0 && len[1] >= 0) {
+        k = pc_common_prefix(ids[0], len[0], ids[1], len[1]);
+        *out = ids[0];
+        ids[0] = NULL;
+    }
+    free(ids[0]);
+    free(ids[1]);
+    free(copy);
+    return k;
+}

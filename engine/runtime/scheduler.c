@@ -1,0 +1,636 @@
+/* scheduler.c - the engine's worker: up to max_batch requests at once, one model pass
+ * per step.
+ *
+ * Each step is one model_forward over
+ *   - one decode row for every GENERATING request (the token it sampled last), and
+ *   - prefill slices of PREFILL requests, taken round robin, at most prefill_chunk
+ *     tokens in all: a long prompt delays the others' next token by one chunk at most.
+ * Requests join between steps (from the queue, while a slot is free) and leave when
+ * they end. Rows never mix: every kernel computes a row the same whether it runs alone
+ * or in a batch (tests/test_parity_archs.c), and a sequence's state depends on its own
+ * tokens only, not on where its slices were cut. So every reply is the one the request
+ * gets alone, whatever else runs, and nothing batch-wide decides anything about a
+ * request.
+ *
+ * Checkpoints belong to requests too: a slice captures the recurrent state at its own
+ * request's next mark inside the pass (batch_seq.capture) and stops at the mark after
+ * that (prefix_cache.h); the save copies the state into the store.
+ *
+ * Single flight: a request whose prompt shares a prefix - longer than what any
+ * checkpoint gives it - with a request that is computing that prefix right now waits
+ * (GEN_QUEUED) until that leader stands at the end of the shared part (its slices stop
+ * there), takes a copy of the leader's state and goes on by itself. Six conversations
+ * sent at once with one system prompt compute it once.
+ *
+ * The post-generation checkpoint (c) is a job of its own: the finished request stays in
+ * the batch without its caller, feeds the end of its turn (a few tokens; up to
+ * POST_MAX_COMPUTE when the template drops reasoning from history) in slices like any
+ * prompt, saves, and leaves. A follow-up sent meanwhile follows it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/runtime/chat_impl.h"
+#include "engine/base/threadpool.h"
+#include "store/hash.h"
+
+/* (c): most tokens recomputed to reach the next turn's boundary; while the engine
+ * closes (it waits for the job), an eighth of that */
+#define POST_MAX_COMPUTE 4096
+/* single flight: a shorter shared part is computed rather than waited for */
+#define FLIGHT_MIN_TOKENS 32
+/* under a steady load, checkpoints still reach the database this often */
+#define FLUSH_EVERY_MS 30000.0
+
+static int use_cache(const chat_engine *e, const request *r) { return e->cs && r->s.checkpoints && r->h; }
+
+/* CHATFS_DEBUG_CKPT=1 traces restores, saves and single flight on stderr. */
+static int debug_ckpt(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("CHATFS_DEBUG_CKPT") && *getenv("CHATFS_DEBUG_CKPT") == '1';
+    return v;
+}
+
+/* ---------------------------------------------------------------- the batch */
+
+/* r joins; with e->lock held. */
+static void act_add(chat_engine *e, request *r) {
+    e->act[e->n_act++] = r;
+    if ((uint64_t)e->n_act > e->stats.max_active) e->stats.max_active = (uint64_t)e->n_act;
+}
+
+/* r leaves (the others keep their order: the round robin goes by it). */
+static void act_remove(chat_engine *e, request *r) {
+    pthread_mutex_lock(&e->lock);
+    int k = 0;
+    for (int i = 0; i < e->n_act; i++)
+        if (e->act[i] != r) e->act[k++] = e->act[i];
+    e->n_act = k;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/* At the start: the longest checkpoint of the prompt goes into the state. Returns 1
+ * when it came with the logits after the whole prompt (nothing left to compute). */
+static int restore_prompt(chat_engine *e, request *r) {
+    if (!use_cache(e, r)) {
+        if (e->cs) {
+            pthread_mutex_lock(&e->cache_lock);
+            cs_count_miss(e->cs, "disabled");
+            pthread_mutex_unlock(&e->cache_lock);
+        }
+        return 0;
+    }
+    pthread_mutex_lock(&e->cache_lock);
+    int k = pc_restore(e->cs, r->state, r->prompt, r->h, r->n_prompt, r->logits, &r->hit);
+    pthread_mutex_unlock(&e->cache_lock);
+    r->r.reused_tokens = k;
+    r->r.prefill_done = k;
+    r->r.source = r->hit.source;
+    snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", r->hit.miss_reason);
+    if (debug_ckpt()) {
+        fprintf(stderr, "ckpt: #%llu prompt %d tokens, restored %d from %s%s%s; marks", (unsigned long long)r->id,
+                r->n_prompt, k, r->hit.source, k ? "" : ", ", r->hit.miss_reason);
+        for (int i = 0; i < r->n_marks; i++) fprintf(stderr, " %c@%d", r->marks[i].kind, r->marks[i].pos);
+        fputc('\n', stderr);
+    }
+    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos <= k) r->next_mark++;
+    return k == r->n_prompt && r->hit.has_logits;
+}
+
+/* r's mark at position `at`, taken (marks before it were passed by a copy or a
+ * restore), or NULL when r has none there. */
+static const pc_mark *take_mark(request *r, int at) {
+    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++;
+    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return NULL;
+    return &r->marks[r->next_mark++];
+}
+
+/* After a slice: a checkpoint when the state stands on r's next mark. The store copies
+ * what it keeps; the live state goes on untouched. */
+static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
+    if (!use_cache(e, r)) return;
+    const int at = r->state->n_past;
+    const pc_mark *mk = take_mark(r, at);
+    if (!mk) return;
+    const int with_logits = at == r->n_prompt && logits_ready;
+    pthread_mutex_lock(&e->cache_lock);
+    int rc = pc_save(e->cs, r->state, r->prompt, r->h, at, with_logits ? r->logits : NULL, mk->kind, r->s.session);
+    pthread_mutex_unlock(&e->cache_lock);
+    if (debug_ckpt())
+        fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d: %d\n", (unsigned long long)r->id, mk->kind, at,
+                r->n_prompt, rc);
+}
+
+/* After a slice that captured the recurrent state at its mark (the slice went on past
+ * it, so the checkpoint cost no pass of its own): the checkpoint of that mark, from
+ * the capture and the KV rows below it. */
+static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
+    if (row->capture <= 0 || !use_cache(e, r)) return;
+    const int at = r->state->n_past - row->n_tokens + row->capture;
+    const pc_mark *mk = take_mark(r, at);
+    if (!mk) return;
+    pthread_mutex_lock(&e->cache_lock);
+    int rc = pc_save_rec(e->cs, r->state, row->capture_rec, r->prompt, r->h, at, mk->kind, r->s.session);
+    pthread_mutex_unlock(&e->cache_lock);
+    if (debug_ckpt())
+        fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
+                (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
+}
+
+/* (c) after generation: the checkpoint the next turn starts from, the end of this turn
+ * as the next prompt will render it. When the conversation so far (prompt + generated
+ * tokens) is a prefix of that rendering, the live state only lacks the tail; when it
+ * is not (the template drops reasoning from history, or the reply re-tokenizes
+ * differently), the longest checkpoint before the divergence is restored and the rest
+ * recomputed. Either way r becomes a job that prefills those tokens in slices and saves
+ * at their end. Returns 1 when r became that job. */
+static int start_post_job(chat_engine *e, request *r) {
+    if (!use_cache(e, r) || !r->state) return 0;
+    int *c = NULL;
+    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", &c);
+    uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
+    pc_mark *mk = hc ? malloc(sizeof *mk) : NULL;
+    if (!mk) {
+        free(c);
+        free(hc);
+        return 0;
+    }
+    token_chain_all(cs_seed(e->cs), c, nc, hc);
+    pthread_mutex_lock(&e->cache_lock);
+    const int have = cs_has(e->cs, hc, nc);
+    pthread_mutex_unlock(&e->cache_lock);
+    /* what the live state consumed: the prompt, then the generated tokens fed back */
+    const int np = r->n_prompt;
+    int n_past = r->state->n_past;
+    const int same = n_past <= nc && pc_common_prefix(r->prompt, np, c, nc) == np &&
+                     pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
+    if (!have && !same) {
+        cs_hit hit;
+        pthread_mutex_lock(&e->cache_lock);
+        n_past = pc_restore(e->cs, r->state, c, hc, nc, NULL, &hit);
+        cs_release(e->cs, &hit);
+        pthread_mutex_unlock(&e->cache_lock);
+    }
+    pthread_mutex_lock(&e->lock);
+    const int limit = e->stopping ? POST_MAX_COMPUTE / 8 : POST_MAX_COMPUTE;
+    pthread_mutex_unlock(&e->lock);
+    if (debug_ckpt())
+        fprintf(stderr, "ckpt: #%llu (c) next turn prefix %d tokens, stored %d, live state %s, compute from %d\n",
+                (unsigned long long)r->id, nc, have, same ? "continues" : "diverges", n_past);
+    /* from here the state consumed c[0..n_past): c is the job's prompt */
+    free(r->prompt);
+    r->prompt = c;
+    r->n_prompt = nc;
+    free(r->h);
+    r->h = hc;
+    free(r->marks);
+    *mk = (pc_mark){nc, PC_NEXT};
+    r->marks = mk;
+    r->n_marks = 1;
+    r->next_mark = 0;
+    if (have || nc - n_past > limit) return 0;
+    if (n_past == nc) { /* nothing to feed */
+        checkpoint_mark(e, r, 0);
+        return 0;
+    }
+    r->post = 1;
+    r->r.phase = GEN_PREFILL;
+    memset(&r->cb, 0, sizeof r->cb); /* on_done came: no caller any more */
+    pthread_mutex_lock(&e->lock);
+    e->stats.post_jobs++;
+    pthread_mutex_unlock(&e->lock);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- single flight */
+
+/* f takes a copy of its leader's state, which stands at f's flight position now. */
+static void take_over(chat_engine *e, request *f) {
+    const request *l = f->leader;
+    const int from = f->state->n_past;
+    f->leader = NULL;
+    f->r.phase = GEN_PREFILL;
+    if (state_copy(f->state, l->state) != 0) return; /* out of memory: it computes the prefix itself */
+    f->r.reused_tokens = f->flight_pos;
+    f->r.shared_tokens = f->flight_pos - from;
+    f->r.prefill_done = f->flight_pos;
+    pthread_mutex_lock(&e->lock);
+    e->stats.flight_requests++;
+    e->stats.flight_tokens += (uint64_t)(f->flight_pos - from);
+    pthread_mutex_unlock(&e->lock);
+    if (debug_ckpt())
+        fprintf(stderr, "flight: #%llu copied #%llu at %d (had %d)\n", (unsigned long long)f->id,
+                (unsigned long long)l->id, f->flight_pos, from);
+}
+
+/* Looks for a request computing r's prompt beyond what r has: one prefilling (not
+ * waiting itself), with checkpoints on, not yet past the shared part. Worth waiting for
+ * when it shares FLIGHT_MIN_TOKENS more than r holds, or any more when it is already as
+ * far as r (then it gets there no later than r would: a follow-up sent while its
+ * conversation's (c) job runs waits for that job). The longest share wins. r keeps its
+ * last prompt token to compute itself: it needs the logits after it. Returns 1 when r
+ * follows one (or took its state at once: it stood right there). */
+static int try_follow(chat_engine *e, request *r) {
+    if (e->cfg.no_single_flight || !use_cache(e, r)) return 0;
+    request *best = NULL;
+    int best_pos = 0;
+    const int have = r->state->n_past;
+    for (int i = 0; i < e->n_act; i++) {
+        request *a = e->act[i];
+        if (a == r || !a->state || a->leader || a->r.phase != GEN_PREFILL || !use_cache(e, a)) continue;
+        const int pos = pc_common_prefix(r->prompt, r->n_prompt - 1, a->prompt, a->n_prompt);
+        const int gain = pos - have;
+        if (pos < a->state->n_past || gain <= 0 || (gain < FLIGHT_MIN_TOKENS && a->state->n_past < have) ||
+            pos <= best_pos)
+            continue;
+        best = a;
+        best_pos = pos;
+    }
+    if (!best) return 0;
+    r->leader = best;
+    r->flight_pos = best_pos;
+    r->r.phase = GEN_QUEUED;
+    if (debug_ckpt())
+        fprintf(stderr, "flight: #%llu follows #%llu to %d (it is at %d)\n", (unsigned long long)r->id,
+                (unsigned long long)best->id, best_pos, best->state->n_past);
+    if (best->state->n_past == best_pos) take_over(e, r);
+    return 1;
+}
+
+/* After l's slice: its followers waiting for this position take their copies. */
+static void hand_over(chat_engine *e, request *l) {
+    for (int i = 0; i < e->n_act; i++) {
+        request *f = e->act[i];
+        if (f->leader != l) continue;
+        if (f->flight_pos == l->state->n_past) take_over(e, f);
+        else if (f->flight_pos < l->state->n_past) { /* cannot happen: slices stop there; go on alone */
+            f->leader = NULL;
+            f->r.phase = GEN_PREFILL;
+        } else continue;
+        progress(f);
+    }
+}
+
+/* l ends or stops prefilling: its followers go on alone, or follow another. */
+static void release_followers(chat_engine *e, request *l) {
+    for (int i = 0; i < e->n_act; i++) {
+        request *f = e->act[i];
+        if (f->leader != l) continue;
+        f->leader = NULL;
+        if (!try_follow(e, f)) f->r.phase = GEN_PREFILL;
+        progress(f);
+    }
+}
+
+/* ---------------------------------------------------------------- a request's life */
+
+/* A request just admitted: its own state, the longest checkpoint of its prompt, then one
+ * of: its first token at once (the checkpoint came with the logits after the whole
+ * prompt), waiting for a leader, or its prefill. Returns a gen_finish value when it
+ * ended already. */
+static int begin(chat_engine *e, request *r, const char **error) {
+    r->state = state_new(e->m, e->n_ctx);
+    r->logits = malloc(sizeof(float) * (size_t)e->m->n_vocab);
+    if (!r->state || !r->logits) {
+        *error = "out of memory for the sequence state";
+        return FINISH_ERROR;
+    }
+    r->t_prefill = now_ms();
+    if (restore_prompt(e, r)) {
+        r->r.phase = GEN_GENERATING;
+        progress(r);
+        return accept_token(e, r, sampler_sample(&r->smp, r->logits));
+    }
+    if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
+    progress(r);
+    return FINISH_NONE;
+}
+
+/* r ended: its caller hears it, its followers go on without it, its pin goes, and it
+ * leaves the batch - or stays as the job of its post-generation checkpoint. */
+static void end_request(chat_engine *e, request *r, int how, const char *error) {
+    finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
+    release_followers(e, r);
+    if (e->cs) {
+        pthread_mutex_lock(&e->cache_lock);
+        cs_release(e->cs, &r->hit);
+        /* the store counts what checkpoints gave; single flight has its own counter */
+        cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens - r->r.shared_tokens, r->r.computed_tokens);
+        pthread_mutex_unlock(&e->cache_lock);
+    }
+    e->unflushed = 1;
+    if ((how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) && start_post_job(e, r)) return;
+    act_remove(e, r);
+    request_free(r);
+}
+
+/* A post-generation job is done (or dropped). */
+static void end_post_job(chat_engine *e, request *r) {
+    r->r.phase = GEN_DONE;
+    release_followers(e, r);
+    act_remove(e, r);
+    request_free(r);
+}
+
+/* ---------------------------------------------------------------- one step */
+
+/* Where r's next slice must end: a position a follower waits for (it takes a copy of
+ * the live state there), its second checkpoint mark ahead, or the end of its prompt.
+ * The first mark ahead, when the slice passes it, is captured inside the slice
+ * (*capture: its position, else 0): a separate pass over the weights for the few
+ * tokens before it (the start of the last user message sits a handful of tokens after
+ * a restored system prompt) would cost as much as a decode step. */
+static int slice_end(const chat_engine *e, const request *r, int *capture) {
+    const int done = r->state->n_past;
+    int end = r->n_prompt, first = 0;
+    for (int i = 0; i < e->n_act; i++) {
+        const request *f = e->act[i];
+        if (f->leader == r && f->flight_pos > done && f->flight_pos < end) end = f->flight_pos;
+    }
+    if (use_cache(e, r))
+        for (int i = r->next_mark; i < r->n_marks && r->marks[i].pos < end; i++)
+            if (r->marks[i].pos > done) {
+                if (first) {
+                    end = r->marks[i].pos;
+                    break;
+                }
+                first = r->marks[i].pos;
+            }
+    *capture = first;
+    return end;
+}
+
+/* Row i's capture blob, allocated on first use. 0 when out of memory. */
+static int capture_room(chat_engine *e, int i) {
+    if (!e->capture[i]) e->capture[i] = malloc(sizeof(float) * (e->m->rec_floats ? e->m->rec_floats : 1));
+    return e->capture[i] != NULL;
+}
+
+/* The rows of one step: every generating request's last token first, then prefill
+ * slices round robin - starting after the request served last - until prefill_chunk
+ * tokens. Returns the number of rows; the first *n_decode are decode rows. */
+static int plan_rows(chat_engine *e, int *n_decode) {
+    static const int broken = -1; /* test_fail_after: a token no model has */
+    int n = 0;
+    for (int i = 0; i < e->n_act; i++) {
+        request *r = e->act[i];
+        if (r->r.phase != GEN_GENERATING) continue;
+        const int fail = r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
+        e->rows[n] = (batch_seq){
+            .state = r->state, .tokens = fail ? &broken : &r->last_token, .n_tokens = 1, .logits = 1, .out = r->logits};
+        e->row_of[n++] = r;
+    }
+    *n_decode = n;
+    int budget = e->chunk;
+    uint64_t served = e->rr_last;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < e->n_act && budget > 0; i++) {
+            request *r = e->act[i];
+            if (r->r.phase != GEN_PREFILL || (pass == 0) != (r->id > e->rr_last)) continue;
+            const int done = r->state->n_past;
+            int capture;
+            int k = slice_end(e, r, &capture) - done;
+            if (k > budget) k = budget;
+            const int logits = done + k == r->n_prompt && !r->post;
+            e->rows[n] = (batch_seq){.state = r->state, .tokens = r->prompt + done, .n_tokens = k, .logits = logits,
+                                     .out = r->logits};
+            if (capture > done && capture < done + k) {
+                if (capture_room(e, n)) {
+                    e->rows[n].capture = capture - done;
+                    e->rows[n].capture_rec = e->capture[n];
+                } else { /* no memory for a capture: the slice stops at the mark */
+                    k = capture - done;
+                    e->rows[n].n_tokens = k;
+                    e->rows[n].logits = 0;
+                }
+            }
+            e->row_of[n++] = r;
+            budget -= k;
+            served = r->id;
+        }
+    e->rr_last = served;
+    return n;
+}
+
+/* The model pass over the planned rows. When it fails, one row made it fail
+ * (model_forward then changes nothing), so every row runs again alone: only the
+ * request whose row fails ends, and the others get exactly what the batch gives. */
+static void forward_rows(chat_engine *e, int n) {
+    const int ok = model_forward(e->m, e->rows, n, &e->arena) == 0;
+    for (int i = 0; i < n; i++) e->row_ok[i] = ok;
+    if (ok || n == 1) return;
+    pthread_mutex_lock(&e->lock);
+    e->stats.retried_steps++;
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < n; i++) e->row_ok[i] = model_forward(e->m, &e->rows[i], 1, &e->arena) == 0;
+}
+
+/* A decode row: the token fed is kept for (c), the next one sampled and streamed. */
+static void after_decode(chat_engine *e, request *r) {
+    if (r->n_gen == r->cap_gen) {
+        int cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        int *g = realloc(r->gen, sizeof *g * (size_t)cap);
+        if (g) r->gen = g, r->cap_gen = cap;
+    }
+    if (r->n_gen < r->cap_gen) r->gen[r->n_gen++] = r->last_token;
+    else { /* cannot track the tokens: no post-generation checkpoint */
+        free(r->h);
+        r->h = NULL;
+    }
+    int how = accept_token(e, r, r->drawn);
+    if (r->t_first > 0) {
+        double ms = now_ms() - r->t_first;
+        if (ms > 0 && r->r.generated_tokens > 1) r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (ms / 1e3);
+    }
+    progress(r);
+    if (how != FINISH_NONE) end_request(e, r, how, NULL);
+}
+
+/* A prefill slice of k tokens: checkpoint, hand over to followers; at the end of the
+ * prompt, the first token (or, for a (c) job, its save and its end). */
+static void after_slice(chat_engine *e, request *r, int k) {
+    const int at_end = r->state->n_past == r->n_prompt;
+    if (r->post) {
+        pthread_mutex_lock(&e->lock);
+        e->stats.post_tokens += (uint64_t)k;
+        pthread_mutex_unlock(&e->lock);
+        checkpoint_mark(e, r, 0);
+        hand_over(e, r);
+        if (at_end) end_post_job(e, r);
+        return;
+    }
+    r->r.computed_tokens += k;
+    r->r.prefill_passes++;
+    r->r.prefill_done = r->state->n_past;
+    if (!at_end) {
+        checkpoint_mark(e, r, 0);
+        hand_over(e, r);
+        progress(r);
+        return;
+    }
+    double ms = now_ms() - r->t_prefill;
+    if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
+    hand_over(e, r); /* before the state moves on */
+    r->r.phase = GEN_GENERATING;
+    progress(r);
+    int how = accept_token(e, r, sampler_sample(&r->smp, r->logits));
+    checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
+    if (how != FINISH_NONE) end_request(e, r, how, NULL);
+}
+
+static void row_failed(chat_engine *e, request *r) {
+    if (r->post) end_post_job(e, r);
+    else
+        end_request(e, r, FINISH_ERROR,
+                    r->r.phase == GEN_GENERATING ? "the model failed while generating" : "the model failed on the prompt");
+}
+
+/* The decode rows' next tokens. Each draw reads its row's whole logits (1 MB for a
+ * 248k vocabulary, 0.06-0.2 ms), so the rows' draws run on the pool rather than one
+ * after the other on this thread while the pool waits. Each request has its own sampler
+ * and logits: the draws share nothing. */
+static void sample_rows(void *arg, int ith, int nth) {
+    chat_engine *e = arg;
+    (void)nth;
+    request *r = e->row_of[ith];
+    if (e->row_ok[ith]) r->drawn = sampler_sample(&r->smp, r->logits);
+}
+
+/* One step: plan, one model pass, then each row's request takes its result. Ending one
+ * request touches no other row's request (followers are never in a step's rows). */
+static void step(chat_engine *e) {
+    int n_decode;
+    const int n = plan_rows(e, &n_decode);
+    if (n == 0) return;
+    forward_rows(e, n);
+    pool_run_n(sample_rows, e, n_decode); /* (one row runs on this thread, none is no job) */
+    pthread_mutex_lock(&e->lock);
+    e->stats.steps++;
+    e->stats.decode_rows += (uint64_t)n_decode;
+    e->stats.prefill_rows += (uint64_t)(n - n_decode);
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < n; i++) {
+        request *r = e->row_of[i];
+        if (!e->row_ok[i]) row_failed(e, r);
+        else if (i < n_decode) after_decode(e, r);
+        else {
+            checkpoint_capture(e, r, &e->rows[i]);
+            after_slice(e, r, e->rows[i].n_tokens);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+/* Between steps, under the lock: requests cancelled while queued leave the queue (all
+ * of them when the engine closes), queued ones fill free slots, and the worker sleeps
+ * while there is nothing to do. Then cancelled requests end, outside the lock (their
+ * callbacks may call in). Returns 0 when the engine closes and nothing is left. */
+static int take_work(chat_engine *e) {
+    request *dropped = NULL, **tail = &dropped;
+    int n_stop = 0, closing;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        e->queue_tail = NULL;
+        for (request **p = &e->queue; *p;) {
+            request *r = *p;
+            if (r->cancelled || e->stopping) {
+                *p = r->next;
+                r->next = NULL;
+                *tail = r;
+                tail = &r->next;
+            } else {
+                e->queue_tail = r;
+                p = &r->next;
+            }
+        }
+        while (e->queue && e->n_act < e->max_batch) {
+            request *r = e->queue;
+            e->queue = r->next;
+            if (!e->queue) e->queue_tail = NULL;
+            r->next = NULL;
+            act_add(e, r);
+        }
+        if (e->n_act || dropped || e->stopping) break;
+        pthread_cond_wait(&e->wake, &e->lock);
+    }
+    closing = e->stopping;
+    /* a (c) job is no caller's to cancel; while closing, only short ones finish */
+    for (int i = 0; i < e->n_act; i++) {
+        request *r = e->act[i];
+        const int stop = r->post ? closing && r->n_prompt - r->state->n_past > POST_MAX_COMPUTE / 8
+                                 : r->cancelled || closing;
+        if (stop) e->row_of[n_stop++] = r;
+    }
+    pthread_mutex_unlock(&e->lock);
+    while (dropped) {
+        request *r = dropped;
+        dropped = r->next;
+        finish(e, r, FINISH_CANCELLED, NULL);
+        request_free(r);
+    }
+    for (int i = 0; i < n_stop; i++) {
+        request *r = e->row_of[i];
+        if (r->post) end_post_job(e, r);
+        else end_request(e, r, FINISH_CANCELLED, NULL);
+    }
+    return !(closing && e->n_act == 0);
+}
+
+/* Requests admitted by take_work start: state, restore, single flight. */
+static void begin_admitted(chat_engine *e) {
+    for (int i = 0; i < e->n_act; i++) {
+        request *r = e->act[i];
+        if (r->state) continue;
+        const char *error = NULL;
+        int how = begin(e, r, &error);
+        if (how == FINISH_NONE) continue;
+        end_request(e, r, how, how == FINISH_ERROR ? error : NULL);
+        i--; /* r left (or stayed as a (c) job, which the next round skips) */
+    }
+}
+
+/* a request waits: the flush ends after the checkpoint it is writing */
+static int request_waiting(void *arg) {
+    chat_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    const int waiting = e->queue != NULL;
+    pthread_mutex_unlock(&e->lock);
+    return waiting;
+}
+static int stop_now(void *unused) {
+    (void)unused;
+    return 1;
+}
+
+/* New checkpoints go to the database when nothing runs or waits (off the path of any
+ * request's first token), or at least every FLUSH_EVERY_MS under a steady load, so that
+ * a crash loses little. A request that arrives meanwhile waits for one checkpoint's
+ * write, not the whole flush (after a long prompt that is over a second); under load
+ * the overdue flush goes one checkpoint per step. engine_close writes the rest. */
+static void maybe_flush(chat_engine *e) {
+    if (!e->unflushed) return;
+    pthread_mutex_lock(&e->lock);
+    const int idle = e->n_act == 0 && !e->queue;
+    pthread_mutex_unlock(&e->lock);
+    if (!idle && now_ms() - e->last_flush <= FLUSH_EVERY_MS) return;
+    pthread_mutex_lock(&e->cache_lock);
+    int rc = cs_persistent(e->cs) ? cs_flush_until(e->cs, idle ? request_waiting : stop_now, e) : 0;
+    pthread_mutex_unlock(&e->cache_lock);
+    if (rc == 1) return; /* more to write: the next round goes on */
+    e->last_flush = now_ms();
+    e->unflushed = 0;
+}
+
+void *engine_worker(void *arg) {
+    chat_engine *e = arg;
+    e->last_flush = now_ms();
+    while (take_work(e)) {
+        begin_admitted(e);
+        step(e);
+        maybe_flush(e);
+    }
+    return NULL;
+}
