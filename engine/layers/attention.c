@@ -12,7 +12,6 @@
 
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
 
 static void add_bias(float *y, const float *b, int rows, int n) {
@@ -67,12 +66,11 @@ static int pairs_alike(const segment *seg, int t0, int R, int P, int k0, int i0)
 static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float *scratch) {
     const attn_layer *l = j->l;
     const segment *seg = &j->segs[si];
-    const seq_state *s = seg->state;
     const int hd = l->head_dim, R = l->n_head / l->n_head_kv, kvd = l->n_head_kv * hd;
     const int P = (t1 - t0) * R, n_max = seg->pos0 + t1;
     const size_t accn = ATTN_ACC_FLOATS(hd);
     float *ps = scratch, *acc = scratch + (size_t)P * j->n_pad;
-    const float *K = s->k[l->kv_slot] + (size_t)g * hd, *V = s->v[l->kv_slot] + (size_t)g * hd;
+    const float *K = seg->k[l->kv_slot] + (size_t)g * hd, *V = seg->v[l->kv_slot] + (size_t)g * hd;
 #define PAIR_Q(t, r) (j->Q + (size_t)(seg->row0 + (t)) * j->q_stride + (size_t)(g * R + (r)) * hd * (l->gated ? 2 : 1))
 
     for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
@@ -160,7 +158,6 @@ static void prep_rows(void *arg, int ith, int nth) {
     for (long row = r0; row < r1; row++) {
         while (row >= j->segs[si].row0 + j->segs[si].n) si++;
         const segment *sg = &j->segs[si];
-        seq_state *s = sg->state;
         const int pos = sg->pos0 + (int)(row - sg->row0);
         float *q = j->Q + (size_t)row * j->q_stride, *k = j->K + (size_t)row * kvd;
         if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
@@ -171,8 +168,8 @@ static void prep_rows(void *arg, int ith, int nth) {
             for (int h = 0; h < l->n_head; h++) rope_apply(q + (size_t)h * q_head, l->rope, l->n_rot, cs);
             for (int g = 0; g < l->n_head_kv; g++) rope_apply(k + (size_t)g * hd, l->rope, l->n_rot, cs);
         }
-        memcpy(s->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-        memcpy(s->v[l->kv_slot] + (size_t)pos * kvd, j->V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
+        memcpy(sg->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
+        memcpy(sg->v[l->kv_slot] + (size_t)pos * kvd, j->V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
     }
 }
 

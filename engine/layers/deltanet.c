@@ -18,7 +18,6 @@
 
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
 
 size_t gdn_conv_floats(const gdn_layer *l) {
@@ -55,7 +54,7 @@ static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads;
     const int key_dim = Hk * dk, conv_dim = 2 * key_dim + Hv * dv, value_dim = Hv * dv;
     const float scale = 1.0f / sqrtf((float)dk);
-    float *S0 = state_ssm(seg->state, l->rec_slot), *captured = seg_capture_at(seg, S0);
+    float *S0 = seg_ssm(seg, l->rec_slot), *captured = seg_capture_at(seg, S0);
     float *S = S0 + (size_t)h * dv * dk;
     const int kh = h % Hk;
     for (int t = 0; t < seg->n; t++) {

@@ -11,14 +11,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/base/arena.h"
 #include "engine/kernels/kernels.h"
 
-struct seq_state;
-struct arena;
-
-/* One sequence's rows inside a batch. */
+/* Where one recurrent layer keeps its state inside a sequence's recurrent blob. */
 typedef struct {
-    struct seq_state *state;
+    size_t conv_off, conv_floats;
+    size_t ssm_off, ssm_floats;
+} rec_slot;
+
+/* One sequence's rows inside a batch, with the parts of its state the layers read and
+ * write (lent by the sequence state, model/state.h). */
+typedef struct {
+    float *const *k, *const *v; /* per KV slot: the attention cache, [position][kv_dim] */
+    float *rec;                 /* the recurrent blob */
+    const rec_slot *rec_slots;  /* where each recurrent layer's part of rec lies */
     int row0;    /* first activation row of this segment */
     int n;       /* rows (tokens) */
     int pos0;    /* position of the first token = tokens the state has already seen */
@@ -29,6 +36,22 @@ typedef struct {
     float *capture_rec;
     int keep; /* its last `keep` rows give logits: the last layer's output is needed only there */
 } segment;
+
+static inline float *seg_conv(const segment *sg, int slot) { return sg->rec + sg->rec_slots[slot].conv_off; }
+static inline float *seg_ssm(const segment *sg, int slot) { return sg->rec + sg->rec_slots[slot].ssm_off; }
+
+/* Where a segment's capture of the state part at `live` (a pointer into its recurrent
+ * blob) goes: the same offset in the capture blob; NULL when it captures nothing. */
+static inline float *seg_capture_at(const segment *sg, const float *live) {
+    return sg->capture > 0 ? sg->capture_rec + (live - sg->rec) : NULL;
+}
+
+/* conv_causal (ops.h) of every segment of a batch over its rows (in and out hold the
+ * batch's rows from row 0) on its conv slot, in one pass of the pool per 16 segments. When
+ * a segment captures, the window after sg->capture rows goes to the capture first (it must
+ * see the state before the rows move it). */
+void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w, int C, int K, const float *in,
+                      size_t in_stride, float *out, size_t out_stride);
 
 enum rope_kind { ROPE_NONE = 0, ROPE_NORM = 1, ROPE_NEOX = 2 };
 

@@ -20,7 +20,6 @@
 
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
 
 size_t mamba1_conv_floats(const mamba1_layer *l) { return (size_t)(l->conv_k - 1) * (size_t)l->d_inner; }
@@ -98,7 +97,7 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
         for (int c = 0; c < D; c++) DT[(size_t)r * D + c] += l->dt_bias[c];
 
     for (int si = 0; si < n_segs; si++) {
-        float *S = state_ssm(segs[si].state, l->rec_slot);
+        float *S = seg_ssm(&segs[si], l->rec_slot);
         scan_job j = {.l = l, .seg = &segs[si], .X = X, .XDB = XDB, .DT = DT, .Y = Y, .S = S,
                       .S_capture = seg_capture_at(&segs[si], S)};
         pool_run(scan_channels, &j);

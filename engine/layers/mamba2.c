@@ -21,7 +21,6 @@
 
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
 
 static int conv_dim(const mamba2_layer *l) { return l->d_inner + 2 * l->n_group * l->d_state; }
@@ -117,7 +116,7 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
                 for (int c = 0; c < cd; c++) r[c] += l->conv_b[c];
             vec_silu(r, r, cd);
         }
-        float *S = state_ssm(sg->state, l->rec_slot);
+        float *S = seg_ssm(sg, l->rec_slot);
         scan_job j = {.l = l, .seg = sg, .XBC = XBC, .DT = DT, .Y = Y, .S = S, .S_capture = seg_capture_at(sg, S)};
         pool_run(scan_heads, &j);
     }

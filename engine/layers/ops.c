@@ -2,6 +2,7 @@
 #include "engine/layers/ops.h"
 
 #include "engine/kernels/kernels.h"
+#include "engine/layers/layers.h"
 #include "engine/base/threadpool.h"
 
 #include <stdint.h>
@@ -307,6 +308,22 @@ void conv_causal(float *state, const float *w, int C, int K, const float *in, si
     conv_causal_seqs(&one, 1, w, C, K, in_stride, out_stride);
 }
 
+void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w, int C, int K, const float *in,
+                      size_t in_stride, float *out, size_t out_stride) {
+    for (int s0 = 0; s0 < n_segs; s0 += 16) {
+        conv_seq q[16];
+        const int n = n_segs - s0 < 16 ? n_segs - s0 : 16;
+        for (int i = 0; i < n; i++) {
+            const segment *sg = &segs[s0 + i];
+            float *state = seg_conv(sg, slot), *captured = seg_capture_at(sg, state);
+            const float *rows = in + (size_t)sg->row0 * in_stride;
+            if (captured) conv_state_after(captured, state, C, K, rows, in_stride, sg->capture);
+            q[i] = (conv_seq){state, rows, out + (size_t)sg->row0 * out_stride, sg->n};
+        }
+        conv_causal_seqs(q, n, w, C, K, in_stride, out_stride);
+    }
+}
+
 void conv_state_after(float *dst, const float *state, int C, int K, const float *in, size_t in_stride, int n) {
     const int w = K - 1; /* values each channel keeps */
     for (int ch = 0; ch < C; ch++)
@@ -349,89 +366,4 @@ void rope_apply(float *x, int kind, int n_rot, const float *cs) {
         *a = fmaf(x0, c, -(x1 * s));
         *b = fmaf(x0, s, x1 * c);
     }
-}
-
-/* ---------------------------------------------------------------- arena */
-
-struct arena_block {
-    struct arena_block *next;
-    size_t size, used;
-    _Alignas(64) unsigned char data[];
-};
-
-#define ARENA_MIN_BLOCK ((size_t)4 << 20)
-
-void *arena_alloc(arena *a, size_t bytes) {
-    bytes = (bytes + 63) & ~(size_t)63;
-    struct arena_block *b = a->blocks;
-    if (!b || b->size - b->used < bytes) {
-        /* a spare block that fits, else a new one */
-        struct arena_block **pp = &a->spare;
-        while (*pp && (*pp)->size < bytes) pp = &(*pp)->next;
-        if (*pp) {
-            b = *pp;
-            *pp = b->next;
-        } else {
-            size_t size = bytes > ARENA_MIN_BLOCK ? bytes : ARENA_MIN_BLOCK;
-            b = aligned_alloc(64, (sizeof *b + size + 63) & ~(size_t)63);
-            if (!b) {
-                fprintf(stderr, "chatfs: out of memory (arena of %zu bytes)\n", size);
-                abort();
-            }
-            b->size = size;
-        }
-        b->used = 0;
-        b->next = a->blocks;
-        a->blocks = b;
-    }
-    void *p = b->data + b->used;
-    b->used += bytes;
-    a->used_total += bytes;
-    if (a->used_total > a->peak) a->peak = a->used_total;
-    return p;
-}
-
-float *arena_floats(arena *a, size_t n) { return arena_alloc(a, n * sizeof(float)); }
-
-arena_mark arena_save(const arena *a) {
-    return (arena_mark){a->blocks, a->blocks ? a->blocks->used : 0, a->used_total};
-}
-
-void arena_restore(arena *a, arena_mark m) {
-    while (a->blocks && a->blocks != m.block) { /* blocks chained after the mark become spares */
-        struct arena_block *b = a->blocks;
-        a->blocks = b->next;
-        b->next = a->spare;
-        a->spare = b;
-    }
-    if (a->blocks) a->blocks->used = m.used;
-    a->used_total = m.total;
-}
-
-void arena_reset(arena *a) {
-    /* when a pass needed several blocks, replace them by one block of the peak size so
-     * the next pass allocates nothing */
-    arena_restore(a, (arena_mark){NULL, 0, 0});
-    if (a->spare && a->spare->next) {
-        size_t peak = a->peak;
-        arena_free(a);
-        a->peak = peak;
-        struct arena_block *b = aligned_alloc(64, (sizeof *b + peak + 63) & ~(size_t)63);
-        if (b) {
-            b->size = peak;
-            b->used = 0;
-            b->next = NULL;
-            a->spare = b;
-        }
-    }
-}
-
-void arena_free(arena *a) {
-    arena_restore(a, (arena_mark){NULL, 0, 0});
-    while (a->spare) {
-        struct arena_block *n = a->spare->next;
-        free(a->spare);
-        a->spare = n;
-    }
-    a->used_total = 0;
 }

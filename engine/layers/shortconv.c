@@ -10,7 +10,6 @@
 
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
-#include "engine/model/state.h"
 
 size_t shortconv_conv_floats(const shortconv_layer *l) { return (size_t)(l->l_cache - 1) * (size_t)l->n_embd; }
 

@@ -371,8 +371,10 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0, row = 0; i < n_seqs; i++) {
         const int cap = seqs[i].capture > 0 && seqs[i].capture < seqs[i].n_tokens && seqs[i].capture_rec
                             ? seqs[i].capture : 0;
-        segs[i] = (segment){seqs[i].state,       row, seqs[i].n_tokens, seqs[i].state->n_past,
-                            cap, seqs[i].capture_rec, logit_rows(&seqs[i])};
+        const seq_state *s = seqs[i].state;
+        segs[i] = (segment){.k = s->k, .v = s->v, .rec = s->rec, .rec_slots = m->rec, .row0 = row,
+                            .n = seqs[i].n_tokens, .pos0 = s->n_past, .capture = cap,
+                            .capture_rec = seqs[i].capture_rec, .keep = logit_rows(&seqs[i])};
         row += seqs[i].n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);

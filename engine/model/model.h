@@ -39,12 +39,6 @@ typedef struct {
     ffn_layer ffn;
 } block;
 
-/* Where one recurrent layer keeps its state inside a sequence's recurrent blob. */
-typedef struct {
-    size_t conv_off, conv_floats;
-    size_t ssm_off, ssm_floats;
-} rec_slot;
-
 typedef struct model {
     gguf_file *gguf;
     char arch[32];

@@ -41,36 +41,6 @@ int state_trim(seq_state *s, int n);
 /* Ensures room for n tokens of KV. Returns 0, or -1 (over n_ctx or out of memory). */
 int state_reserve(seq_state *s, int n);
 
-static inline float *state_conv(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].conv_off; }
-static inline float *state_ssm(const seq_state *s, int slot) { return s->rec + s->m->rec[slot].ssm_off; }
-
-/* Where a segment's capture of the state part at `live` (a pointer into its state's
- * recurrent blob) goes: the same offset in the capture blob; NULL when it captures
- * nothing. */
-static inline float *seg_capture_at(const segment *sg, const float *live) {
-    return sg->capture > 0 ? sg->capture_rec + (live - sg->state->rec) : NULL;
-}
-
-/* conv_causal of every segment of a batch over its rows (in and out hold the batch's rows
- * from row 0) on its state's conv slot, in one pass of the pool per 16 segments. When a
- * segment captures, the window after sg->capture rows goes to the capture first (it must
- * see the state before the rows move it). */
-static inline void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w, int C, int K,
-                                    const float *in, size_t in_stride, float *out, size_t out_stride) {
-    for (int s0 = 0; s0 < n_segs; s0 += 16) {
-        conv_seq q[16];
-        const int n = n_segs - s0 < 16 ? n_segs - s0 : 16;
-        for (int i = 0; i < n; i++) {
-            const segment *sg = &segs[s0 + i];
-            float *state = state_conv(sg->state, slot), *captured = seg_capture_at(sg, state);
-            const float *rows = in + (size_t)sg->row0 * in_stride;
-            if (captured) conv_state_after(captured, state, C, K, rows, in_stride, sg->capture);
-            q[i] = (conv_seq){state, rows, out + (size_t)sg->row0 * out_stride, sg->n};
-        }
-        conv_causal_seqs(q, n, w, C, K, in_stride, out_stride);
-    }
-}
-
 /* KV floats per token over all attention layers (K and V). */
 size_t state_kv_floats_per_token(const model *m);
 /* Copies KV rows [p0, p1) out of / into a flat buffer laid out slot by slot, K rows

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Checks that the engine's rooms import downwards only (engine/README.md): a file in
+# engine/ROOM/ may include "engine/R/..." only when R is ROOM or comes before it in
+# ORDER, and "store/..." only from runtime/. Also every quoted include in engine/ names
+# its room: "engine/<room>/<file>". Prints each offending line; exit status 1 if any.
+# Run from the repository root (make test runs it).
+ORDER="base gguf kernels layers tokenizer jinja template model arch runtime"
+
+rank() {
+    i=0
+    for r in $ORDER; do
+        [ "$r" = "$1" ] && { echo $i; return; }
+        i=$((i + 1))
+    done
+    echo -1
+}
+
+bad=0
+for f in $(find engine -name '*.[ch]' | sort); do
+    room=${f#engine/}
+    room=${room%%/*}
+    own=$(rank "$room")
+    if [ "$own" -lt 0 ]; then
+        echo "$f: engine/$room/ is not a room of engine/README.md's order ($ORDER)"
+        bad=1
+        continue
+    fi
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+        inc=$(printf '%s\n' "$line" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
+        case "$inc" in
+        engine/*/*)
+            r=${inc#engine/}
+            r=${r%%/*}
+            k=$(rank "$r")
+            if [ "$k" -lt 0 ] || [ "$k" -gt "$own" ]; then
+                echo "$f:${line%%:*}: $room/ includes $inc: upward (order: $ORDER)"
+            fi ;;
+        store/*)
+            if [ "$room" != runtime ]; then
+                echo "$f:${line%%:*}: $room/ includes $inc: only runtime/ uses store/"
+            fi ;;
+        *)
+            echo "$f:${line%%:*}: include \"$inc\" does not name its room (\"engine/<room>/<file>\")"
+            ;;
+        esac
+    done | grep . && bad=1
+done
+[ $bad -eq 0 ] && echo "rooms: every include in engine/ goes downwards ($ORDER)"
+exit $bad
