@@ -2,7 +2,7 @@
 #ifndef CHATFS_CLI_H
 #define CHATFS_CLI_H
 
-#include "engine/model/model.h"
+#include "engine/arch/arch.h"
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);

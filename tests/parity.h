@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "engine/kernels/kernels.h"
-#include "engine/model/model.h"
+#include "engine/arch/arch.h"
 #include "engine/model/state.h"
 #include "tests/check.h"
 #include "tests/oracle.h"

@@ -22,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/arch/arch.h"
 #include "engine/runtime/chat.h"
 #include "engine/kernels/kernels.h"
 #include "engine/runtime/prefix_cache.h"

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/gguf/gguf.h"
-#include "engine/model/model.h"
+#include "engine/arch/arch.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int has_tensor(loader *L, const char *fmt, int i) {
     char name[128];

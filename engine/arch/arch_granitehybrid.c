@@ -11,7 +11,7 @@
  * supported yet. */
 #include <math.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 /* a scale key, 1 when absent or 0 (llama.cpp applies a scale only when it is non-zero) */
 static float scale_key(loader *L, const char *key) {

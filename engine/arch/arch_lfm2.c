@@ -9,7 +9,7 @@
  * (attention.sliding_window) is not supported yet. */
 #include <math.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int lfm2_load(loader *L) {
     model *m = L->m;

@@ -8,7 +8,7 @@
  * Mixtral-style MoE files (llama with expert_count > 0) are not supported yet. */
 #include <math.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int llama_load(loader *L) {
     model *m = L->m;

@@ -2,7 +2,7 @@
  * no FFN. FalconMamba is the same with ssm.dt_b_c_rms set.
  *
  *   h += Mamba1(RMSNorm(h, attn_norm)) */
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int mamba_load(loader *L) {
     model *m = L->m;

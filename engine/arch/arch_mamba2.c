@@ -1,7 +1,7 @@
 /* arch_mamba2.c - Mamba-2 (spec 5): a stack of Mamba-2 mixers, no attention, no FFN.
  *
  *   h += Mamba2(RMSNorm(h, attn_norm)) */
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int mamba2_load(loader *L) {
     model *m = L->m;

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int nemotron_h_load(loader *L) {
     model *m = L->m;

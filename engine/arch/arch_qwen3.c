@@ -5,7 +5,7 @@
  *   h += FFN(RMSNorm(h, ffn_norm)) */
 #include <math.h>
 
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 static int qwen3_load(loader *L) {
     model *m = L->m;

@@ -5,7 +5,7 @@
  *   h += FFN(RMSNorm(h, post_attention_norm))     and partial NEOX rope (IMROPE for text)
  *
  * The converter already added 1 to the norm weights, so they are used as stored. */
-#include "engine/model/model.h"
+#include "engine/arch/arch_common.h"
 
 /* recurrent_layers array when present, else every full_attention_interval-th layer is attention */
 static int is_recurrent(loader *L, int i, int n_layer, uint32_t interval) {

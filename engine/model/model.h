@@ -8,8 +8,8 @@
  *         h += residual_scale * FFN(RMSNorm(h, ffn_norm))           (if the block has an FFN)
  *     logits = output · RMSNorm(h, output_norm) · (1 / logit_scale)
  *
- * An architecture file (arch_*.c) reads its metadata and tensors and says which
- * mixer and FFN each block has; model.c runs the stack. */
+ * An architecture file (arch/arch_*.c) reads its metadata and tensors through the loader
+ * (loader.h) and says which mixer and FFN each block has; model.c runs the stack. */
 #ifndef CHATFS_MODEL_H
 #define CHATFS_MODEL_H
 
@@ -68,8 +68,7 @@ typedef struct model {
     int n_owned, cap_owned;
 } model;
 
-/* Loads a GGUF model. NULL on error with one line in err ("m.gguf: ..."). */
-model *model_load(const char *path, char *err, size_t errlen);
+/* Frees a model (model_load, arch/arch.h) and everything it owns. */
 void model_free(model *m);
 
 /* The pattern of mixers, one char per block: 'G' delta-net, 'M' Mamba-2, 'S' Mamba-1,
@@ -101,71 +100,5 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a);
 /* Feeds n tokens to one sequence in chunks of at most `chunk` tokens (0: 512) and
  * writes the last token's logits to logits (may be NULL). Returns 0 or -1. */
 int model_prefill(const model *m, struct seq_state *s, const int *tokens, int n, int chunk, float *logits, arena *a);
-
-/* ---- used by arch_*.c to describe a model ---- */
-
-typedef struct {
-    model *m;
-    char *err;
-    size_t errlen;
-    int failed;
-    const char *file; /* base name for messages */
-} loader;
-
-/* Binds a 2-D weight named by printf(fmt, ...) with shape [n_in, n_out]. Missing
- * required tensors, wrong shapes and unsupported types fail the loader. Returns 1 if
- * bound. */
-int ld_matrix(loader *L, matrix *w, int required, int64_t n_in, int64_t n_out, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-/* Binds a tensor of n elements as floats (any shape with that element count). */
-const float *ld_vector(loader *L, int required, int64_t n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Checks that the tensor printf(fmt, ...) has shape [ne0, ne1] (1-D: [ne0, 1]). Missing
- * fails only when required. Returns 1 when present with that shape. */
-int ld_shape(loader *L, int required, int64_t ne0, int64_t ne1, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-/* Metadata with the architecture prefix: ld_u32(L, "embedding_length", ...) reads
- * "<arch>.embedding_length". */
-uint32_t ld_u32(loader *L, const char *key, int required, uint32_t def);
-float ld_f32(loader *L, const char *key, int required, float def);
-int ld_bool(loader *L, const char *key, int def);
-/* Per-layer value: a scalar key applies to every layer, an array key gives one per layer. */
-int64_t ld_layer_i64(loader *L, const char *key, int layer, int64_t def);
-int ld_fail(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Binds token_embd.weight, the final norm (named output_norm_name) and output.weight
- * (tied to token_embd when absent). */
-int ld_embeddings(loader *L, const char *output_norm_name);
-
-/* Registers a recurrent layer's state: returns its slot index. */
-int ld_rec_slot(loader *L, size_t conv_floats, size_t ssm_floats);
-int ld_kv_slot(loader *L, int kv_dim);
-
-/* ---- binders shared by the architectures (arch_common.c) ----
- * Each binds the tensors of one kind of layer of block i, checking every shape. */
-
-/* Rope settings common to all families: rope.freq_base (default 10000), the linear
- * rope.scaling.* factor, rope.dimension_count (default head_dim) and the optional
- * rope_freqs.weight factors; kind is the family's rope kind. Other scaling types fail. */
-int ld_rope(loader *L, attn_layer *at, int kind);
-/* Attention of block i with the shape, rope and scale already set in *proto: attn_q/k/v
- * (or fused attn_qkv), attn_output, their optional biases, and attn_q_norm/attn_k_norm
- * when qk_norm. Registers the KV slot. */
-int ld_attention(loader *L, block *b, int i, const attn_layer *proto, int qk_norm);
-/* The Mamba-2 shape from <arch>.ssm.* into proto (checked). */
-int ld_mamba2_shape(loader *L, mamba2_layer *proto);
-/* The Mamba-2 mixer of block i with proto's shape; registers its recurrent state. */
-int ld_mamba2(loader *L, block *b, int i, const mamba2_layer *proto);
-/* FFN of block i (its norm is bound by the caller): ffn_up/ffn_down (and ffn_gate for
- * SwiGLU) of width n_ff, with optional biases. */
-int ld_ffn(loader *L, block *b, int i, int kind, int n_ff);
-/* Fails (naming the architecture) when <arch>.expert_count > 0: MoE is not supported. */
-int ld_no_experts(loader *L);
-
-typedef struct {
-    const char *name;
-    int (*load)(loader *L);
-} arch_desc;
-
-const arch_desc *arch_find(const char *name);
 
 #endif

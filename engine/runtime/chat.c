@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/arch/arch.h"
 #include "engine/runtime/chat_impl.h"
 #include "engine/base/threadpool.h"
 #include "store/hash.h"
