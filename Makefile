@@ -30,14 +30,17 @@ MAIN_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-# Kernels for one instruction set each; the dispatcher picks one at run time from the
-# CPU's features, so the binary still runs on CPUs without AVX-512.
+# Kernels for one instruction set each, and the layer math for each vector width
+# (layers/simd_*.c); the dispatcher picks one set at run time from the CPU's features, so
+# the binary still runs on CPUs without AVX-512.
 # -ffp-contract=off: the kernels spell out every fused multiply-add the reference has, and
 # no other (a contracted a*b+c would round differently from llama.cpp).
-$(BUILD)/engine/kernels/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c -ffp-contract=off
-$(BUILD)/engine/kernels/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mavxvnni -ffp-contract=off
-$(BUILD)/engine/kernels/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
-                                            -mavx512bf16 -mavx2 -mfma -mf16c -ffp-contract=off
+AVX2_FLAGS   := -mavx2 -mfma -mf16c -ffp-contract=off
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c \
+                -ffp-contract=off
+$(BUILD)/engine/kernels/kernels_avx2.o $(BUILD)/engine/layers/simd_avx2.o:     CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/engine/kernels/kernels_avxvnni.o:                                      CFLAGS += $(AVX2_FLAGS) -mavxvnni
+$(BUILD)/engine/kernels/kernels_avx512.o $(BUILD)/engine/layers/simd_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
                                             -mf16c -ffp-contract=off
 
@@ -98,8 +101,9 @@ sanitized-fs:
 # ThreadSanitizer: the filesystem's logic (fake engine), the engine API, and many
 # conversations batched at once on a real (tiny) model (CHATFS_TEST_QUICK: one model,
 # fewer bursts). The ISA kernels - arithmetic on buffers their callers own - are built
-# without instrumentation there, which makes the model runs several times faster; the
-# thread pool, the dispatch into the kernels and everything around stay instrumented.
+# without instrumentation there, and so is the layer math per instruction set; that makes
+# the model runs several times faster; the thread pool, the dispatch into the kernels and
+# everything around stay instrumented.
 TSAN_TESTS := test_chatfs test_chat test_concurrency
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
@@ -107,7 +111,9 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
 ifeq ($(BUILD),build-tsan)
-$(BUILD)/engine/kernels/kernels_avx2.o $(BUILD)/engine/kernels/kernels_avxvnni.o $(BUILD)/engine/kernels/kernels_avx512.o $(BUILD)/engine/kernels/kernels_amx.o: CFLAGS += -fno-sanitize=thread
+ISA_OBJ := $(addprefix $(BUILD)/engine/,kernels/kernels_avx2.o kernels/kernels_avxvnni.o kernels/kernels_avx512.o \
+             kernels/kernels_amx.o layers/simd_avx2.o layers/simd_avx512.o)
+$(ISA_OBJ): CFLAGS += -fno-sanitize=thread
 endif
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).

@@ -35,9 +35,8 @@ static float scalar_sum(const float *x, size_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-static const kernel_ops scalar_ops; /* all NULL: ops.c's reference code */
 const kernel_isa kernels_scalar = {
-    .name = "scalar", .supported = scalar_supported, .gemm = scalar_gemm, .sum = scalar_sum, .ops = &scalar_ops};
+    .name = "scalar", .supported = scalar_supported, .gemm = scalar_gemm, .sum = scalar_sum, .vector_bits = 0};
 
 /* ---------------------------------------------------------------- selection */
 
@@ -92,7 +91,7 @@ const char *const *kernels_available(void) {
 
 float kernels_sum_floats(const float *x, size_t n) { return MEMBER(isa(), sum)(x, n); }
 
-const kernel_ops *kernels_ops(void) { return MEMBER(isa(), ops); }
+int kernels_vector_bits(void) { return MEMBER(isa(), vector_bits); }
 
 int kernels_blockint(uint32_t wt) {
     const kernel_isa *k = isa();

@@ -18,8 +18,11 @@
  *   kernels_amx.c     AMX tiles: Q8_0 (block-integer order); the rest is the AVX-512 set's
  *   kernels_avx512.c  AVX-512 F/BW/VL/DQ + VNNI: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1,
  *                     Q5_1, Q4_K, Q5_K, Q6_K
- *   kernels_avx2.c    AVX2 + FMA + F16C: the same types
- * Each ISA file has one section per type family, named after the type. */
+ *   kernels_avx2.c    AVX2 + FMA + F16C: the same types (kernels_avxvnni.c: compiled again
+ *                     with AVX-VNNI)
+ * Each ISA file has one section per type family, named after the type. The layer math per
+ * instruction set (attention, the delta rule, convolution, ...) is the layers' own
+ * (layers/simd.h); it follows the set chosen here (kernels_vector_bits). */
 #ifndef CHATFS_KERNELS_H
 #define CHATFS_KERNELS_H
 
@@ -83,31 +86,10 @@ typedef struct {
 static inline const void *kact_row(const kact *x, int t) { return x->base + (size_t)t * x->stride; }
 static inline const void *kact_aux(const kact *x, int t) { return x->base + (size_t)t * x->stride + x->aux_off; }
 
-/* Vectorized versions of the float primitives of ops.h, with exactly their arithmetic
- * (a set may leave any of them NULL: ops.c's scalar code is the reference and runs then).
- * silu/swiglu/softmax_exp take n % 16 == 0 (the groups llama.cpp runs through its vector
- * exp; ops.c does the tail). */
-typedef struct {
-    float (*dot)(const float *x, const float *y, int n);           /* dot_ggml */
-    void (*mad)(float *y, const float *x, float v, int n);         /* mad_ggml */
-    void (*silu)(float *y, const float *x, int n);                 /* x / (1 + exp_vec(-x)) */
-    void (*swiglu)(float *y, const float *x, const float *g, int n);
-    double (*softmax_exp)(float *y, const float *x, float max, int n);
-    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
-                     float beta, float scale, float *o);
-    void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
-                 size_t out_stride, int n);
-    void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
-    void (*wsum_acc)(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
-    /* attn_scores_multi / attn_wsum_acc_multi; NULL: ops.c calls scores / wsum_acc per pair */
-    void (*scores_multi)(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
-                         float scale);
-    void (*wsum_multi)(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
-                       int hd);
-} kernel_ops;
-
-/* the active set's vector ops (never NULL; members may be) */
-const kernel_ops *kernels_ops(void);
+/* The width in bits of the float vectors the active set's instructions have: 512
+ * (AVX-512), 256 (AVX2 + FMA) or 0 (scalar). The layer math (layers/simd.h) runs the
+ * vector code of that width, so choosing a kernel set chooses it too. */
+int kernels_vector_bits(void);
 
 /* Prompt processing takes the weight rows in chunks of about this many bytes, which stay
  * in L2 beside the activations while every tile of tokens passes over them. */
@@ -121,7 +103,7 @@ typedef struct kernel_isa {
     int (*supported)(void);
     int (*gemm)(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy);
     float (*sum)(const float *x, size_t n);
-    const kernel_ops *ops;
+    int vector_bits; /* kernels_vector_bits() while this set is active (0: its base's) */
     /* optional: one activation row into the dot type (exactly quantize_activation) and the
      * kact aux data; returns 0 for dot types it does not handle */
     int (*prep_row)(uint32_t dot_type, const float *x, void *row, void *aux, int64_t n);

@@ -420,20 +420,20 @@ static float dot_q6_K(int64_t n, const block_q6_K *w, const block_q8_K *x) {
     return hsum8(acc);
 }
 
-/* 16 lanes, one fused multiply-add per element, reduced like _mm512_reduce_add_ps:
- * the order llama.cpp's float GEMM (tinyBLAS) uses for F32/F16/BF16 weights */
-static float reduce16_ref(const float *v) {
+float reduce16_ref(const float *v) {
     float a[8], b[4];
     for (int i = 0; i < 8; i++) a[i] = v[i] + v[i + 8];
     for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
-#define DOT16(load_w, load_x)                                           \
-    do {                                                                \
-        float acc[16] = {0};                                            \
+/* 16 lanes, one fused multiply-add per element, reduced like _mm512_reduce_add_ps:
+ * the order llama.cpp's float GEMM (tinyBLAS) uses for F32/F16/BF16 weights */
+#define DOT16(load_w, load_x)                                                             \
+    do {                                                                                  \
+        float acc[16] = {0};                                                              \
         for (int64_t i = 0; i < n; i++) acc[i % 16] = fmaf(load_w, load_x, acc[i % 16]); \
-        return reduce16_ref(acc);                                       \
+        return reduce16_ref(acc);                                                         \
     } while (0)
 
 float vec_dot_ref(uint32_t wt, int64_t n, const void *w, const void *x) {

@@ -104,6 +104,11 @@ void quantize_activation(uint32_t dot_type, const float *x, void *dst, int64_t n
  * rounded to 8 bits, so one ulp here can move a small model's logits visibly. */
 float vec_dot_ref(uint32_t wt, int64_t n, const void *w, const void *x);
 
+/* Sum of 16 values in the order _mm512_reduce_add_ps adds them (halves, quarters,
+ * eighths, pairs): how llama.cpp's AVX-512 code ends a float dot product, in the weight
+ * kernels' reference and in the layer math. */
+float reduce16_ref(const float *v);
+
 /* The block-integer order, the AMX kernel set's arithmetic for Q8_0 weights (kernels_amx.c):
  * per 32-block the products are summed exactly as one integer, then accumulated block after
  * block as acc = fma((float)isum, d_w * d_x, acc). Not llama.cpp's order (vec_dot_ref), so the

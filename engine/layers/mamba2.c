@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/kernels/quant.h"
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
 #include "engine/base/threadpool.h"
@@ -47,7 +48,7 @@ static float scan_row(float *s, const float *B, const float *C, float dA, float 
             acc[1][k] += acc[3][k];
         }
         for (int k = 0; k < 16; k++) acc[0][k] += acc[1][k];
-        sum = reduce16(acc[0]);
+        sum = reduce16_ref(acc[0]);
     }
     for (int e = np; e < n; e++) {
         const float st = fmaf(s[e], dA, B[e] * x_dt);

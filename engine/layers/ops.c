@@ -1,9 +1,11 @@
 /* ops.c - primitives of ops.h. */
 #include "engine/layers/ops.h"
 
-#include "engine/kernels/kernels.h"
-#include "engine/layers/layers.h"
 #include "engine/base/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/quant.h"
+#include "engine/layers/layers.h"
+#include "engine/layers/simd.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +93,17 @@ float dot_f32(const float *a, const float *b, int n) {
     return s;
 }
 
+/* the vector set of the active kernel set's width (simd.h); the scalar set leaves every
+ * member NULL, so the reference code below runs */
+const layer_simd *layer_simd_active(void) {
+    static const layer_simd scalar;
+    switch (kernels_vector_bits()) {
+    case 512: return &layer_simd_avx512;
+    case 256: return &layer_simd_avx2;
+    default: return &scalar;
+    }
+}
+
 /* llama.cpp's AVX-512 build (the reference) handles 16 floats at a time */
 #define VEC_GROUP 16
 
@@ -103,7 +116,7 @@ void vec_silu_span(float *y, const float *x, int n, int o, int row_n) {
     grouped = grouped < 0 ? 0 : grouped > n ? n : grouped;
     const int whole = grouped - grouped % VEC_GROUP;
     int i = 0;
-    const kernel_ops *k = kernels_ops();
+    const layer_simd *k = layer_simd_active();
     if (k->silu && whole) k->silu(y, x, whole), i = whole;
     for (; i < grouped; i++) y[i] = silu_vec(x[i]);
     for (; i < n; i++) y[i] = silu(x[i]);
@@ -114,31 +127,23 @@ void vec_silu(float *y, const float *x, int n) { vec_silu_span(y, x, n, 0, n); }
 void vec_swiglu(float *y, const float *x, const float *g, int n) {
     const int full = n - n % VEC_GROUP;
     int i = 0;
-    const kernel_ops *k = kernels_ops();
+    const layer_simd *k = layer_simd_active();
     if (k->swiglu && full) k->swiglu(y, x, g, full), i = full;
     for (; i < full; i++) y[i] = silu_vec(x[i]) * g[i];
     for (; i < n; i++) y[i] = silu(x[i]) * g[i];
 }
 
-float reduce16(const float *v) {
-    float a[8], b[4], c[2];
-    for (int i = 0; i < 8; i++) a[i] = v[i] + v[i + 8];
-    for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
-    for (int i = 0; i < 2; i++) c[i] = b[i] + b[i + 2];
-    return c[0] + c[1];
-}
-
 double vec_softmax_exp(float *y, const float *x, float max, int n) {
     double sum = 0;
     int i = 0;
-    const kernel_ops *k = kernels_ops();
+    const layer_simd *k = layer_simd_active();
     if (k->softmax_exp && n >= VEC_GROUP) {
         i = n - n % VEC_GROUP;
         sum = k->softmax_exp(y, x, max, i);
     }
     for (; i + VEC_GROUP <= n; i += VEC_GROUP) {
         for (int j = 0; j < VEC_GROUP; j++) y[i + j] = exp_vec(x[i + j] - max);
-        sum += (double)reduce16(y + i);
+        sum += (double)reduce16_ref(y + i);
     }
     for (; i < n; i++) {
         y[i] = expf(x[i] - max);
@@ -158,23 +163,16 @@ static float dot_ggml_ref(const float *x, const float *y, int n) {
         acc[1][l] += acc[3][l];
     }
     for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
-    float sum = reduce16(acc[0]);
-    /* the leftovers as GCC vectorised them: blocks of 16, then of 8, as rounded products
-     * added one by one; the last n % 8 as fused multiply-adds */
-    int i = np;
-    const int unfused = np + ((n - np) & ~7);
-    for (; i < unfused; i++) sum += x[i] * y[i];
-    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
-    return sum;
+    return dot_ggml_tail(reduce16_ref(acc[0]), x, y, np, n);
 }
 
 float dot_ggml(const float *x, const float *y, int n) {
-    const kernel_ops *k = kernels_ops();
+    const layer_simd *k = layer_simd_active();
     return k->dot ? k->dot(x, y, n) : dot_ggml_ref(x, y, n);
 }
 
 void mad_ggml(float *y, const float *x, float v, int n) {
-    const kernel_ops *k = kernels_ops();
+    const layer_simd *k = layer_simd_active();
     if (k->mad) {
         k->mad(y, x, v, n);
         return;
@@ -184,7 +182,7 @@ void mad_ggml(float *y, const float *x, float v, int n) {
 
 void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
                    float scale, float *o) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     if (ko->gdn_step) {
         ko->gdn_step(S, dk, dv, q, k, v, decay, beta, scale, o);
         return;
@@ -199,7 +197,7 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
 }
 
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     if (ko->scores) {
         ko->scores(s, K, stride, q, n, hd, scale);
         return;
@@ -208,7 +206,7 @@ void attn_scores(float *s, const float *K, size_t stride, const float *q, int n,
 }
 
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     if (ko->wsum_acc && hd % 16 == 0) {
         ko->wsum_acc(acc, V, stride, p, n, hd);
         return;
@@ -221,7 +219,7 @@ void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, in
 
 void attn_scores_multi(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
                        float scale) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     if (ko->scores_multi) {
         ko->scores_multi(s, K, stride, q, nq, n, hd, scale);
         return;
@@ -231,7 +229,7 @@ void attn_scores_multi(float *const *s, const float *K, size_t stride, const flo
 
 void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                          int hd) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     if (ko->wsum_multi && hd % 16 == 0) {
         ko->wsum_multi(acc, V, stride, p, np, n, hd);
         return;
@@ -243,34 +241,47 @@ void attn_wsum_finish(float *o, const float *acc, int hd) {
     for (int c = 0; c < hd; c++) {
         float lanes[16];
         for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)(c / 16) * 256 + k * 16 + c % 16];
-        o[c] = reduce16(lanes);
+        o[c] = reduce16_ref(lanes);
     }
 }
 
 /* channels [c0, c1) of conv_causal */
 static void conv_channels(float *state, const float *w, int c0, int c1, int K, const float *in, size_t in_stride,
                           float *out, size_t out_stride, int n) {
-    const kernel_ops *ko = kernels_ops();
+    const layer_simd *ko = layer_simd_active();
     state += (size_t)c0 * (K - 1), w += (size_t)c0 * K, in += c0, out += c0;
     const int C = c1 - c0;
-    if (ko->conv) {
+    if (ko->conv)
         ko->conv(state, w, C, K, in, in_stride, out, out_stride, n);
-        return;
+    else
+        conv_channels_ref(state, w, 0, C, K, in, in_stride, out, out_stride, n);
+}
+
+void conv_transposed(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                     size_t out_stride, int n,
+                     void (*row)(float *y, const float *wt, const float *const *rows, int C, int K)) {
+    float *wt = malloc(sizeof(float) * (size_t)C * (size_t)(2 * K - 1));
+    if (!wt) abort();
+    float *hist = wt + (size_t)K * C; /* the K-1 state values per channel as rows, oldest first */
+    for (int ch = 0; ch < C; ch++) {
+        for (int k = 0; k < K; k++) wt[(size_t)k * C + ch] = w[(size_t)ch * K + k];
+        for (int k = 0; k < K - 1; k++) hist[(size_t)k * C + ch] = state[(size_t)ch * (K - 1) + k];
     }
+    const float *rows[32];
     for (int t = 0; t < n; t++) {
-        const float *u = in + (size_t)t * in_stride;
-        float *y = out + (size_t)t * out_stride;
-        for (int ch = 0; ch < C; ch++) {
-            float *st = state + (size_t)ch * (K - 1);
-            const float *wc = w + (size_t)ch * K;
-            float acc = 0;
-            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
-            acc = fmaf(wc[K - 1], u[ch], acc);
-            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
-            if (K > 1) st[K - 2] = u[ch];
-            y[ch] = acc;
+        for (int k = 0; k < K; k++) { /* window position t+k of [state rows | inputs] */
+            const int p = t + k;
+            rows[k] = p < K - 1 ? hist + (size_t)p * C : in + (size_t)(p - (K - 1)) * in_stride;
         }
+        row(out + (size_t)t * out_stride, wt, rows, C, K);
     }
+    for (int ch = 0; ch < C; ch++) /* new state: the last K-1 inputs */
+        for (int k = 0; k < K - 1; k++) {
+            const int p = n + k;
+            state[(size_t)ch * (K - 1) + k] =
+                p < K - 1 ? hist[(size_t)p * C + ch] : in[(size_t)(p - (K - 1)) * in_stride + ch];
+        }
+    free(wt);
 }
 
 typedef struct {

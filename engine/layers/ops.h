@@ -56,9 +56,6 @@ float dot_f32(const float *a, const float *b, int n);
  * per element. Used where llama.cpp uses ggml_vec_dot_f32/ggml_vec_mad_f32 (the
  * delta rule) so that our floats round the same way. */
 float dot_ggml(const float *x, const float *y, int n);
-/* Sum of 16 values in the order _mm512_reduce_add_ps adds them: halves, quarters,
- * eighths, pairs. */
-float reduce16(const float *v);
 void mad_ggml(float *y, const float *x, float v, int n);
 
 /* The delta rule for one head and one token (Gated DeltaNet), row by row of the state
@@ -72,11 +69,12 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 /* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
- * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16; in pieces,
- * so that a block of the cache can serve several heads and tokens: the partial sums are
- * kept in acc, ATTN_ACC_FLOATS(hd) floats (column c, lane k at acc[(c/16)*256 + k*16 + c%16]),
- * zeroed before the first piece; each piece starts at a multiple of 16 positions. Then
- * attn_wsum_finish reduces each column's 16 partial sums with reduce16. */
+ * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16_ref
+ * (quant.h); in pieces, so that a block of the cache can serve several heads and tokens:
+ * the partial sums are kept in acc, ATTN_ACC_FLOATS(hd) floats (column c, lane k at
+ * acc[(c/16)*256 + k*16 + c%16]), zeroed before the first piece; each piece starts at a
+ * multiple of 16 positions. Then attn_wsum_finish reduces each column's 16 partial sums
+ * with reduce16_ref. */
 #define ATTN_ACC_FLOATS(hd) ((size_t)(((hd) + 15) / 16) * 256)
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
 void attn_wsum_finish(float *o, const float *acc, int hd);

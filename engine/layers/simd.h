@@ -1,0 +1,100 @@
+/* simd.h - the layer math per instruction set.
+ *
+ * The float primitives of ops.h that the layers spend their time in - llama.cpp's dot
+ * product and update (the delta rule), the attention scores and weighted sums, the causal
+ * convolution, SiLU and softmax's exponentials - have vector versions for AVX2 and
+ * AVX-512 (simd_avx2.c, simd_avx512.c, each built with its instruction set's flags and
+ * -ffp-contract=off), with exactly the arithmetic of ops.c's scalar code. The scalar code
+ * is the reference: it runs for every member a set leaves NULL, and everywhere with
+ * CHATFS_ISA=scalar. Which set runs follows the kernel set (kernels_vector_bits), so
+ * choosing the weight kernels chooses this too and tests can run both on every path.
+ *
+ * The pieces of scalar arithmetic the vector sets fall back on (a convolution's channels
+ * one at a time, the end of a dot product) are written once, below: as inline functions
+ * they compile into each set with its own flags. */
+#ifndef CHATFS_SIMD_H
+#define CHATFS_SIMD_H
+
+#include <math.h>
+#include <stddef.h>
+
+/* silu/swiglu/softmax_exp take n % 16 == 0 (the groups llama.cpp runs through its vector
+ * exp; ops.c does the tail). */
+typedef struct {
+    float (*dot)(const float *x, const float *y, int n);           /* dot_ggml */
+    void (*mad)(float *y, const float *x, float v, int n);         /* mad_ggml */
+    void (*silu)(float *y, const float *x, int n);                 /* x / (1 + exp_vec(-x)) */
+    void (*swiglu)(float *y, const float *x, const float *g, int n);
+    double (*softmax_exp)(float *y, const float *x, float max, int n);
+    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                     float beta, float scale, float *o);
+    void (*conv)(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                 size_t out_stride, int n);
+    void (*scores)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
+    void (*wsum_acc)(float *acc, const float *V, size_t stride, const float *p, int n, int hd);
+    /* attn_scores_multi / attn_wsum_acc_multi; NULL: ops.c calls scores / wsum_acc per pair */
+    void (*scores_multi)(float *const *s, const float *K, size_t stride, const float *const *q, int nq, int n, int hd,
+                         float scale);
+    void (*wsum_multi)(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
+                       int hd);
+} layer_simd;
+
+extern const layer_simd layer_simd_avx2, layer_simd_avx512;
+
+/* the set that goes with the active kernel set (never NULL; members may be) */
+const layer_simd *layer_simd_active(void);
+
+/* ---- scalar arithmetic shared by the reference and the vector sets ---- */
+
+/* The end of dot_ggml after its blocks of 64 (sum so far, i = the first element left), as
+ * GCC vectorised llama.cpp's loop: rounded products added one by one for whole blocks of 8,
+ * fused multiply-adds for the last n % 8. The products must stay unfused: the vector sets
+ * are built with -ffp-contract=off, and ops.c has no FMA instructions to contract to. */
+static inline float dot_ggml_tail(float sum, const float *x, const float *y, int i, int n) {
+    const int unfused = i + ((n - i) & ~7);
+    for (; i < unfused; i++) sum += x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+/* conv_causal (ops.h) for channels [c0, C) of n tokens, one channel at a time: per channel
+ * the K-1 state values (oldest first) then the input, times its K weights in one chain of
+ * fused multiply-adds from 0; then the state moves down by one and takes the input. */
+static inline void conv_channels_ref(float *state, const float *w, int c0, int C, int K, const float *in,
+                                     size_t in_stride, float *out, size_t out_stride, int n) {
+    for (int t = 0; t < n; t++) {
+        const float *u = in + (size_t)t * in_stride;
+        float *y = out + (size_t)t * out_stride;
+        for (int ch = c0; ch < C; ch++) {
+            float *st = state + (size_t)ch * (K - 1);
+            const float *wc = w + (size_t)ch * K;
+            float acc = 0;
+            for (int k = 0; k < K - 1; k++) acc = fmaf(wc[k], st[k], acc);
+            acc = fmaf(wc[K - 1], u[ch], acc);
+            for (int k = 0; k < K - 2; k++) st[k] = st[k + 1];
+            if (K > 1) st[K - 2] = u[ch];
+            y[ch] = acc;
+        }
+    }
+}
+
+/* One token of the convolution for channels [c0, C) with the weights transposed to [K][C]
+ * and rows[k] the k-th value of each channel's window: the same chain per channel. */
+static inline void conv_row_ref(float *y, const float *wt, const float *const *rows, int c0, int C, int K) {
+    for (int ch = c0; ch < C; ch++) {
+        float acc = 0;
+        for (int k = 0; k < K; k++) acc = fmaf(wt[(size_t)k * C + ch], rows[k][ch], acc);
+        y[ch] = acc;
+    }
+}
+
+/* The convolution over n tokens (2 <= K <= 32) with the weights transposed to [K][C] and
+ * the K-1 state columns to rows, so that each token is one call of row(), which a vector
+ * set writes as K vector fused multiply-adds over the channels (conv_row_ref's chain per
+ * channel); then the new state is the last K-1 inputs. Moves data only: the arithmetic is
+ * row()'s. */
+void conv_transposed(float *state, const float *w, int C, int K, const float *in, size_t in_stride, float *out,
+                     size_t out_stride, int n,
+                     void (*row)(float *y, const float *wt, const float *const *rows, int C, int K));
+
+#endif

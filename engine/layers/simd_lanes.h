@@ -1,0 +1,105 @@
+/* simd_lanes.h - the layer math whose vector code is the same at every width, written
+ * once over SIMD_LANES floats a vector. simd_avx2.c (8 lanes) and simd_avx512.c (16)
+ * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
+ * it differently) and dot_v (dot_ggml), and get: exp_vec and SiLU of one vector, SiLU and
+ * SwiGLU of n floats (n % 16 == 0), mad_ggml's update, one token of the transposed
+ * convolution, and the delta rule's loop over the rows of the state. Each is the
+ * arithmetic of ops.c's scalar code, lane by lane. */
+#if SIMD_LANES == 16
+#define VF __m512
+#define vf_load _mm512_loadu_ps
+#define vf_store _mm512_storeu_ps
+#define vf_set1 _mm512_set1_ps
+#define vf_zero _mm512_setzero_ps
+#define vf_mul _mm512_mul_ps
+#define vf_add _mm512_add_ps
+#define vf_sub _mm512_sub_ps
+#define vf_div _mm512_div_ps
+#define vf_fnmadd _mm512_fnmadd_ps
+#define vf_fmadd _mm512_fmadd_ps
+#elif SIMD_LANES == 8
+#define VF __m256
+#define vf_load _mm256_loadu_ps
+#define vf_store _mm256_storeu_ps
+#define vf_set1 _mm256_set1_ps
+#define vf_zero _mm256_setzero_ps
+#define vf_mul _mm256_mul_ps
+#define vf_add _mm256_add_ps
+#define vf_sub _mm256_sub_ps
+#define vf_div _mm256_div_ps
+#define vf_fnmadd _mm256_fnmadd_ps
+#define vf_fmadd _mm256_fmadd_ps
+#else
+#error "SIMD_LANES is 8 or 16"
+#endif
+
+/* exp_vec (ops.h): the same fused multiply-adds, lane by lane */
+INLINE VF exp_v(VF x) {
+    const VF shift = vf_set1(0x1.8p23f);
+    const VF z = vf_fmadd(x, vf_set1(0x1.715476p+0f), shift);
+    const VF n = vf_sub(z, shift); /* round(x / ln 2) */
+    const VF b = vf_fnmadd(n, vf_set1(0x1.7f7d1cp-20f), vf_fnmadd(n, vf_set1(0x1.62e4p-1f), x));
+    const VF u = vf_mul(b, b);
+    const VF j = vf_fmadd(vf_fmadd(vf_fmadd(vf_set1(0x1.0e4020p-7f), b, vf_set1(0x1.573e2ep-5f)), u,
+                                   vf_fmadd(vf_set1(0x1.555e66p-3f), b, vf_set1(0x1.fffdb6p-2f))),
+                          u, vf_fmadd(vf_set1(0x1.ffffecp-1f), b, vf_set1(1.0f)));
+    return exp_scale(j, n);
+}
+
+/* x / (1 + exp_vec(-x)) */
+INLINE VF silu_v(VF x) { return vf_div(x, vf_add(vf_set1(1.0f), exp_v(vf_sub(vf_zero(), x)))); }
+
+static void op_silu(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += SIMD_LANES) vf_store(y + i, silu_v(vf_load(x + i)));
+}
+
+static void op_swiglu(float *y, const float *x, const float *g, int n) {
+    for (int i = 0; i < n; i += SIMD_LANES) vf_store(y + i, vf_mul(silu_v(vf_load(x + i)), vf_load(g + i)));
+}
+
+/* y += x * v: one fused multiply-add per element */
+static void op_mad(float *y, const float *x, float v, int n) {
+    const VF vv = vf_set1(v);
+    int i = 0;
+    for (; i + SIMD_LANES <= n; i += SIMD_LANES) vf_store(y + i, vf_fmadd(vf_load(x + i), vv, vf_load(y + i)));
+    for (; i < n; i++) y[i] = fmaf(x[i], v, y[i]);
+}
+
+/* one token of conv_transposed (simd.h): per channel the K taps in one fused chain */
+static void conv_row(float *y, const float *wt, const float *const *rows, int C, int K) {
+    int ch = 0;
+    for (; ch + SIMD_LANES <= C; ch += SIMD_LANES) {
+        VF acc = vf_zero();
+        for (int k = 0; k < K; k++) acc = vf_fmadd(vf_load(wt + (size_t)k * C + ch), vf_load(rows[k] + ch), acc);
+        vf_store(y + ch, acc);
+    }
+    conv_row_ref(y, wt, rows, ch, C, K);
+}
+
+/* The delta rule (gdn_head_step, ops.h) one row of S^T at a time, as the reference:
+ * decay the row, delta = (v[c] - row . k) * beta, row += k * delta, o[c] = row . q * scale. */
+INLINE void gdn_rows(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                     float beta, float scale, float *o) {
+    const VF dec = vf_set1(decay);
+    for (int c = 0; c < dv; c++) {
+        float *s = S + (size_t)c * dk;
+        int i = 0;
+        for (; i + SIMD_LANES <= dk; i += SIMD_LANES) vf_store(s + i, vf_mul(vf_load(s + i), dec));
+        for (; i < dk; i++) s[i] *= decay;
+        const float delta = (v[c] - dot_v(s, k, dk)) * beta;
+        op_mad(s, k, delta, dk);
+        o[c] = dot_v(s, q, dk) * scale;
+    }
+}
+
+#undef VF
+#undef vf_load
+#undef vf_store
+#undef vf_set1
+#undef vf_zero
+#undef vf_mul
+#undef vf_add
+#undef vf_sub
+#undef vf_div
+#undef vf_fnmadd
+#undef vf_fmadd
