@@ -27,6 +27,8 @@ LIB_SRC    := $(ENGINE_SRC) $(STORE_SRC) $(FS_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC    := $(sort $(wildcard cli/*.c cli/synth/*.c))
 MAIN_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# the GGUF writer and the weight quantizers: chatfs synth's, and the tests'
+SYNTH_OBJ  := $(BUILD)/cli/synth/gguf_write.o $(BUILD)/cli/synth/quantize.o
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -72,7 +74,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libchatfs.a
+$(BUILD)/libsynth.a: $(SYNTH_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 test:

@@ -16,6 +16,7 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/layers/ops.h"
+#include "cli/synth/quantize.h"
 #include "engine/kernels/quant.h"
 #include "engine/base/threadpool.h"
 #include "tests/check.h"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/gguf/gguf.h"
+#include "cli/synth/quantize.h"
 #include "engine/kernels/quant.h"
 #include "engine/base/threadpool.h"
 #include "tests/parity.h"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/synth/quantize.h"
 #include "engine/kernels/quant.h"
 #include "engine/base/threadpool.h"
 

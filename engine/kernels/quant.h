@@ -85,6 +85,17 @@ static inline bf16_t f32_to_bf16(float f) {
     return (bf16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);             /* round to nearest even */
 }
 
+/* The 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block's 12 packed bytes. */
+static inline void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 /* Dequantizes n elements (a multiple of the type's block size) of a row. */
 void dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
@@ -115,12 +126,5 @@ float reduce16_ref(const float *v);
  * two differ in the last bits; each is the reference of the kernels that use it.
  * x: a Q8_0 activation row. */
 float vec_dot_q8_0_blockint(int64_t n, const block_q8_0 *w, const block_q8_0 *x);
-
-/* Weight quantizers (used by chatfs synth and the tests), llama.cpp's reference
- * algorithms. n is a multiple of the block size. */
-void quantize_row_q8_0_ref(const float *x, block_q8_0 *y, int64_t n);
-void quantize_row_q4_0_ref(const float *x, block_q4_0 *y, int64_t n);
-/* Converts a float row to a weight type; returns -1 for a type it cannot produce. */
-int quantize_row_weight(uint32_t type, const float *x, void *dst, int64_t n);
 
 #endif
