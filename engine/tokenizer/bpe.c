@@ -55,51 +55,14 @@ void gpt2_tables_init(void) {
     pthread_once(&once, gpt2_tables_fill);
 }
 
-/* min-heap on (rank, left): the lowest rank merges first, ties go to the leftmost */
-static int bigram_less(const bigram *x, const bigram *y) {
-    return x->rank < y->rank || (x->rank == y->rank && x->left < y->left);
-}
-
-static void heap_push(workspace *ws, bigram g) {
-    ws->heap = grow(ws->heap, &ws->heap_cap, ws->heap_n + 1, sizeof *ws->heap, &ws->oom);
-    if (ws->oom) return;
-    size_t i = ws->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bigram_less(&g, &ws->heap[p])) break;
-        ws->heap[i] = ws->heap[p];
-        i = p;
-    }
-    ws->heap[i] = g;
-}
-
-static bigram heap_pop(workspace *ws) {
-    bigram top = ws->heap[0], last = ws->heap[--ws->heap_n];
-    size_t i = 0, n = ws->heap_n;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const bigram *best = &last;
-        if (l < n && bigram_less(&ws->heap[l], best)) {
-            m = l;
-            best = &ws->heap[l];
-        }
-        if (l + 1 < n && bigram_less(&ws->heap[l + 1], best)) m = l + 1;
-        if (m == i) break;
-        ws->heap[i] = ws->heap[m];
-        i = m;
-    }
-    if (n) ws->heap[i] = last;
-    return top;
-}
-
 static void try_merge(const tokenizer *t, workspace *ws, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const symbol *L = &ws->sym[l], *R = &ws->sym[r];
     if (L->sid < 0 || R->sid < 0) return;
     const pairslot *m = pairmap_get(&t->merges, pair_key(L->sid, R->sid));
     if (!m) return;
-    bigram g = {m->a, l, r, L->len, R->len, m->b};
-    heap_push(ws, g);
+    bigram g = {m->a, l, r, L->len, R->len, m->b}; /* lowest rank first */
+    bigram_push(&ws->heap, g, &ws->oom);
 }
 
 /* emits the tokens of one symbol that is not itself a token: llama.cpp looks up each
@@ -141,10 +104,10 @@ static void bpe_word(const tokenizer *t, workspace *ws, const unsigned char *w, 
         symbol s = {(uint32_t)i, 1, t->byte_sid[w[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
         ws->sym[i] = s;
     }
-    ws->heap_n = 0;
+    ws->heap.n = 0;
     for (size_t i = 1; i < n; i++) try_merge(t, ws, (int32_t)i - 1, (int32_t)i);
-    while (ws->heap_n > 0 && !ws->oom) {
-        bigram g = heap_pop(ws);
+    while (ws->heap.n > 0 && !ws->oom) {
+        bigram g = bigram_pop(&ws->heap);
         symbol *L = &ws->sym[g.left], *R = &ws->sym[g.right];
         if (L->len != g.llen || R->len != g.rlen) continue; /* one side changed since: stale */
         L->len += R->len;

@@ -10,69 +10,21 @@
 #include "engine/tokenizer/tokenizer_impl.h"
 #include "engine/tokenizer/unicode.h"
 
-typedef struct {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-} spm_bigram;
-
-/* max-heap on (score, -left): the best score merges first, ties go to the leftmost */
-static int spm_before(const spm_bigram *x, const spm_bigram *y) {
-    return x->score > y->score || (x->score == y->score && x->left < y->left);
-}
-
-typedef struct {
-    spm_bigram *v;
-    size_t n, cap;
-    int oom;
-} spm_heap;
-
-static void spm_push(spm_heap *h, spm_bigram g) {
-    h->v = grow(h->v, &h->cap, h->n + 1, sizeof *h->v, &h->oom);
-    if (h->oom) return;
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!spm_before(&g, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = g;
-}
-
-static spm_bigram spm_pop(spm_heap *h) {
-    spm_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0, n = h->n;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const spm_bigram *best = &last;
-        if (l < n && spm_before(&h->v[l], best)) {
-            m = l;
-            best = &h->v[l];
-        }
-        if (l + 1 < n && spm_before(&h->v[l + 1], best)) m = l + 1;
-        if (m == i) break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (n) h->v[i] = last;
-    return top;
-}
-
-static void spm_try(const tokenizer *t, const char *s, const symbol *sym, int32_t l, int32_t r, spm_heap *h) {
+static void spm_try(const tokenizer *t, const char *s, const symbol *sym, int32_t l, int32_t r, bigram_heap *h,
+                    int *oom) {
     if (l < 0 || r < 0) return;
-    uint32_t size = sym[l].len + sym[r].len;
-    int id = find_token(t, s + sym[l].start, size); /* the pair must be a token (any type) */
+    int id = find_token(t, s + sym[l].start, sym[l].len + sym[r].len); /* the pair must be a token (any type) */
     if (id < 0) return;
-    spm_bigram g = {t->score[id], l, r, size};
-    spm_push(h, g);
+    bigram g = {-(double)t->score[id], l, r, sym[l].len, sym[r].len, id}; /* best score first */
+    bigram_push(h, g, oom);
 }
 
 /* SentencePiece BPE of one raw fragment (spaces already escaped to '▁'). */
 static int spm_fragment(const tokenizer *t, const char *s, size_t n, ivec *out) {
     if (n == 0) return 1;
     symbol *sym = malloc(n * sizeof *sym);
-    spm_heap h = {0};
+    bigram_heap h = {0};
+    int oom = 0;
     if (!sym) return 0;
     int32_t count = 0;
     for (size_t off = 0; off < n;) {
@@ -82,20 +34,20 @@ static int spm_fragment(const tokenizer *t, const char *s, size_t n, ivec *out) 
         sym[count++] = x;
         off += len;
     }
-    for (int32_t i = 1; i < count; i++) spm_try(t, s, sym, i - 1, i, &h);
-    while (h.n > 0 && !h.oom) {
-        spm_bigram g = spm_pop(&h);
+    for (int32_t i = 1; i < count; i++) spm_try(t, s, sym, i - 1, i, &h, &oom);
+    while (h.n > 0 && !oom) {
+        bigram g = bigram_pop(&h);
         symbol *L = &sym[g.left], *R = &sym[g.right];
-        if (L->len == 0 || R->len == 0 || L->len + R->len != g.size) continue; /* stale */
+        if (L->len == 0 || R->len == 0 || L->len + R->len != g.llen + g.rlen) continue; /* stale */
         L->len += R->len;
         R->len = 0;
         L->next = R->next;
         if (R->next >= 0) sym[R->next].prev = g.left;
-        spm_try(t, s, sym, L->prev, g.left, &h);
-        spm_try(t, s, sym, g.left, L->next, &h);
+        spm_try(t, s, sym, L->prev, g.left, &h, &oom);
+        spm_try(t, s, sym, g.left, L->next, &h, &oom);
     }
     /* every merged symbol is a token; what is left over goes out as byte tokens */
-    for (int32_t i = 0; i >= 0 && !h.oom; i = sym[i].next) {
+    for (int32_t i = 0; i >= 0 && !oom; i = sym[i].next) {
         int id = find_token(t, s + sym[i].start, sym[i].len);
         if (id >= 0) {
             ivec_push(out, id);
@@ -107,7 +59,7 @@ static int spm_fragment(const tokenizer *t, const char *s, size_t n, ivec *out) 
             if (b >= 0) ivec_push(out, b);
         }
     }
-    int ok = !h.oom;
+    int ok = !oom;
     free(h.v);
     free(sym);
     return ok;

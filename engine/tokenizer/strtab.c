@@ -1,6 +1,7 @@
 /* strtab.c - the tokenizer's containers: a growable int vector, the string table
- * (every token text and merge side, by sid) and an integer-keyed pair map (merges, the
- * special-token trie). The types are in tokenizer_impl.h.
+ * (every token text and merge side, by sid), an integer-keyed pair map (merges, the
+ * special-token trie) and the queue of candidate merges. The types are in
+ * tokenizer_impl.h.
  *
  * A file of its own because these are plain data structures that know nothing about
  * tokens: the loader fills them, the encoders look things up in them. */
@@ -201,4 +202,40 @@ pairslot *pairmap_put(pairmap *m, uint64_t key, int32_t a, int32_t b) {
             return &m->s[i];
         }
     }
+}
+
+static int bigram_before(const bigram *x, const bigram *y) {
+    return x->key < y->key || (x->key == y->key && x->left < y->left);
+}
+
+void bigram_push(bigram_heap *h, bigram g, int *oom) {
+    h->v = grow(h->v, &h->cap, h->n + 1, sizeof *h->v, oom);
+    if (*oom) return;
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bigram_before(&g, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = g;
+}
+
+bigram bigram_pop(bigram_heap *h) {
+    bigram top = h->v[0], last = h->v[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const bigram *best = &last;
+        if (l < n && bigram_before(&h->v[l], best)) {
+            m = l;
+            best = &h->v[l];
+        }
+        if (l + 1 < n && bigram_before(&h->v[l + 1], best)) m = l + 1;
+        if (m == i) break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (n) h->v[i] = last;
+    return top;
 }

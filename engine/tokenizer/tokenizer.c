@@ -777,7 +777,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
     if (add_special && t->add_eos && t->eos >= 0) ivec_push(&v, t->eos);
     free(acc);
     free(ws.sym);
-    free(ws.heap);
+    free(ws.heap.v);
     free(ws.tmp);
     if (!ok || v.oom || ws.oom || v.n > INT32_MAX) {
         free(v.v);

@@ -172,6 +172,28 @@ void cptext_free(cptext *c);
 /* Splits a whole fragment into words with t's pre-tokenizer. 0 on OOM. */
 int pretokenize(const tokenizer *t, const cptext *c, ivec *ends);
 
+/* ------------------------------------------------------------------ merge queue (strtab.c) */
+
+/* A candidate merge of two neighbouring symbols, for byte-level BPE and SentencePiece:
+ * the lowest key merges first, ties go to the leftmost. */
+typedef struct {
+    double key;          /* BPE: the merge's rank; SentencePiece: minus the joined token's score */
+    int32_t left, right; /* the symbols */
+    uint32_t llen, rlen; /* their lengths when queued (a merge whose sides changed since is stale) */
+    int32_t merged;      /* BPE: the string id of the merged symbol */
+} bigram;
+
+/* a binary min-heap of bigrams on (key, left) */
+typedef struct {
+    bigram *v;
+    size_t n, cap;
+} bigram_heap;
+
+/* sets *oom (and drops g) when out of memory */
+void bigram_push(bigram_heap *h, bigram g, int *oom);
+/* the top of a heap with h->n > 0 */
+bigram bigram_pop(bigram_heap *h);
+
 /* ------------------------------------------------------------------ byte-level BPE (bpe.c) */
 
 extern unsigned char gpt2_enc[256][2]; /* UTF-8 of each byte's GPT-2 character */
@@ -179,12 +201,6 @@ extern unsigned char gpt2_enc_len[256];
 extern int16_t gpt2_dec[324];          /* cp -> byte for cp < 324, -1 otherwise */
 /* fills the three tables above once per process */
 void gpt2_tables_init(void);
-
-typedef struct {
-    int32_t rank, left, right;
-    uint32_t llen, rlen;
-    int32_t merged;
-} bigram;
 
 typedef struct {
     uint32_t start, len;
@@ -195,8 +211,7 @@ typedef struct {
 typedef struct {
     symbol *sym;
     size_t sym_cap;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    bigram_heap heap;
     unsigned char *tmp;
     size_t tmp_cap;
     int oom;
