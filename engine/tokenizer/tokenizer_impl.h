@@ -146,6 +146,11 @@ struct tokenizer {
     int n_nodes;
 };
 
+static inline int in_vocab(const tokenizer *t, int id) { return id >= 0 && id < t->n_vocab; }
+/* the stored text of token id (a valid id) */
+static inline const char *tok_text(const tokenizer *t, int id) { return strtab_text(&t->st, id); }
+static inline size_t tok_len(const tokenizer *t, int id) { return t->st.len[id]; }
+
 /* token id whose text is s[0..n), or -1 */
 static inline int find_token(const tokenizer *t, const char *s, size_t n) {
     int32_t sid = strtab_find(&t->st, s, n);
