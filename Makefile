@@ -84,8 +84,13 @@ test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
+check: check-rooms chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
+
+# The engine's rooms include only the rooms below them (engine/README.md).
+.PHONY: check-rooms
+check-rooms:
+	@tools/check_rooms.sh
 
 # The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
 # always runs that test in a sanitizer build too.

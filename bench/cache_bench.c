@@ -144,8 +144,8 @@ int main(int argc, char **argv) {
     if (sys_tokens < 100) sys_tokens = 100;
     /* Messages 2-6 are short so that a warm request computes 25-28 tokens (the synthetic
      * model's tokenizer is nearly byte-level: about one token per character, plus the
-     * turn's template tokens), as llama.cpp's requests in ../shared/bench/reference.md
-     * computed 24-29: the warm times then compare the same work. */
+     * turn's template tokens), as llama.cpp's server computed 24-29 for the same turns:
+     * the warm times then compare the same work. */
     const char *users[6] = {"What is the capital of France? Answer in one word.",
                             "Haiku about the sea.",
                             "Is the sea salty?",

@@ -28,7 +28,7 @@ for shape in $SHAPES; do
         fi
         "$CHATFS" bench -m "$model" -t "$THREADS" --pp "$PP" --tg "$TG" --reps "$REPS"
         "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth
-        # the opt-in AMX set (Q8_0 in the block-integer order, engine/kernels_amx.c), where the CPU has it
+        # the opt-in AMX set (Q8_0 in the block-integer order, engine/kernels/kernels_amx.c), where the CPU has it
         if [ "$type" = q8_0 ] && grep -q amx_int8 /proc/cpuinfo; then
             CHATFS_ISA=amx "$CHATFS" bench -m "$model" -t "$THREADS" --pp "$PP" --tg "$TG" --reps "$REPS" --no-bandwidth
             CHATFS_ISA=amx "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth

@@ -1,4 +1,4 @@
-/* test_template.c - chat template families: exact renders (spec section 11), detection
+/* test_template.c - chat template families: exact renders (docs/engine-math.md §9), detection
  * from representative Jinja text, forcing by name, and the ChatML fallback. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +85,7 @@ static void test_qwen35(void) {
     expect(&t, SUA, 3, 1,
            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
            "A<|im_end|>\n<|im_start|>assistant\n<think>\n",
-           "S/U/A + generation (spec example)");
+           "S/U/A + generation (worked example)");
     const chat_msg multi[] = {{"system", "  S \n"},
                               {"user", " U1 "},
                               {"assistant", "<think>\nr1\n</think>\n\na1"},

@@ -1,5 +1,5 @@
 /* cmd_synth.c - `chatfs synth`: a random-weight GGUF with the exact shape of a real model
- * (spec section 9), for benchmarks and tests.
+ * (docs/engine-math.md §10), for benchmarks and tests.
  *
  *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--seed S] [-t N]
  *
@@ -23,7 +23,7 @@
 #include "engine/kernels/quant.h"
 #include "engine/base/threadpool.h"
 
-/* ---------------------------------------------------------------- shapes (spec 9) */
+/* ---------------------------------------------------------------- shapes of published models */
 
 typedef struct {
     const char *name, *arch;

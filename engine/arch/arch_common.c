@@ -1,4 +1,4 @@
-/* arch_common.c - binding the layer kinds that several architectures share (model.h):
+/* arch_common.c - binding the layer kinds that several architectures share (arch_common.h):
  * attention with its rope settings, the Mamba-2 mixer, the FFNs. Every tensor's shape
  * is checked; a mismatch fails the load with one line naming the tensor. */
 #include <math.h>

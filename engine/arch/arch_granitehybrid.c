@@ -1,5 +1,6 @@
-/* arch_granitehybrid.c - Granite 4.0-H (spec 6): Mamba-2 blocks and attention blocks,
- * a SwiGLU FFN in every block, and Granite's scales:
+/* arch_granitehybrid.c - Granite 4.0-H (docs/engine-math.md §7; llama.cpp
+ * src/models/granite-hybrid.cpp): Mamba-2 blocks and attention blocks, a SwiGLU FFN in
+ * every block, and Granite's scales:
  *
  *   h  = embedding_scale * token_embd[token]
  *   h += residual_scale * Mixer(RMSNorm(h, attn_norm))     Mixer = Mamba-2 when

@@ -1,5 +1,6 @@
-/* arch_lfm2.c - Liquid LFM2 (spec 7): gated short-convolution blocks and attention
- * blocks (q/k norm, NEOX rope), a SwiGLU FFN in every block:
+/* arch_lfm2.c - Liquid LFM2 (docs/engine-math.md §7; llama.cpp src/models/lfm2.cpp): gated
+ * short-convolution blocks and attention blocks (q/k norm, NEOX rope), a SwiGLU FFN in
+ * every block:
  *
  *   h += Mixer(RMSNorm(h, attn_norm))      Mixer = short conv when head_count_kv[i] = 0,
  *   h += FFN(RMSNorm(h, ffn_norm))           else attention

@@ -1,6 +1,6 @@
-/* arch_llama.c - Llama (spec 8.2), a pure transformer: attention with NORM rope (pairs of
- * adjacent dims; the converter permuted q/k for it) and optional rope_freqs factors
- * (Llama 3.x), optional biases, SwiGLU FFN.
+/* arch_llama.c - Llama (llama.cpp src/models/llama.cpp), a pure transformer: attention
+ * with NORM rope (pairs of adjacent dims; the converter permuted q/k for it) and optional
+ * rope_freqs factors (Llama 3.x), optional biases, SwiGLU FFN.
  *
  *   h += Attn(RMSNorm(h, attn_norm))
  *   h += FFN(RMSNorm(h, ffn_norm))

@@ -1,5 +1,6 @@
-/* arch_mamba.c - Mamba-1 (spec 5.1): a stack of selective-scan mixers, no attention,
- * no FFN. FalconMamba is the same with ssm.dt_b_c_rms set.
+/* arch_mamba.c - Mamba-1 (docs/engine-math.md §5; llama.cpp src/models/mamba.cpp): a
+ * stack of selective-scan mixers, no attention, no FFN. FalconMamba is the same with
+ * ssm.dt_b_c_rms set.
  *
  *   h += Mamba1(RMSNorm(h, attn_norm)) */
 #include "engine/arch/arch_common.h"

@@ -1,4 +1,5 @@
-/* arch_mamba2.c - Mamba-2 (spec 5): a stack of Mamba-2 mixers, no attention, no FFN.
+/* arch_mamba2.c - Mamba-2 (docs/engine-math.md §5; llama.cpp src/models/mamba2.cpp): a
+ * stack of Mamba-2 mixers, no attention, no FFN.
  *
  *   h += Mamba2(RMSNorm(h, attn_norm)) */
 #include "engine/arch/arch_common.h"

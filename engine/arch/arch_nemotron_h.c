@@ -1,6 +1,6 @@
-/* arch_nemotron_h.c - Nemotron-H (spec 4): every block is exactly one of a Mamba-2
- * mixer ('M'), attention without rope ('*') or a ReLU² MLP ('-'), each behind the
- * block's one norm:
+/* arch_nemotron_h.c - Nemotron-H (docs/engine-math.md §7; llama.cpp
+ * src/models/nemotron-h.cpp): every block is exactly one of a Mamba-2 mixer ('M'),
+ * attention without rope ('*') or a ReLU² MLP ('-'), each behind the block's one norm:
  *
  *   h += Layer_i(RMSNorm(h, attn_norm_i))
  *

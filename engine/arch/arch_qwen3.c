@@ -1,5 +1,5 @@
-/* arch_qwen3.c - Qwen3 dense (spec 8.1), a pure transformer: attention with per-head
- * q/k RMSNorm and NEOX rope over the whole head, SwiGLU FFN.
+/* arch_qwen3.c - Qwen3 dense (llama.cpp src/models/qwen3.cpp), a pure transformer:
+ * attention with per-head q/k RMSNorm and NEOX rope over the whole head, SwiGLU FFN.
  *
  *   h += Attn(RMSNorm(h, attn_norm))
  *   h += FFN(RMSNorm(h, ffn_norm)) */

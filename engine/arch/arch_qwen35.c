@@ -1,5 +1,6 @@
-/* arch_qwen35.c - Qwen3.5 dense (spec 3): three Gated DeltaNet blocks then one gated
- * attention block, repeated; every block has a SwiGLU FFN.
+/* arch_qwen35.c - Qwen3.5 dense (docs/engine-math.md §7; llama.cpp src/models/qwen35.cpp):
+ * three Gated DeltaNet blocks then one gated attention block, repeated; every block has a
+ * SwiGLU FFN.
  *
  *   h += Mixer(RMSNorm(h, attn_norm))          Mixer = GDN, or gated attention with q/k norm
  *   h += FFN(RMSNorm(h, post_attention_norm))     and partial NEOX rope (IMROPE for text)

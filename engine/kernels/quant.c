@@ -1,5 +1,5 @@
 /* quant.c - block formats: dequantization, activation quantization and the scalar
- * reference dot products (spec 1.3 and 12). SIMD kernels live in kernels_*.c and are
+ * reference dot products (docs/engine-math.md §3). SIMD kernels live in kernels_*.c and are
  * tested against these; the weight quantizers (chatfs synth's) are cli/synth/quantize.c. */
 #include "engine/kernels/quant.h"
 

@@ -1,5 +1,5 @@
 /* quant.h - ggml's weight block formats, half/bfloat conversion, and the activation
- * quantizers llama.cpp applies before a dot product (spec 1.3, 12).
+ * quantizers llama.cpp applies before a dot product (docs/engine-math.md §3).
  *
  * llama.cpp does not dequantize weights to multiply them: it converts the
  * activation row to the weight type's "dot type" (F16 for F16 weights, Q8_0 blocks

@@ -1,4 +1,5 @@
-/* attention.c - causal multi-head attention with grouped KV heads (spec 1.2).
+/* attention.c - causal multi-head attention with grouped KV heads (docs/engine-math.md §2;
+ * llama.cpp src/llama-graph.cpp build_attn_mha).
  *
  *   q, k, v = Wq x, Wk x, Wv x                (+ biases; or one fused Wqkv x split in three)
  *   q, k    = RMSNorm per head (optional), then RoPE on the first n_rot dims

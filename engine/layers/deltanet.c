@@ -1,4 +1,5 @@
-/* deltanet.c - Gated DeltaNet, the linear-attention layer of Qwen3.5 (spec 3.5).
+/* deltanet.c - Gated DeltaNet, the linear-attention layer of Qwen3.5 (docs/engine-math.md
+ * §4; llama.cpp src/models/qwen35.cpp build_layer_attn_linear).
  *
  *   mixed = W_qkv x ; z = W_z x ; beta = sigmoid(W_beta x) ; g = softplus(W_alpha x + dt_bias) * a
  *   c     = silu(causal_conv(mixed))                 (kernel K, state = last K-1 inputs)

@@ -1,4 +1,5 @@
-/* mamba1.c - the Mamba-1 selective scan mixer (spec 5.1).
+/* mamba1.c - the Mamba-1 selective scan mixer (docs/engine-math.md §5; llama.cpp
+ * src/models/mamba-base.cpp build_mamba_layer).
  *
  *   [x, z]        = W_in u                      (d_inner each)
  *   x             = silu(causal_conv(x) + conv_b)

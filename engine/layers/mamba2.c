@@ -1,4 +1,5 @@
-/* mamba2.c - the Mamba-2 mixer (spec 5.2), shared by mamba2, nemotron_h and granitehybrid.
+/* mamba2.c - the Mamba-2 mixer (docs/engine-math.md §5; llama.cpp src/models/mamba-base.cpp
+ * build_mamba2_layer), shared by mamba2, nemotron_h and granitehybrid.
  *
  *   [z, xBC, dt] = W_in u                         z: d_inner, xBC: d_inner + 2GN, dt: H
  *   xBC = silu(causal_conv(xBC) + conv_b)         (kernel K, state = last K-1 inputs)

@@ -1,5 +1,5 @@
 /* ops.h - the elementwise and normalisation primitives, computed the way llama.cpp's
- * CPU backend computes them (spec section 1): sums of squares in double, then one
+ * CPU backend computes them (docs/engine-math.md §1): sums of squares in double, then one
  * float scale; softplus with its threshold at 20. */
 #ifndef CHATFS_OPS_H
 #define CHATFS_OPS_H

@@ -1,4 +1,5 @@
-/* shortconv.c - LFM2's gated short convolution (spec 7.3).
+/* shortconv.c - LFM2's gated short convolution (docs/engine-math.md §6; llama.cpp
+ * src/models/lfm2.cpp build_shortconv_block).
  *
  *   [b, c, x] = in_proj u                        (three chunks of n_embd)
  *   w         = b * x

@@ -1,5 +1,5 @@
 /* template.c - chat template families, recognised from the Jinja text and rendered by
- * hand so the result is byte for byte what llama.cpp renders (spec section 11).
+ * hand so the result is byte for byte what llama.cpp renders (docs/engine-math.md §9).
  *
  * Each family's renderer follows the Jinja template it stands for; where a family has
  * published variants that render differently, template_detect records which one it saw

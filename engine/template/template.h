@@ -1,7 +1,7 @@
 /* template.h - chat templates: a list of {role, content} messages -> prompt text.
  *
  * chatfs does not interpret Jinja. It recognises the template families that GGUF
- * files ship (spec section 11) from the template text and renders them with code
+ * files ship (docs/engine-math.md §9) from the template text and renders them with code
  * that produces the same text. An unknown template falls back to ChatML. */
 #ifndef CHATFS_TEMPLATE_H
 #define CHATFS_TEMPLATE_H

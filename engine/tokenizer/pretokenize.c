@@ -1,6 +1,7 @@
 /* pretokenize.c - the pre-tokenizers: how byte-level BPE cuts a raw fragment into
  * words before merging each one, as llama.cpp's hand-written scanners for its regexes
- * (spec 10.3). tokenizer_pretokenize (tokenizer.h) shows the words to tests.
+ * (src/unicode.cpp unicode_regex_split_custom_*). tokenizer_pretokenize (tokenizer.h)
+ * shows the words to tests.
  *
  * A file of its own because this is Unicode text scanning, not tokens: it sees code
  * points and their categories only (the tokenizer just says which scanner). */

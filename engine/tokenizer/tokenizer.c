@@ -1,4 +1,5 @@
-/* tokenizer.c - text <-> token ids the way llama.cpp computes them (spec section 10).
+/* tokenizer.c - text <-> token ids the way llama.cpp computes them (docs/engine-math.md §8;
+ * llama.cpp src/llama-vocab.cpp).
  *
  * Layout of this file:
  *   1. accessors

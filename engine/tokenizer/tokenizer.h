@@ -26,7 +26,7 @@ const char *tokenizer_pre(const tokenizer *t);     /* pre-tokenizer name as stor
 int tokenizer_bos(const tokenizer *t);             /* -1 when none */
 int tokenizer_eos(const tokenizer *t);
 int tokenizer_add_bos(const tokenizer *t);         /* 1 if BOS is prepended by encode(add_special) */
-int tokenizer_is_eog(const tokenizer *t, int id);  /* end-of-generation set (spec 10.5) */
+int tokenizer_is_eog(const tokenizer *t, int id);  /* end-of-generation set (docs/engine-math.md §8) */
 int tokenizer_token_type(const tokenizer *t, int id);
 /* id of a token whose text is exactly s, or -1 */
 int tokenizer_find(const tokenizer *t, const char *s);

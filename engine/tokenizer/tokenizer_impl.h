@@ -2,9 +2,10 @@
  * containers, and the few functions one calls in another. Nothing outside engine/
  * includes this; callers use tokenizer.h.
  *
- *   tokenizer.c    loading from GGUF, accessors, special tokens and tokenizer_encode,
- *                  decoding and the streaming detokenizer
- *   strtab.c       containers: growable int vector, string table, pair map
+ *   vocab.c        loading from GGUF: vocabulary, merges, special ids, EOG set, pieces
+ *   tokenizer.c    accessors, special tokens and tokenizer_encode, decoding and the
+ *                  streaming detokenizer
+ *   strtab.c       containers: growable int vector, string table, pair map, merge queue
  *   pretokenize.c  pre-tokenizers (the words byte-level BPE encodes one by one)
  *   bpe.c          byte-level BPE, with GPT-2's byte <-> unicode map
  *   spm.c          SentencePiece

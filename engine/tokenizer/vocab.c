@@ -33,7 +33,8 @@ static void load_fail(errsink *e, const char *fmt, ...) {
     }
 }
 
-/* pre-tokenizer names (tokenizer.ggml.pre) -> scanner and flags, per spec 10.3 */
+/* pre-tokenizer names (tokenizer.ggml.pre) -> scanner and flags, as llama.cpp's
+ * llm_tokenizer_bpe (src/llama-vocab.cpp) chooses its regexes */
 static const struct {
     const char *name;
     int pre, ignore_merges, add_bos, no_bos;
@@ -269,7 +270,8 @@ static void force_control(tokenizer *t, int id) {
 }
 
 /* The end-of-generation set and the attribute fix-ups llama.cpp makes from token texts
- * (spec 10.5). Token ids named by metadata were read before. */
+ * (src/llama-vocab.cpp llama_vocab::impl::load). Token ids named by metadata were read
+ * before. */
 static void build_eog(tokenizer *t, const gguf_file *f) {
     static const char *const eot_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                             "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",

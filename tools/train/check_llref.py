@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_llref.py - local debugging tool: compare the exported GGUF in llama.cpp (via the oracle program
-`llref`, built from ../../../shared/oracle outside the repository) with this directory's PyTorch model.
+`llref`, a llama.cpp-linked program built outside the repository) with this directory's PyTorch model.
 
 For each of the first N held-out prompts (ChatML-rendered, generation prompt appended):
   (a) llama.cpp's tokenization (parse_special=true) == tokenizer.py's tokenization;

@@ -2,7 +2,7 @@
 """model.py - PyTorch implementation of llama.cpp's `qwen35` forward pass (Qwen3.5 dense hybrid:
 Gated DeltaNet + gated full attention), parameterised exactly like the GGUF tensors.
 
-See ../../../shared/reference/hybrid-gguf-spec.md §3 (the project's copy of the reference).  Parameter names map
+See docs/engine-math.md §4 and §7, and llama.cpp's src/models/qwen35.cpp.  Parameter names map
 1:1 onto GGUF tensor names (export_gguf.py); PyTorch nn.Linear weights [out, in] are stored as-is
 (= ggml ne [in, out]).
 
