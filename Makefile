@@ -9,10 +9,10 @@
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #
-# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson.
+# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson libcurl.
 
 CC      ?= cc
-PKGS    := fuse3 openblas sqlite3 libcjson
+PKGS    := fuse3 openblas sqlite3 libcjson libcurl
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
