@@ -3,12 +3,20 @@
  * chunks of llama-server's and vLLM's streams (content, reasoning apart, usage with the
  * cached prefix, prefill progress, error events), a whole stream through
  * remote_stream, the request body per dialect, the error bodies servers send, the
- * models list, and what backend_remote_open refuses before it reaches the network. The
- * end-to-end runs against a real llama-server are tests/t_remote.sh. */
+ * models list, and what backend_remote_open refuses before it reaches the network; then
+ * the backend's worker, queue and cancellation against a few lines of HTTP on a loopback
+ * socket (here so that the sanitizer builds cover those threads). The end-to-end runs
+ * against a real llama-server are tests/t_remote.sh. */
+#define _GNU_SOURCE /* strcasestr */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/backend.h"
@@ -303,6 +311,263 @@ static void test_open_refusals(void) {
     unlink(path);
 }
 
+/* ---- the worker against a loopback server ---- */
+
+static int listen_fd, port;
+static int hang_closed; /* a "hang" request saw its client close the connection */
+static pthread_mutex_t srv_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void send_str(int fd, const char *s) {
+    for (size_t n = strlen(s), k; n > 0; s += k, n -= k)
+        if ((ssize_t)(k = (size_t)send(fd, s, n, MSG_NOSIGNAL)) <= 0 || k > n) return;
+}
+
+static void send_chunk(int fd, const char *field, const char *text) {
+    char ev[256];
+    snprintf(ev, sizeof ev, "data: {\"choices\":[{\"index\":0,\"delta\":{\"%s\":\"%s\"}}]}\n\n", field, text);
+    send_str(fd, ev);
+}
+
+/* One connection: GET /v1/models, or POST /v1/chat/completions whose last message says
+ * what to do: "slow" (5 words, 10 ms apart), "think" (reasoning, then words), "hang"
+ * (headers, then nothing until the client goes), "cut" (3 words, then the connection
+ * closes without an end), "fail" (HTTP 503 with an error body). */
+static void *serve_one(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    char req[65536];
+    size_t n = 0;
+    ssize_t k;
+    char *end = NULL;
+    while (n < sizeof req - 1 && (k = recv(fd, req + n, sizeof req - 1 - n, 0)) > 0) {
+        n += (size_t)k;
+        req[n] = 0;
+        if ((end = strstr(req, "\r\n\r\n"))) {
+            const char *cl = strcasestr(req, "content-length:");
+            size_t want = cl ? (size_t)atol(cl + 15) : 0;
+            if (n >= (size_t)(end + 4 - req) + want) break;
+        }
+    }
+    if (!strncmp(req, "GET /v1/models", 14)) {
+        const char *body = "{\"object\":\"list\",\"data\":[{\"id\":\"loop\",\"owned_by\":\"test\"}]}";
+        char head[256];
+        snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n", strlen(body));
+        send_str(fd, head);
+        send_str(fd, body);
+    } else {
+        const char *body = end ? end : "", *what = "slow";
+        const char *kinds[] = {"hang", "cut", "fail", "think"};
+        for (int i = 0; i < 4; i++) {
+            char pat[32];
+            snprintf(pat, sizeof pat, "\"content\":\"%s\"", kinds[i]);
+            if (strstr(body, pat)) what = kinds[i];
+        }
+        if (!strcmp(what, "fail")) {
+            const char *body = "{\"error\":{\"message\":\"overloaded, try later\",\"code\":503}}";
+            char head[256];
+            snprintf(head, sizeof head, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n", strlen(body));
+            send_str(fd, head);
+            send_str(fd, body);
+        } else {
+            send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+            if (!strcmp(what, "hang")) {
+                char c;
+                while (recv(fd, &c, 1, 0) > 0) {
+                }
+                pthread_mutex_lock(&srv_mu);
+                hang_closed++;
+                pthread_mutex_unlock(&srv_mu);
+            } else {
+                if (!strcmp(what, "think")) send_chunk(fd, "reasoning_content", "adding up");
+                for (int i = 1; i <= (strcmp(what, "cut") ? 5 : 3); i++) {
+                    char w[16];
+                    snprintf(w, sizeof w, " w%d", i);
+                    send_chunk(fd, "content", w);
+                    sleep_ms(10);
+                }
+                if (strcmp(what, "cut")) {
+                    send_str(fd, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+                    send_str(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5,"
+                                 "\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n");
+                }
+            }
+        }
+    }
+    close(fd);
+    return NULL;
+}
+
+static void *serve(void *arg) {
+    (void)arg;
+    for (;;) {
+        int fd = accept(listen_fd, NULL, NULL);
+        if (fd < 0) return NULL; /* the listening socket was shut down */
+        pthread_t t;
+        if (pthread_create(&t, NULL, serve_one, (void *)(intptr_t)fd) == 0) pthread_detach(t);
+        else close(fd);
+    }
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    char text[256], reasoning[64], error[256];
+    int dones, finish, saw_progress;
+    gen_report rep;
+} req_sink;
+
+static void r_text(void *ud, const char *t, size_t n) {
+    req_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    strncat(s->text, t, n);
+    pthread_mutex_unlock(&s->mu);
+}
+static void r_reasoning(void *ud, const char *t, size_t n) {
+    req_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    strncat(s->reasoning, t, n);
+    pthread_mutex_unlock(&s->mu);
+}
+static void r_progress(void *ud, const gen_report *r) {
+    req_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->saw_progress++;
+    s->rep = *r;
+    pthread_mutex_unlock(&s->mu);
+}
+static void r_done(void *ud, const gen_report *r, const char *e) {
+    req_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->dones++;
+    s->finish = r->finish;
+    s->rep = *r;
+    if (e) snprintf(s->error, sizeof s->error, "%s", e);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int dones(req_sink *s) {
+    pthread_mutex_lock(&s->mu);
+    int d = s->dones;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
+static int wait_dones(req_sink *s, int n, int ms) {
+    for (int t = 0; t < ms && dones(s) < n; t += 5) sleep_ms(5);
+    return dones(s) >= n;
+}
+
+static uint64_t submit_text(fs_backend *b, const char *text, req_sink *s) {
+    chat_msg m = {"user", text};
+    gen_settings gs;
+    gen_settings_defaults(&gs);
+    gen_callbacks cb = {r_text, r_progress, r_done, s};
+    char err[256];
+    uint64_t id = b->submit(b, &m, 1, &gs, &cb, err, sizeof err);
+    CHECK(id, "submit: %s", err);
+    return id;
+}
+
+/* the value of "key": N in the backend's stats */
+static int stat_of(fs_backend *b, const char *key) {
+    char *js = b->stats_json(b);
+    cJSON *o = cJSON_Parse(js);
+    cJSON *v = cJSON_GetObjectItem(o, key);
+    int n = cJSON_IsNumber(v) ? v->valueint : -1;
+    cJSON_Delete(o);
+    free(js);
+    return n;
+}
+
+static void test_worker(void) {
+    listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    REQUIRE(listen_fd >= 0 && bind(listen_fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(listen_fd, 64) == 0 &&
+                getsockname(listen_fd, (struct sockaddr *)&a, &al) == 0,
+            "loopback listener");
+    port = ntohs(a.sin_port);
+    pthread_t srv;
+    REQUIRE(pthread_create(&srv, NULL, serve, NULL) == 0, "server thread");
+    char url[64], err[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/", port); /* a trailing / is fine */
+    remote_config cfg = {url, NULL, NULL, 2};
+    fs_backend *b = backend_remote_open(&cfg, err, sizeof err);
+    REQUIRE(b, "open: %s", err);
+    b->on_reasoning = r_reasoning;
+    CHECK(!strcmp(b->name, "remote") && b->count_tokens(b, NULL, 0, NULL) == 0, "unknown token counts");
+
+    /* three at once with two in flight: the third waits, all three finish */
+    req_sink s[3];
+    for (int i = 0; i < 3; i++) memset(&s[i], 0, sizeof s[i]), pthread_mutex_init(&s[i].mu, NULL);
+    for (int i = 0; i < 3; i++) submit_text(b, "slow", &s[i]);
+    sleep_ms(20);
+    int inflight = stat_of(b, "in_flight"), queued = stat_of(b, "queued");
+    CHECK(inflight == 2 && queued == 1, "two in flight (%d), one queued (%d)", inflight, queued);
+    for (int i = 0; i < 3; i++) {
+        CHECK(wait_dones(&s[i], 1, 5000), "request %d finished", i);
+        CHECK(!strcmp(s[i].text, " w1 w2 w3 w4 w5") && !s[i].error[0] && s[i].finish == FINISH_EOG,
+              "request %d: '%s' %s", i, s[i].text, s[i].error);
+        CHECK(s[i].rep.prompt_tokens == 9 && s[i].rep.reused_tokens == 4 && s[i].rep.generated_tokens == 5 &&
+                  s[i].rep.phase == GEN_DONE,
+              "usage %d %d %d", s[i].rep.prompt_tokens, s[i].rep.reused_tokens, s[i].rep.generated_tokens);
+    }
+    /* reasoning apart */
+    req_sink t = {0};
+    pthread_mutex_init(&t.mu, NULL);
+    submit_text(b, "think", &t);
+    CHECK(wait_dones(&t, 1, 5000) && !strcmp(t.reasoning, "adding up") && !strcmp(t.text, " w1 w2 w3 w4 w5"),
+          "reasoning '%s' text '%s'", t.reasoning, t.text);
+    /* an error answer and a cut stream */
+    req_sink f = {0}, c = {0};
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_mutex_init(&c.mu, NULL);
+    submit_text(b, "fail", &f);
+    submit_text(b, "cut", &c);
+    CHECK(wait_dones(&f, 1, 5000) && !strcmp(f.error, "the server answered HTTP 503: overloaded, try later") &&
+              f.finish == FINISH_ERROR,
+          "503: '%s'", f.error);
+    CHECK(wait_dones(&c, 1, 5000) && strstr(c.error, "closed the connection after 3 tokens") &&
+              !strcmp(c.text, " w1 w2 w3"),
+          "cut: '%s' '%s'", c.error, c.text);
+    /* cancel in flight and queued: on_done at once, the connection closed */
+    req_sink h[3];
+    uint64_t id[3];
+    for (int i = 0; i < 3; i++) memset(&h[i], 0, sizeof h[i]), pthread_mutex_init(&h[i].mu, NULL);
+    for (int i = 0; i < 3; i++) id[i] = submit_text(b, "hang", &h[i]);
+    for (int w = 0; w < 2000 && stat_of(b, "in_flight") < 2; w += 5) sleep_ms(5);
+    b->cancel(b, id[2]); /* queued */
+    CHECK(wait_dones(&h[2], 1, 1000) && h[2].finish == FINISH_CANCELLED && !h[2].error[0], "queued cancel");
+    b->cancel(b, id[0]); /* in flight */
+    CHECK(wait_dones(&h[0], 1, 1000) && h[0].finish == FINISH_CANCELLED, "in-flight cancel");
+    for (int w = 0; w < 2000; w += 5) {
+        pthread_mutex_lock(&srv_mu);
+        int closed = hang_closed;
+        pthread_mutex_unlock(&srv_mu);
+        if (closed) break;
+        sleep_ms(5);
+    }
+    pthread_mutex_lock(&srv_mu);
+    CHECK(hang_closed == 1, "the server saw the connection close (%d)", hang_closed);
+    pthread_mutex_unlock(&srv_mu);
+    /* close with one still in flight: it ends cancelled, exactly once */
+    b->close(b);
+    CHECK(dones(&h[1]) == 1 && h[1].finish == FINISH_CANCELLED, "closed: %d", dones(&h[1]));
+    for (int i = 0; i < 3; i++) CHECK(dones(&s[i]) == 1 && dones(&h[i]) == 1, "on_done once (%d)", i);
+    CHECK(dones(&t) == 1 && dones(&f) == 1 && dones(&c) == 1, "on_done once");
+    /* the server gone: opening says so */
+    shutdown(listen_fd, SHUT_RDWR);
+    close(listen_fd);
+    pthread_join(srv, NULL);
+    CHECK(!backend_remote_open(&cfg, err, sizeof err) && strstr(err, "cannot reach the server at http://127.0.0.1"),
+          "%s", err);
+}
+
 int main(void) {
     test_sse();
     test_chunks();
@@ -311,5 +576,6 @@ int main(void) {
     test_errors();
     test_models();
     test_open_refusals();
+    test_worker();
     return check_report("test_remote");
 }
