@@ -541,6 +541,7 @@ fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errl
     }
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     if (h) h = curl_slist_append(h, "Accept: text/event-stream, application/json");
+    if (h) h = curl_slist_append(h, "Expect:"); /* a long conversation goes at once, not after a 100 Continue */
     if (h && r->key) {
         size_t n = strlen(r->key) + 32;
         char *auth = malloc(n);
