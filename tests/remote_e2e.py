@@ -152,7 +152,7 @@ def test_streaming_cat_tail_f(srv):
     """a reply read by cat while it streams, and tail -f on the transcript"""
     with RemoteMount("stream", srv.url) as m:
         os.mkdir(m.p("a"))
-        long_reply(m, "a", 1500)
+        long_reply(m, "a", 800)
         tail = subprocess.Popen(["tail", "-f", m.p("a", "transcript.md")], stdout=subprocess.PIPE)
         try:
             fs_e2e.send(m, "a", "What is 17 + 25?")
@@ -166,9 +166,9 @@ def test_streaming_cat_tail_f(srv):
             tail.terminate()
         check(first and status.startswith(("generating", "prefill")), "read while streaming: %r" % status)
         final = read(m.p("a", "turns", "002-assistant.md"))
-        check(out.decode() == final and len(final) > 500, "cat got the whole reply (%d bytes)" % len(out))
+        check(out.decode() == final and len(final) > 300, "cat got the whole reply (%d bytes)" % len(out))
         st = read(m.p("a", "status"))
-        check(st.startswith("done 1500 tokens") and "(max_tokens)" in st, "status: %r" % st)
+        check(st.startswith("done 800 tokens") and "(max_tokens)" in st, "status: %r" % st)
         seen = tail.communicate(timeout=5)[0].decode()
         check(final.rstrip("\n") in seen, "tail -f followed the reply (%d bytes)" % len(seen))
 
@@ -429,6 +429,54 @@ def test_http_errors(srv):
         httpd.server_close()
 
 
+class TLSAnswer(Answer500):
+    """the tiny server over https: lists a model, streams a fixed reply"""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for piece in ("over ", "TLS"):
+            self.wfile.write(b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % piece.encode())
+        self.wfile.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+        self.close_connection = True
+
+
+def test_https(srv_unused):
+    """https verifies the certificate: a self-signed one is refused with the reason, and
+    accepted once CURL_CA_BUNDLE names it"""
+    import ssl
+    d = os.path.join(fs_e2e.TMP, "https")
+    os.makedirs(d, exist_ok=True)
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    rc, out, err = sh("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                      "-addext subjectAltName=IP:127.0.0.1 -keyout '%s' -out '%s'" % (key, cert))
+    check(rc == 0, "openssl: " + err)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TLSAnswer)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = "https://127.0.0.1:%d/v1" % httpd.server_address[1]
+    try:
+        rc, err, mounted = mount_refused("https", url)
+        check(rc != 0 and not mounted and "certificate" in err, "self-signed: %r" % err)
+        NUMBERS["https_self_signed"] = err.strip()
+        os.environ["CURL_CA_BUNDLE"] = cert
+        try:
+            with RemoteMount("https", url) as m:
+                os.mkdir(m.p("a"))
+                rc, out, err = ask(m, "a", "hello")
+                check(out == "over TLS\n", "over https: %r %r" % (out, err))
+        finally:
+            del os.environ["CURL_CA_BUNDLE"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_ten_at_once(srv):
     """ten conversations written at once; --batch 4: four in flight, the rest queued; all complete"""
     with RemoteMount("ten", srv.url, ["--batch", "4"]) as m:
@@ -438,16 +486,22 @@ def test_ten_at_once(srv):
             os.mkdir(m.p("c%d" % i))
         statuses = {}
 
-        def watch():
-            for _ in range(400):
-                for i in range(10):
-                    statuses.setdefault(read(m.p("c%d" % i, "status")).split(" ")[0].strip(), 0)
-                    statuses[read(m.p("c%d" % i, "status")).split(" ")[0].strip()] += 1
-                e = json.loads(read(m.p("stats.json")))["engine"]
-                statuses["max_in_flight"] = max(statuses.get("max_in_flight", 0), e["in_flight"])
-                if all(read(m.p("c%d" % i, "status")).startswith("done") for i in range(10)):
-                    return
-                time.sleep(0.01)
+        def watch():  # what the statuses and stats.json say while the ten run
+            try:
+                for _ in range(3000):
+                    now = [read(m.p("c%d" % i, "status")).split(" ")[0].strip() for i in range(10)]
+                    for word in now:
+                        statuses[word] = statuses.get(word, 0) + 1
+                    try:
+                        e = json.loads(read(m.p("stats.json")))["engine"]
+                        statuses["max_in_flight"] = max(statuses.get("max_in_flight", 0), e["in_flight"])
+                    except ValueError:  # read while it changed size: the next look will do
+                        pass
+                    if all(w == "done" for w in now):
+                        return
+                    time.sleep(0.01)
+            except Exception as e:  # noqa: BLE001 - reported by the check below
+                statuses["watch_error"] = repr(e)
 
         w = threading.Thread(target=watch)
         threads = [threading.Thread(target=fs_e2e.send, args=(m, "c%d" % i, "What is %d + %d?" % p))
