@@ -262,6 +262,28 @@ def test_ctl_stop_and_ctrl_c(srv):
             srv.signal(signal.SIGCONT)
         wait_done(m, "b")
         check("42" in read(m.p("b", "reply")) or read(m.p("b", "status")).startswith("done"), "b finished")
+    # unmounting while the server is silent: the daemon exits at once, the message is kept
+    db = os.path.join(fs_e2e.TMP, "stop", "chatfs.db")
+    m = RemoteMount("stop", srv.url, db=db).start()
+    srv.signal(signal.SIGSTOP)
+    try:
+        os.mkdir(m.p("c"))
+        fs_e2e.send(m, "c", "What is 17 + 25?")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+        m.proc.wait(timeout=10)
+        dt = time.monotonic() - t0
+        NUMBERS["unmount_silent_server_ms"] = round(dt * 1000, 1)
+        check(dt < 2.0, "unmount took %.1f s with the server silent" % dt)
+    finally:
+        srv.signal(signal.SIGCONT)
+    with RemoteMount("stop", srv.url, db=db) as m:
+        check(turns(m, "c")[:1] == ["001-user.md"] and read(m.p("c", "turns", "001-user.md")) == "What is 17 + 25?\n",
+              "the message survived: %s" % turns(m, "c"))
+        check(sh("echo regenerate > c/ctl", cwd=m.mnt)[0] == 0, "regenerate")
+        wait_done(m, "c")
+        check(read(m.p("c", "status")).startswith("done"), "regenerated: " + read(m.p("c", "status")))
 
 
 def test_server_killed_mid_reply(srv_unused):
