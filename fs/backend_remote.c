@@ -213,11 +213,11 @@ static void *worker(void *arg) {
                 continue;
             }
             *pp = j->next;
-            if (r->tail == j) r->tail = NULL;
             j->next = ended;
             ended = j;
         }
-        if (!r->head) r->tail = NULL;
+        r->tail = NULL; /* the queue's last, which the scan may have taken out */
+        for (rjob *q = r->head; q; q = q->next) r->tail = q;
         for (int i = r->n_active - 1; i >= 0; i--) {
             rjob *j = r->active[i];
             if (!j->cancelled && !r->stop) continue;

@@ -536,30 +536,39 @@ static void test_worker(void) {
               !strcmp(c.text, " w1 w2 w3"),
           "cut: '%s' '%s'", c.error, c.text);
     /* cancel in flight and queued: on_done at once, the connection closed */
-    req_sink h[3];
-    uint64_t id[3];
-    for (int i = 0; i < 3; i++) memset(&h[i], 0, sizeof h[i]), pthread_mutex_init(&h[i].mu, NULL);
-    for (int i = 0; i < 3; i++) id[i] = submit_text(b, "hang", &h[i]);
+    req_sink h[4], late = {0};
+    uint64_t id[4];
+    for (int i = 0; i < 4; i++) memset(&h[i], 0, sizeof h[i]), pthread_mutex_init(&h[i].mu, NULL);
+    pthread_mutex_init(&late.mu, NULL);
+    for (int i = 0; i < 4; i++) id[i] = submit_text(b, "hang", &h[i]); /* 0, 1 in flight; 2, 3 queued */
     for (int w = 0; w < 2000 && stat_of(b, "in_flight") < 2; w += 5) sleep_ms(5);
-    b->cancel(b, id[2]); /* queued */
-    CHECK(wait_dones(&h[2], 1, 1000) && h[2].finish == FINISH_CANCELLED && !h[2].error[0], "queued cancel");
-    b->cancel(b, id[0]); /* in flight */
+    b->cancel(b, id[3]); /* the queue's last */
+    CHECK(wait_dones(&h[3], 1, 1000) && h[3].finish == FINISH_CANCELLED && !h[3].error[0], "queued cancel");
+    submit_text(b, "slow", &late); /* queued behind 2 */
+    CHECK(stat_of(b, "queued") == 2, "2 and the late one queued: %d", stat_of(b, "queued"));
+    b->cancel(b, id[0]); /* in flight: 2 starts */
     CHECK(wait_dones(&h[0], 1, 1000) && h[0].finish == FINISH_CANCELLED, "in-flight cancel");
+    for (int w = 0; w < 2000 && stat_of(b, "queued") > 1; w += 5) sleep_ms(5);
+    b->cancel(b, id[2]); /* in flight now: the late one starts */
+    CHECK(wait_dones(&h[2], 1, 1000) && h[2].finish == FINISH_CANCELLED, "the second in-flight cancel");
+    CHECK(wait_dones(&late, 1, 5000) && !strcmp(late.text, " w1 w2 w3 w4 w5"), "queued after cancels: '%s'",
+          late.text);
     for (int w = 0; w < 2000; w += 5) {
         pthread_mutex_lock(&srv_mu);
         int closed = hang_closed;
         pthread_mutex_unlock(&srv_mu);
-        if (closed) break;
+        if (closed >= 2) break;
         sleep_ms(5);
     }
     pthread_mutex_lock(&srv_mu);
-    CHECK(hang_closed == 1, "the server saw the connection close (%d)", hang_closed);
+    CHECK(hang_closed == 2, "the server saw both connections close (%d)", hang_closed);
     pthread_mutex_unlock(&srv_mu);
     /* close with one still in flight: it ends cancelled, exactly once */
     b->close(b);
     CHECK(dones(&h[1]) == 1 && h[1].finish == FINISH_CANCELLED, "closed: %d", dones(&h[1]));
-    for (int i = 0; i < 3; i++) CHECK(dones(&s[i]) == 1 && dones(&h[i]) == 1, "on_done once (%d)", i);
-    CHECK(dones(&t) == 1 && dones(&f) == 1 && dones(&c) == 1, "on_done once");
+    for (int i = 0; i < 3; i++) CHECK(dones(&s[i]) == 1, "on_done once (%d)", i);
+    for (int i = 0; i < 4; i++) CHECK(dones(&h[i]) == 1, "on_done once (hang %d)", i);
+    CHECK(dones(&t) == 1 && dones(&f) == 1 && dones(&c) == 1 && dones(&late) == 1, "on_done once");
     /* the server gone: opening says so */
     shutdown(listen_fd, SHUT_RDWR);
     close(listen_fd);
