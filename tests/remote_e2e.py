@@ -617,6 +617,10 @@ def main():
                 SERVERS.pop().stop()
     if shared:
         shared.stop()
+    if not failed:  # keep what a failure left for a look; else tidy up
+        for d in os.listdir(fs_e2e.TMP):
+            if not os.path.ismount(os.path.join(fs_e2e.TMP, d, "mnt")):
+                shutil.rmtree(os.path.join(fs_e2e.TMP, d), ignore_errors=True)
     if NUMBERS:
         print("remote numbers: " + json.dumps(NUMBERS))
     print("remote: %d passed, %d failed" % (passed, failed))

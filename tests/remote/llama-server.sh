@@ -4,7 +4,9 @@
 # use: the remote-engine tests (tests/t_remote.sh) run chatfs against it.
 #
 # CPU only, no network at build time (no prebuilt web UI download, no OpenSSL: the tests
-# talk plain HTTP on 127.0.0.1), one static binary, only the llama-server target.
+# talk plain HTTP on 127.0.0.1; this release has no LLAMA_CURL any more, its model
+# downloads went to cpp-httplib, which needs OpenSSL for https), one static binary, only
+# the llama-server target.
 # -march=native (GGML_NATIVE) keeps it fast enough for the tests, so the cache key holds
 # the CPU's feature flags as well as the source commit and the build flags: a cached
 # binary is never run on a CPU it was not built for.
