@@ -4,11 +4,13 @@
  *   chatfs ask -m MODEL [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [--stats] [--no-checkpoints] [-t THREADS]
  *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] TEXT|@FILE
+ *   chatfs ask --engine URL [--model NAME] [--api-key-file FILE] [--db DB] ... TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
  * the conversation is this one turn and is not stored), prints the reply on stdout
  * and stores the turn in the table ask_turns of the same database. Greedy, so runs
- * are reproducible. --stats prints one JSON line on stderr. A database that SQLite
+ * are reproducible. --stats prints one JSON line on stderr. With --engine the reply comes
+ * from an OpenAI-compatible server (fs/backend.h) and the database keeps only the turns. A database that SQLite
  * cannot read is moved aside (DB.corrupt-<time>) and a new one started. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 
 #include "cli/cli.h"
 #include "engine/runtime/chat.h"
+#include "fs/backend.h"
 #include "store/ckpt_store.h"
 #include "store/db.h"
 
@@ -155,6 +158,7 @@ static void on_text(void *ud, const char *t, size_t n) {
 
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
+    const char *engine_url = NULL, *remote_model = NULL, *key_file = NULL;
     long max_tokens = 256, threads = 0, interval = 0;
     int stats = 0, no_ckpt = 0;
     size_t ram_budget = 0, disk_budget = 0;
@@ -164,6 +168,9 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--db")) db_arg = v, i++;
         else if (!strcmp(a, "--system")) system_arg = v, i++;
         else if (!strcmp(a, "--conversation")) conv = v, i++;
+        else if (!strcmp(a, "--engine")) engine_url = v, i++;
+        else if (!strcmp(a, "--model")) remote_model = v, i++;
+        else if (!strcmp(a, "--api-key-file")) key_file = v, i++;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
@@ -176,8 +183,12 @@ int cmd_ask(int argc, char **argv) {
         else { cli_error("ask: more than one TEXT"); return 1; }
         if (i >= argc) { cli_error("%s needs a value", a); return 1; }
     }
-    if (!model_path || !text_arg) {
-        cli_error("ask needs -m MODEL and TEXT");
+    if ((!model_path && !engine_url) || !text_arg) {
+        cli_error("ask needs -m MODEL (or --engine URL) and TEXT");
+        return 1;
+    }
+    if (engine_url && model_path) {
+        cli_error("ask: --engine URL replaces -m MODEL: give one of them");
         return 1;
     }
     char db_path[1024];
@@ -189,6 +200,7 @@ int cmd_ask(int argc, char **argv) {
     msg_list l = {0};
     sqlite3 *db = NULL;
     chat_engine *e = NULL;
+    fs_backend *be = NULL;
     text_buf reply = {0};
     if (!text || (system_arg && !system)) goto out;
     db = open_db(db_path);
@@ -214,14 +226,7 @@ int cmd_ask(int argc, char **argv) {
     }
     if (push_msg(&l, "user", text) != 0) goto out;
 
-    char err[512];
-    engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
-                         .ram_budget = ram_budget, .disk_budget = disk_budget};
-    e = engine_open(&cfg, err, sizeof err);
-    if (!e) {
-        cli_error("%s", err);
-        goto out;
-    }
+    char err[1024];
     gen_settings s;
     gen_settings_defaults(&s);
     s.max_tokens = (int)max_tokens;
@@ -229,10 +234,31 @@ int cmd_ask(int argc, char **argv) {
     s.session = conv;
     if (interval) s.checkpoint_interval = (int)interval;
     gen_report r;
+    if (engine_url) {
+        remote_config rc = {engine_url, remote_model, key_file, 1};
+        if (!(be = backend_remote_open(&rc, err, sizeof err)) ||
+            backend_run(be, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
+            if (reply.n) putchar('\n'); /* the partial reply stays on stdout */
+            cli_error("%s", err);
+            goto out;
+        }
+        be->close(be);
+        be = NULL;
+        r.source = "server";
+        goto replied;
+    }
+    engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
+                         .ram_budget = ram_budget, .disk_budget = disk_budget};
+    e = engine_open(&cfg, err, sizeof err);
+    if (!e) {
+        cli_error("%s", err);
+        goto out;
+    }
     if (engine_run(e, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
         cli_error("%s", err);
         goto out;
     }
+replied:
     putchar('\n');
     fflush(stdout);
     if (stats) {
@@ -260,6 +286,7 @@ int cmd_ask(int argc, char **argv) {
     }
     rc = 0;
 out:
+    if (be) be->close(be);
     engine_close(e);
     db_close(db);
     free_msgs(&l);

@@ -1,5 +1,6 @@
 /* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N]
- *                [--chunk N] [--ram-budget B] [--disk-budget B] [-f] [-o OPTS]` */
+ *                [--chunk N] [--ram-budget B] [--disk-budget B] [-f] [-o OPTS]`
+ *              or `chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] ...` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@ int cmd_mount(int argc, char **argv) {
         else if (!strcmp(a, "--db")) o.db = v, i++;
         else if (!strcmp(a, "-o")) o.fuse_opts = v, i++;
         else if (!strcmp(a, "--fake-engine")) o.fake = v, i++; /* tests: backend.h */
+        else if (!strcmp(a, "--engine")) o.engine_url = v, i++;
+        else if (!strcmp(a, "--model")) o.remote_model = v, i++;
+        else if (!strcmp(a, "--api-key-file")) o.api_key_file = v, i++;
         else if (!strcmp(a, "-t")) {
             if (!cli_int(a, v, 0, 256, &threads)) return 1;
             i++;
@@ -62,8 +66,16 @@ int cmd_mount(int argc, char **argv) {
         cli_error("mount needs a MOUNTPOINT");
         return 1;
     }
+    if ((o.remote_model || o.api_key_file) && !o.engine_url) {
+        cli_error("mount: --model and --api-key-file go with --engine URL (a local model is -m MODEL.gguf)");
+        return 1;
+    }
+    if (o.engine_url && (o.model || o.fake)) {
+        cli_error("mount: --engine URL replaces the local model: give it without -m");
+        return 1;
+    }
     char buf[1100];
-    if (!o.model && !o.fake && !(o.model = default_model(buf, sizeof buf))) {
+    if (!o.model && !o.fake && !o.engine_url && !(o.model = default_model(buf, sizeof buf))) {
         cli_error("mount: no model: pass -m MODEL.gguf (for a quick try: -m tests/fixtures/qwen35-tiny-f32.gguf)");
         return 1;
     }

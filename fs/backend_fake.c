@@ -281,7 +281,7 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
     }
     free(copy);
     f->base = (fs_backend){f, "fake", fake_submit, fake_cancel, fake_count, fake_context, fake_forget, fake_stats,
-                           fake_close};
+                           fake_close, NULL};
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     if (pthread_create(&f->thread, NULL, worker, f) != 0) {

@@ -91,7 +91,10 @@ int chatfs_mount(const mount_opts *o) {
     const char *db = o->db ? o->db : db_default_path(dbpath, sizeof dbpath);
     if (!(store = store_open(db, err, sizeof err))) goto fail;
     if (o->fake) be = backend_fake_open(o->fake, err, sizeof err);
-    else {
+    else if (o->engine_url) {
+        remote_config rc = {o->engine_url, o->remote_model, o->api_key_file, o->max_batch};
+        be = backend_remote_open(&rc, err, sizeof err);
+    } else {
         engine_config cfg = {0};
         cfg.model_path = o->model;
         cfg.db_path = db;

@@ -111,10 +111,14 @@ static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
     if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
+    else if (c->state == ST_BUSY && r->phase == GEN_PREFILL && r->prompt_tokens < 0)
+        sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
     else if (c->state == ST_BUSY) sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
+    else if (c->state == ST_DONE && r->prompt_tokens < 0) /* a server that sent no usage */
+        sb_fmt(b, "done %d tokens %.1f tok/s%s", r->generated_tokens, r->decode_tokens_per_s, finish_note(c->finish));
     else if (c->state == ST_DONE)
         sb_fmt(b, "done %d tokens %.1f tok/s reused %d/%d%s", r->generated_tokens, r->decode_tokens_per_s,
                r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
