@@ -314,12 +314,25 @@ static void test_open_refusals(void) {
 /* ---- the worker against a loopback server ---- */
 
 static int listen_fd, port;
-static int hang_closed; /* a "hang" request saw its client close the connection */
+static int hang_started; /* "hang" requests the server has read whole */
+static int hang_closed;  /* a "hang" request saw its client close the connection */
 static pthread_mutex_t srv_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Waits (at most 10 s: sanitizer builds on a busy machine are slow) until the server has
+ * read n "hang" requests whole. */
+static void wait_hangs_started(int n) {
+    for (int w = 0; w < 10000; w += 5) {
+        pthread_mutex_lock(&srv_mu);
+        int started = hang_started;
+        pthread_mutex_unlock(&srv_mu);
+        if (started >= n) return;
+        sleep_ms(5);
+    }
 }
 
 static void send_str(int fd, const char *s) {
@@ -378,6 +391,9 @@ static void *serve_one(void *arg) {
             send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
             if (!strcmp(what, "hang")) {
                 char c;
+                pthread_mutex_lock(&srv_mu);
+                hang_started++;
+                pthread_mutex_unlock(&srv_mu);
                 while (recv(fd, &c, 1, 0) > 0) {
                 }
                 pthread_mutex_lock(&srv_mu);
@@ -541,14 +557,14 @@ static void test_worker(void) {
     for (int i = 0; i < 4; i++) memset(&h[i], 0, sizeof h[i]), pthread_mutex_init(&h[i].mu, NULL);
     pthread_mutex_init(&late.mu, NULL);
     for (int i = 0; i < 4; i++) id[i] = submit_text(b, "hang", &h[i]); /* 0, 1 in flight; 2, 3 queued */
-    for (int w = 0; w < 2000 && stat_of(b, "in_flight") < 2; w += 5) sleep_ms(5);
+    wait_hangs_started(2); /* in flight means sent: a request cancelled before the server read it never hangs */
     b->cancel(b, id[3]); /* the queue's last */
     CHECK(wait_dones(&h[3], 1, 1000) && h[3].finish == FINISH_CANCELLED && !h[3].error[0], "queued cancel");
     submit_text(b, "slow", &late); /* queued behind 2 */
     CHECK(stat_of(b, "queued") == 2, "2 and the late one queued: %d", stat_of(b, "queued"));
     b->cancel(b, id[0]); /* in flight: 2 starts */
     CHECK(wait_dones(&h[0], 1, 1000) && h[0].finish == FINISH_CANCELLED, "in-flight cancel");
-    for (int w = 0; w < 2000 && stat_of(b, "queued") > 1; w += 5) sleep_ms(5);
+    wait_hangs_started(3);
     b->cancel(b, id[2]); /* in flight now: the late one starts */
     CHECK(wait_dones(&h[2], 1, 1000) && h[2].finish == FINISH_CANCELLED, "the second in-flight cancel");
     CHECK(wait_dones(&late, 1, 5000) && !strcmp(late.text, " w1 w2 w3 w4 w5"), "queued after cancels: '%s'",
