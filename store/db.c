@@ -2,7 +2,6 @@
 #include "store/db.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,16 +49,24 @@ sqlite3 *db_open(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot create its directory: %s", path, strerror(errno));
         return NULL;
     }
-    /* create the file 0600 ourselves: sqlite would use the umask */
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    /* Only SQLite opens the file. POSIX locks belong to the process, and closing any
+     * descriptor of a file drops all of them: an open()+close() of the database here,
+     * while this process already had a connection, would leave that connection without
+     * its locks, and the next connection elsewhere to close would take the database for
+     * its last user and delete the WAL under it (SQLite's "How To Corrupt", 2.2). */
+    struct stat st;
+    int created = stat(path, &st) != 0;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
+        sqlite3_close(db);
         return NULL;
     }
-    close(fd);
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s: %s", path, db ? sqlite3_errmsg(db) : "cannot open");
+    /* SQLite creates the file with the umask's mode; conversations are private. Its WAL
+     * and shm files take the database file's mode. */
+    if (created && chmod(path, 0600) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         sqlite3_close(db);
         return NULL;
     }

@@ -652,6 +652,73 @@ def test_persistence_kill9_unmount():
         m.stop()
 
 
+def daemon_fds(pid):
+    """the database files a daemon holds open, as /proc/PID/fd shows them"""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+    return [t for t in out if ".db" in t]
+
+
+def test_crash_with_second_reader():
+    """Issue "Hardening" 1: another SQLite connection to the database from another process
+    (the sqlite3 shell, `chatfs ask`) must not cost the daemon its locks: every turn
+    completed before a kill -9 is there after remounting. Run twice: a reader that comes
+    and goes, and one that holds a read transaction open across the daemon's writes."""
+    for hold in (False, True):
+        name = "crash-hold" if hold else "crash"
+        m = Mount(name, model=MODEL, extra=["-t", "1"]).start()
+        reader = None
+        try:
+            write(m.p("settings.json"), '{"max_tokens": 6, "temperature": 0}')
+            os.mkdir(m.p("x"))
+            r1 = sh("echo first > x/message && cat x/reply", cwd=m.mnt, timeout=120)[1]
+            check(r1, "first reply")
+            if hold:
+                reader = subprocess.Popen(["sqlite3", m.db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                reader.stdin.write("BEGIN;\nSELECT 'turns', count(*) FROM conversation_turn;\n")
+                reader.stdin.flush()
+                check(reader.stdout.readline().startswith("turns|"), "the reader's transaction began")
+            else:
+                rc, out, err = sh("sqlite3 '%s' 'PRAGMA integrity_check'" % m.db)
+                check(rc == 0 and out.strip() == "ok", "integrity_check: %r %r" % (out, err))
+            rc, out, err = sh("'%s' ask -m '%s' --db '%s' -t 1 -n 4 --conversation asked 'Hello'" %
+                              (CHATFS, MODEL, m.db), timeout=120)
+            check(rc == 0 and out, "chatfs ask beside the mount: %d %r %r" % (rc, out, err))
+            r2 = sh("echo second > x/message && cat x/reply", cwd=m.mnt, timeout=120)[1]
+            os.mkdir(m.p("y"))
+            r3 = sh("echo third > y/message && cat y/reply", cwd=m.mnt, timeout=120)[1]
+            check(r2 and r3, "replies after the second connection")
+            if hold:
+                reader.stdin.write("SELECT 'turns', count(*) FROM conversation_turn;\nCOMMIT;\n.quit\n")
+                reader.stdin.flush()
+                reader.wait(timeout=30)
+            fds = daemon_fds(m.pid)
+            check(fds and not [f for f in fds if "(deleted)" in f], "the daemon's database files: %s" % fds)
+            time.sleep(0.3)
+            os.kill(m.pid, signal.SIGKILL)
+            m.proc.wait()
+        finally:
+            if reader and reader.poll() is None:
+                reader.kill()
+            m.stop()
+        m = Mount(name, model=MODEL, extra=["-t", "1"]).start()
+        try:
+            check(turns(m, "x") == ["001-user.md", "002-assistant.md", "003-user.md", "004-assistant.md"],
+                  "x after kill -9: %s" % turns(m, "x"))
+            check(read(m.p("x", "turns", "004-assistant.md")) == r2, "x's second reply: %r vs %r" %
+                  (read(m.p("x", "turns", "004-assistant.md")), r2))
+            check(os.path.isdir(m.p("y")) and turns(m, "y") == ["001-user.md", "002-assistant.md"] and
+                  read(m.p("y", "turns", "002-assistant.md")) == r3, "y after kill -9")
+        finally:
+            m.stop()
+        rc, out, _ = sh("sqlite3 '%s' \"SELECT count(*) FROM ask_turns WHERE conversation='asked'\"" % m.db)
+        check(rc == 0 and out.strip() == "2", "chatfs ask stored its turn: %r" % out)
+
+
 def test_daemon_mode_and_errors():
     rc, out, err = sh("'%s' mount '%s' -m /nonexistent.gguf --db '%s/x.db'" % (CHATFS, TMP, TMP))
     check(rc == 1 and "nonexistent.gguf" in err, "a bad model fails in the terminal: %r" % err)
