@@ -51,8 +51,9 @@ static void free_msgs(msg_list *l) {
     free(l->m);
 }
 
-/* Opens the database with the tables of ask; one that cannot be read is moved aside. */
-static sqlite3 *open_db(const char *path) {
+/* Opens the database with the tables of ask; one that cannot be read is moved aside,
+ * unless another process uses it (shared). */
+static sqlite3 *open_db(const char *path, int shared) {
     for (int attempt = 0; attempt < 2; attempt++) {
         char err[512] = "";
         sqlite3 *db = db_open(path, err, sizeof err);
@@ -74,7 +75,7 @@ static sqlite3 *open_db(const char *path) {
             return NULL;
         }
         db_close(db);
-        if (attempt == 1 || access(path, F_OK) != 0) {
+        if (attempt == 1 || shared || access(path, F_OK) != 0) {
             cli_error("%s", err);
             return NULL;
         }
@@ -190,8 +191,22 @@ int cmd_ask(int argc, char **argv) {
     sqlite3 *db = NULL;
     chat_engine *e = NULL;
     text_buf reply = {0};
+    int lock_fd = -1;
     if (!text || (system_arg && !system)) goto out;
-    db = open_db(db_path);
+    /* One process writes a database (store/db.h). When a mount holds this one, ask
+     * still runs: its checkpoints stay in RAM and it adds only its own turns (table
+     * ask_turns, which the mount never touches) through SQLite's locking. */
+    char owner[1200];
+    int lk = db_lock(db_path, "chatfs ask", &lock_fd, owner, sizeof owner);
+    if (lk < 0) {
+        cli_error("%s", owner);
+        goto out;
+    }
+    int shared = lk > 0;
+    if (shared)
+        cli_error("%s is in use by %s: this run keeps its checkpoints in RAM and adds only its turns to the database",
+                  db_path, owner);
+    db = open_db(db_path, shared);
     if (!db) goto out;
     if (conv && load_turns(db, conv, &l) != 0) {
         cli_error("cannot read conversation %s: %s", conv, sqlite3_errmsg(db));
@@ -215,7 +230,7 @@ int cmd_ask(int argc, char **argv) {
     if (push_msg(&l, "user", text) != 0) goto out;
 
     char err[512];
-    engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
+    engine_config cfg = {.model_path = model_path, .db_path = shared ? NULL : db_path, .threads = (int)threads,
                          .ram_budget = ram_budget, .disk_budget = disk_budget};
     e = engine_open(&cfg, err, sizeof err);
     if (!e) {
@@ -262,6 +277,7 @@ int cmd_ask(int argc, char **argv) {
 out:
     engine_close(e);
     db_close(db);
+    db_unlock(lock_fd);
     free_msgs(&l);
     free(reply.buf);
     free(text);

@@ -44,7 +44,7 @@ static int daemonise(void) {
     }
     if (pid > 0) { /* the parent: wait for the child's word */
         close(p[1]);
-        char msg[1024];
+        char msg[4096];
         size_t n = 0;
         ssize_t k;
         while (n < sizeof msg - 1 && (k = read(p[0], msg + n, sizeof msg - 1 - n)) > 0) {
@@ -71,6 +71,16 @@ static void detach_stdio(void) {
     if (fd > 2) close(fd);
 }
 
+/* The files of a database this mount created, when the mount failed. */
+static void remove_db_files(const char *db) {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal", ".lock"};
+    char p[1100];
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+        snprintf(p, sizeof p, "%s%s", db, suffix[i]);
+        unlink(p);
+    }
+}
+
 int chatfs_mount(const mount_opts *o) {
     struct stat st;
     if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -81,14 +91,28 @@ int chatfs_mount(const mount_opts *o) {
     int foreground = o->foreground || o->debug;
     if (!foreground && daemonise() != 0) return 1;
 
-    char err[1024], dbpath[1024];
+    char err[2600], dbpath[1024];
     int rc = 1;
     fs_store *store = NULL;
     fs_backend *be = NULL;
     chatfs *fs = NULL;
     fsfuse *F = NULL;
     struct fuse_session *se = NULL;
+    int lock_fd = -1, new_db = 0;
     const char *db = o->db ? o->db : db_default_path(dbpath, sizeof dbpath);
+    /* one process writes a database: a second mount (or a running chatfs ask) is named */
+    char what[1100], owner[1200];
+    snprintf(what, sizeof what, "chatfs mount on %s", mnt);
+    int lk = db_lock(db, what, &lock_fd, owner, sizeof owner);
+    if (lk != 0) {
+        if (lk > 0)
+            snprintf(err, sizeof err, "%s is in use by %s: one process at a time writes a database (unmount it, or "
+                     "pass another --db)", db, owner);
+        else snprintf(err, sizeof err, "%s", owner);
+        goto fail;
+    }
+    struct stat dbst;
+    new_db = stat(db, &dbst) != 0;
     if (!(store = store_open(db, err, sizeof err))) goto fail;
     if (o->fake) be = backend_fake_open(o->fake, err, sizeof err);
     else {
@@ -160,6 +184,8 @@ out:
     fsfuse_free(F);
     chatfs_free(fs);
     store_close(store);
+    if (rc != 0 && new_db) remove_db_files(db); /* a failed mount leaves no new database */
+    db_unlock(lock_fd);
     free(mnt);
     return rc;
 }

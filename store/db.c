@@ -2,9 +2,11 @@
 #include "store/db.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +25,54 @@ static int make_parents(const char *path) {
     }
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -1;
     return 0;
+}
+
+int db_lock(const char *path, const char *what, int *fd, char *owner, size_t ownerlen) {
+    char lock[1100];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    if (make_parents(path) != 0) {
+        snprintf(owner, ownerlen, "%s: cannot create its directory: %s", path, strerror(errno));
+        return -1;
+    }
+    int f = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (f < 0) {
+        snprintf(owner, ownerlen, "%s: %s", lock, strerror(errno));
+        return -1;
+    }
+    if (flock(f, LOCK_EX | LOCK_NB) == 0) {
+        char who[1200];
+        int n = snprintf(who, sizeof who, "%ld\n%s\n", (long)getpid(), what);
+        if (ftruncate(f, 0) != 0 || pwrite(f, who, (size_t)n, 0) != n) { /* the lock holds without its note */
+        }
+        *fd = f;
+        return 0;
+    }
+    if (errno != EWOULDBLOCK) {
+        snprintf(owner, ownerlen, "%s: %s", lock, strerror(errno));
+        close(f);
+        return -1;
+    }
+    /* held: the holder writes its note right after taking the lock */
+    char note[1200] = "";
+    for (int tries = 0; tries < 50; tries++) {
+        ssize_t k = pread(f, note, sizeof note - 1, 0);
+        note[k > 0 ? k : 0] = 0;
+        if (k > 0 && strchr(note, '\n') != strrchr(note, '\n')) break;
+        usleep(10000);
+    }
+    close(f);
+    long pid = atol(note);
+    char *nl = strchr(note, '\n'), *what_held = nl ? nl + 1 : NULL;
+    if (what_held) what_held[strcspn(what_held, "\n")] = 0;
+    if (pid > 0 && what_held && *what_held)
+        snprintf(owner, ownerlen, "%s (pid %ld)", what_held, pid);
+    else
+        snprintf(owner, ownerlen, "another process (see %s)", lock);
+    return 1;
+}
+
+void db_unlock(int fd) {
+    if (fd >= 0) close(fd);
 }
 
 char *db_default_path(char *buf, size_t n) {

@@ -25,6 +25,17 @@ int db_module_version(sqlite3 *db, const char *module);
  * Writes into buf; returns buf. */
 char *db_default_path(char *buf, size_t n);
 
+/* One process writes a database at a time. That process holds an exclusive flock on
+ * PATH.lock, a small file next to the database naming it ("PID\nWHAT\n", WHAT for
+ * example "chatfs mount on /home/u/chat"), taken before SQLite opens the database.
+ * flock, not fcntl: its lock belongs to the open file, so nothing else the process
+ * opens or closes can drop it, and the kernel drops it when the process dies.
+ * Returns 0 when taken (*fd holds it until db_unlock or exit); 1 when another process
+ * holds it, with who in owner ("chatfs mount on /home/u/chat (pid 123)"); -1 with the
+ * reason in owner. Creates the database's directory if needed. */
+int db_lock(const char *path, const char *what, int *fd, char *owner, size_t ownerlen);
+void db_unlock(int fd);
+
 /* Runs a statement list outside any result handling (BEGIN, COMMIT, ...). 0 or -1. */
 int db_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 

@@ -719,6 +719,48 @@ def test_crash_with_second_reader():
         check(rc == 0 and out.strip() == "2", "chatfs ask stored its turn: %r" % out)
 
 
+def test_second_mount_refused():
+    """Issue "Hardening" 2: one process writes a database. A second mount on it is refused,
+    naming the first (pid, mount point); so is a mount while a chatfs ask runs; a failed
+    mount leaves no new database behind."""
+    with Mount("one") as m:
+        os.mkdir(m.p("a"))
+        other = os.path.join(m.dir, "mnt2")
+        os.makedirs(other, exist_ok=True)
+        for daemon in (False, True):
+            # (timeout: an old chatfs mounts and serves; then it is unmounted again)
+            rc, _, err = sh("timeout 5 '%s' mount '%s' --db '%s' --fake-engine ''%s" %
+                            (CHATFS, other, m.db, "" if daemon else " -f"))
+            mounted = os.path.ismount(other)
+            if mounted:
+                sh("fusermount3 -uz '%s'" % other)  # the daemon exits when unmounted
+            check(rc == 1 and "in use by chatfs mount on %s (pid %d)" % (m.mnt, m.pid) in err,
+                  "second mount: %d %r" % (rc, err))
+            check(not mounted, "not mounted twice")
+        check(os.listdir(m.mnt).count("a") == 1, "the first mount goes on")
+    # a database held the way chatfs ask holds it (store/db.h: flock on DB.lock, a note
+    # naming the holder): a mount is refused naming it; ask itself goes on beside a holder
+    import fcntl
+    db = os.path.join(TMP, "one", "ask.db")
+    with open(db + ".lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lk.write("%d\nchatfs ask\n" % os.getpid())
+        lk.flush()
+        rc, _, err = sh("'%s' mount '%s' --db '%s' --fake-engine '' -f" % (CHATFS, other, db))
+        check(rc == 1 and "in use by chatfs ask (pid %d)" % os.getpid() in err, "mount beside ask: %d %r" % (rc, err))
+        rc, out, err = sh("'%s' ask -m '%s' --db '%s' -t 1 -n 4 Hello" % (CHATFS, MODEL, db), timeout=120)
+        check(rc == 0 and out and "in use by chatfs ask (pid %d)" % os.getpid() in err, "ask beside ask: %r" % err)
+    rc, out, err = sh("'%s' ask -m '%s' --db '%s' -t 1 -n 4 Hello" % (CHATFS, MODEL, db), timeout=120)
+    note = read(db + ".lock").split("\n")
+    check(rc == 0 and out and "in use" not in err and note[1] == "chatfs ask" and int(note[0]) != os.getpid(),
+          "ask alone took the lock: %r %r" % (err, note))
+    # a mount that fails (here: a bad model) creates no database
+    db = os.path.join(TMP, "one", "new.db")
+    rc, _, err = sh("'%s' mount '%s' --db '%s' -m /nonexistent.gguf -f" % (CHATFS, other, db))
+    check(rc == 1 and not [f for f in os.listdir(os.path.dirname(db)) if f.startswith("new.db")],
+          "a failed mount left %s" % os.listdir(os.path.dirname(db)))
+
+
 def test_daemon_mode_and_errors():
     rc, out, err = sh("'%s' mount '%s' -m /nonexistent.gguf --db '%s/x.db'" % (CHATFS, TMP, TMP))
     check(rc == 1 and "nonexistent.gguf" in err, "a bad model fails in the terminal: %r" % err)
