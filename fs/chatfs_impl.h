@@ -3,7 +3,10 @@
  * functions one part calls in another. Nothing outside fs/ includes this; callers use
  * chatfs.h.
  *
- *   chatfs.c      what names and inodes point at, lifetime, the public operations
+ *   chatfs.c      lifetime, the operations on names (lookup, mkdir, rename, readdir ...)
+ *   files.c       the operations on open files (open, read, write, flush, setattr ...)
+ *   names.c       what names and inodes point at, attributes
+ *   scratch.c     editors' scratch files
  *   conv.c        a conversation in memory: turns, reply streams, the error file; helpers
  *   generation.c  a reply being generated: the engine's callbacks, starting, stopping
  *   views.c       what each file reads as
@@ -134,6 +137,83 @@ typedef struct {
     turn *turns;
     int n;
 } import;
+
+/* ---- inode numbers (names.c) ---- */
+
+#define CONV_SHIFT 24
+#define SUB_TURNS 16
+#define SUB_TURN0 32
+#define SCRATCH_BIT (1ull << 62)
+#define FRESH_NS 5000000000LL     /* see "fresh conversations" in fs/README.md */
+
+/* an open file (files.c) */
+struct fs_handle {
+    uint64_t ino;
+    int kind;
+    conv *c;      /* a reference, or NULL */
+    int turn;     /* K_TURN: 0-based index */
+    int flags;
+    int wr, discard, created;
+    char *buf;    /* what a writer wrote, committed at flush */
+    size_t len, cap;
+    int dirty, truncated, written, committed;
+    stream *s;    /* K_REPLY: the reply this handle reads */
+    off_t pos;    /* where the last read ended */
+    scratch *sc;
+};
+
+/* ---- names.c: what names and inodes point at ---- */
+
+typedef struct {
+    const char *name;
+    int kind, sub;
+    uint32_t mode;
+} cfs_file_entry;
+typedef struct {
+    const char *name;
+    int kind;
+    uint64_t ino;
+    uint32_t mode;
+} cfs_root_entry;
+#define CFS_N_ROOT_FILES 3
+#define CFS_N_CONV_FILES 10
+extern const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES]; /* a conversation's files, in inode order */
+extern const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES];
+
+conv *cfs_find_conv_id(chatfs *fs, int64_t id);
+conv *cfs_find_conv_name(chatfs *fs, const char *name);
+conv *cfs_conv_add(chatfs *fs, int64_t id, const char *name);
+void cfs_conv_remove(chatfs *fs, conv *c);
+/* a copy tool (cp -r, mv across filesystems) that made a conversation sees its files
+ * only as it creates them: see "fresh conversations" */
+int cfs_copier(uint32_t tid);
+int cfs_fresh_for(const conv *c, uint32_t tid);
+uint64_t cfs_conv_ino(const conv *c, int sub);
+int cfs_resolve(chatfs *fs, uint64_t ino, node *nd);
+int cfs_is_dir_kind(int k);
+uint64_t cfs_node_ino(const node *nd);
+int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a);
+/* "001-user.md" -> 0-based index and role; -1 for other names */
+int cfs_parse_turn_name(const char *name, int *user);
+void cfs_turn_name(const conv *c, int i, char *buf, size_t n);
+/* Looks name up in directory node dir; tid decides for fresh conversations. */
+int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node *out);
+int cfs_valid_conv_name(const char *name);
+
+/* ---- scratch.c: editors' scratch files ---- */
+
+scratch *cfs_find_scratch_ino(chatfs *fs, uint64_t ino);
+scratch *cfs_find_scratch(chatfs *fs, uint64_t parent, const char *name);
+scratch *cfs_scratch_new(chatfs *fs, uint64_t parent, const char *name, uint32_t mode);
+void cfs_scratch_unref(scratch *s);
+void cfs_scratch_unlink(chatfs *fs, scratch *s);
+int cfs_scratch_set(scratch *s, const char *data, size_t len);
+int cfs_has_scratch(chatfs *fs, uint64_t dir);
+int cfs_can_hold_scratch(const node *dir);
+
+/* ---- chatfs.c ---- */
+
+void cfs_touch_dir(chatfs *fs, const node *dir); /* a name in it came or went */
 
 /* ---- conv.c: helpers, streams, conversations ---- */
 

@@ -373,6 +373,75 @@ def test_cp_fork_and_copies_out():
         check(rc == 0 and o.strip().endswith(blob.strip()), "git add: %r %r" % (o, err))
 
 
+def conversation_files(root, name):
+    """what a conversation holds, as files: system, settings, messages.json, the turns"""
+    d = os.path.join(root, name)
+    out = {f: read(os.path.join(d, f)) for f in ("system", "settings.json", "messages.json")}
+    for t in sorted(os.listdir(os.path.join(d, "turns"))):
+        out["turns/" + t] = read(os.path.join(d, "turns", t))
+    return out
+
+
+COPY_TOOLS = {  # (timeout: the tool itself is stopped when it spins)
+    "tar": "tar -C '{src}' -cf '{tmp}/{name}.tar' '{name}' && timeout 20 tar -C '{mnt}' -xf '{tmp}/{name}.tar'",
+    "rsync": "timeout 20 rsync -a '{src}/{name}' '{mnt}/'",
+    "copytree": "timeout 20 python3 -c 'import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])' "
+                "'{src}/{name}' '{mnt}/{name}'",
+    "cpa": "timeout 20 cp -a '{src}/{name}' '{mnt}/'",
+}
+
+
+def test_copy_into_mount():
+    """Issue "Hardening" 3: a conversation copied into the mount with tar -xf, rsync -a,
+    shutil.copytree or cp -a arrives whole and the tool exits 0, each within a time limit;
+    an archive made from the mount itself (its own file order) too; copying an older
+    backup onto the conversation it came from never cuts its history."""
+    with Mount("copyin") as m:
+        os.mkdir(m.p("a"))
+        write(m.p("a", "system"), "You are terse.\n")
+        write(m.p("a", "settings.json"), '{"seed": 7, "max_tokens": 5}')
+        for q in ("first question", "second question"):
+            check(sh("echo '%s' > a/message && cat a/reply >/dev/null" % q, cwd=m.mnt)[0] == 0, q)
+        src = os.path.join(m.dir, "src")
+        os.makedirs(src)
+        check(sh("cp -r '%s' '%s/a'" % (m.p("a"), src))[0] == 0, "copy out")
+        want = conversation_files(m.mnt, "a")
+        check(len([k for k in want if k.startswith("turns/")]) == 4, "four turns: %s" % list(want))
+        for tool, cmd in COPY_TOOLS.items():
+            name = tool + "_a"
+            shutil.copytree(os.path.join(src, "a"), os.path.join(src, name))
+            t0 = time.monotonic()
+            rc, out, err = sh(cmd.format(src=src, tmp=m.dir, mnt=m.mnt, name=name), timeout=30)
+            NUMBERS["copy_in_%s_s" % tool] = round(time.monotonic() - t0, 3)
+            check(rc == 0, "%s exits %d: %r" % (tool, rc, err[-600:]))
+            got = conversation_files(m.mnt, name)
+            check(got == want, "%s: the copy differs: %s" % (tool, {k: (want.get(k), got.get(k)) for k in
+                                                                   set(want) | set(got) if want.get(k) != got.get(k)}))
+            check(read(m.p(name, "status")) == "idle\n" and read(m.p(name, "error")) == "",
+                  "%s: the copy is idle: %r %r" % (tool, read(m.p(name, "status")), read(m.p(name, "error"))))
+            extra = [f for f in os.listdir(m.p(name)) + os.listdir(m.p(name, "turns"))
+                     if f.startswith(".") or f.endswith("~")]
+            check(not extra, "%s left scratch files: %s" % (tool, extra))
+        # the copy goes on as a conversation of its own
+        check(sh("echo third > tar_a/message && cat tar_a/reply >/dev/null", cwd=m.mnt)[0] == 0, "tar_a goes on")
+        check(len(turns(m, "tar_a")) == 6 and len(turns(m, "a")) == 4, "the copy has its own history")
+        # an archive of the mount itself, extracted as a new conversation
+        check(sh("tar -C '%s' -cf '%s/m.tar' a && mv a a_orig && timeout 30 tar -C '%s' -xf '%s/m.tar'" %
+                 (m.mnt, m.dir, m.mnt, m.dir), cwd=m.mnt)[0] == 0, "tar of the mount, extracted again")
+        check(conversation_files(m.mnt, "a") == want, "the mount's own archive")
+        # an older backup onto the conversation it came from (now six turns): the history stays
+        check(sh("echo third > a/message && cat a/reply >/dev/null", cwd=m.mnt)[0] == 0, "a third exchange")
+        now = conversation_files(m.mnt, "a")
+        for tool, cmd in COPY_TOOLS.items():
+            if tool == "copytree":
+                cmd = cmd.replace("shutil.copytree(sys.argv[1], sys.argv[2])",
+                                  "shutil.copytree(sys.argv[1], sys.argv[2], dirs_exist_ok=True)")
+            rc, out, err = sh(cmd.format(src=src, tmp=m.dir, mnt=m.mnt, name="a"), timeout=30)
+            check(conversation_files(m.mnt, "a") == now, "%s cut the history (exit %d: %r)" % (tool, rc, err[-400:]))
+            check(read(m.p("a", "status")).startswith("done"), "%s: nothing generated" % tool)
+            NUMBERS["backup_onto_existing_%s_exit" % tool] = rc
+
+
 def test_tail_f():
     with Mount("tail", fake="delay=100") as m:
         os.mkdir(m.p("a"))
