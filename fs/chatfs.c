@@ -118,6 +118,7 @@ void chatfs_free(chatfs *fs) {
         free(s->data);
         free(s);
     }
+    cfs_copyin_free(fs);
     settings_free(&fs->defaults);
     pthread_mutex_destroy(&fs->mu);
     pthread_cond_destroy(&fs->cv);
@@ -165,9 +166,11 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     node dir, nd;
     int rc = cfs_resolve(fs, parent, &dir);
     if (rc) goto out;
-    if (dir.kind == K_CONV && !strcmp(name, "turns") && cfs_fresh_for(dir.c, tid)) {
-        /* cp -r making the copy's turns/: it is there already */
-        dir.c->fresh_tid = 0;
+    if (dir.kind == K_CONV && !strcmp(name, "turns") && (cfs_young(dir.c) || cfs_fresh_for(dir.c, tid))) {
+        /* a copy making the copy's turns/ (shutil.copytree insists): it is there already */
+        if (cfs_fresh_for(dir.c, tid)) dir.c->fresh_turns = 1;
+        cfs_maker_looked(dir.c, tid);
+        cfs_young_touch(dir.c);
         nd = (node){K_TURNS, dir.c, 0, NULL};
         rc = cfs_attr_of(fs, &nd, out);
         goto out;
@@ -201,7 +204,8 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     if (rc) goto out;
     c->reply = cfs_stream_of_turn(NULL);
     c->fresh_tid = cfs_copier(tid) ? tid : 0;
-    c->fresh_until = cfs_mono_ns() + FRESH_NS;
+    c->maker_tid = tid;
+    cfs_young_begin(c);
     fs->mtime_root = cfs_now_ns();
     nd = (node){K_CONV, c, 0, NULL};
     rc = cfs_attr_of(fs, &nd, out);
@@ -262,6 +266,7 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
         conv *c = nd.c;
         if (cfs_busy(c)) cfs_stop_gen(fs, c);
         if (nd.turn < c->n_turns) {
+            cfs_keep_removed(fs, tid, c, nd.turn); /* tar unlinks a turn to create it again */
             cfs_turns_truncate(c, nd.turn);
             cfs_save_turns(fs, c, nd.turn, 0);
             cfs_reset_reply(c);
@@ -273,7 +278,10 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     case K_ROOT:
     case K_CONV:
     case K_TURNS: rc = -EISDIR; break;
-    default: rc = nd.c ? 0 : -EPERM; /* a conversation's own files stay (rm -r works) */
+    default: /* a conversation's own files stay (rm -r works); tar, which creates the name
+              * again, does not see it until it does */
+        if (nd.c) cfs_hide(fs, tid, nd.c, (int)(cfs_node_ino(&nd) & ((1u << CONV_SHIFT) - 1)));
+        else rc = -EPERM;
     }
 out:
     cfs_unlock(fs);
@@ -352,6 +360,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
     }
     if (src.kind == K_SCRATCH) {
         scratch *s = src.sc;
+        int waits = 0; /* it became a turn that waits for the ones before it */
         if (s->symlink && exists && dst.kind != K_SCRATCH) {
             rc = -EPERM;
         } else if (exists && dst.kind == K_SCRATCH) {
@@ -362,33 +371,51 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
                 s->parent = newparent;
             }
         } else if (exists && cfs_is_derived(dst.kind)) {
-            /* a copy tool putting a view in place in a fresh copy: nothing to keep */
-            if (dst.c && cfs_fresh_for(dst.c, tid)) cfs_scratch_unlink(fs, s);
-            else rc = -EACCES;
+            /* rsync putting a view in place in a young copy: nothing to keep */
+            if (dst.c && cfs_young(dst.c)) cfs_scratch_unlink(fs, s);
+            else {
+                if (dst.c)
+                    cfs_set_error(dst.c, "%s is read-only: it shows the conversation (a copy onto a conversation in "
+                                  "use brings only its system prompt, settings and new turns)", cfs_kind_name(dst.kind));
+                rc = -EACCES;
+            }
         } else if (exists) { /* an editor's or rsync's temporary file renamed onto a real one */
-            rc = cfs_commit(fs, &dst, 0, s->data ? s->data : "", s->len);
+            rc = cfs_commit(fs, &dst, COMMIT_EDIT, s->data ? s->data : "", s->len);
             if (!rc) cfs_scratch_unlink(fs, s);
         } else {
-            int user, idx = ndir.kind == K_TURNS ? cfs_parse_turn_name(newname, &user) : -1;
+            int user, idx = ndir.kind == K_TURNS ? cfs_parse_turn_name(newname, &user) : -1, pending = 0;
             if (idx >= 0) { /* a new turn */
                 conv *c = ndir.c;
-                if (idx != c->n_turns || cfs_busy(c)) rc = cfs_busy(c) ? -EBUSY : -EACCES;
+                pending = idx > c->n_turns && cfs_young(c); /* it waits for the turns before it */
+                if (pending) rc = 0;
+                else if (idx != c->n_turns || cfs_busy(c)) rc = cfs_busy(c) ? -EBUSY : -EACCES;
                 else if (!(rc = cfs_turn_push(c, user, "", 0, 1, cfs_now_ns()))) {
                     cfs_save_turns(fs, c, idx, 0);
                     node t = {K_TURN, c, idx, NULL};
-                    rc = cfs_commit(fs, &t, 1, s->data ? s->data : "", s->len);
-                    if (!rc) cfs_scratch_unlink(fs, s);
+                    rc = cfs_commit(fs, &t, COMMIT_NEW_TURN, s->data ? s->data : "", s->len);
+                    if (rc) {
+                        cfs_turns_truncate(c, idx);
+                        cfs_save_turns(fs, c, idx, 0);
+                    } else {
+                        cfs_scratch_unlink(fs, s);
+                        cfs_adopt_pending(fs, c);
+                    }
                 }
             } else {
                 rc = 0;
             }
-            if (!rc && idx < 0) {
+            if (!rc && (idx < 0 || pending)) {
+                s->pending = waits = pending;
                 free(s->name);
                 s->name = strdup(newname);
                 s->parent = newparent;
             }
         }
         if (!rc) cfs_touch_dir(fs, &dir), cfs_touch_dir(fs, &ndir);
+        if (!rc && ndir.c) {
+            cfs_young_touch(ndir.c);
+            if (waits) cfs_adopt_pending(fs, ndir.c); /* s may be gone since: not through it */
+        }
         goto out;
     }
     /* a conversation's file or a turn renamed away (vim and emacs backups: f -> f~):
@@ -416,7 +443,7 @@ out:
     return rc;
 }
 
-int fs_readdir(chatfs *fs, uint64_t ino, fs_dirent **ents, int *n) {
+int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n) {
     pthread_mutex_lock(&fs->mu);
     node dir;
     int rc = cfs_resolve(fs, ino, &dir);
@@ -425,6 +452,7 @@ int fs_readdir(chatfs *fs, uint64_t ino, fs_dirent **ents, int *n) {
         pthread_mutex_unlock(&fs->mu);
         return rc;
     }
+    cfs_maker_looked(dir.c, tid);
     int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? dir.c->n_turns : 0);
     for (scratch *s = fs->scratch; s; s = s->next) cap++;
     fs_dirent *e = calloc(cap, sizeof *e);

@@ -66,7 +66,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
 int fs_symlink(chatfs *fs, uint32_t tid, const char *target, uint64_t parent, const char *name, fs_attr *out);
 int fs_readlink(chatfs *fs, uint64_t ino, char **target); /* malloc'd */
 /* a snapshot of a directory, "." and ".." included */
-int fs_readdir(chatfs *fs, uint64_t ino, fs_dirent **ents, int *n);
+int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n);
 void fs_dirents_free(fs_dirent *ents, int n);
 
 /* flags as open(2) gives them (O_TRUNC included). *direct tells whether the page

@@ -69,8 +69,11 @@ typedef struct conv {
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
     stream *reply;    /* the current or last reply */
-    uint32_t fresh_tid;
-    int64_t fresh_until;
+    uint32_t fresh_tid;   /* cp or mv made it: that thread sees its files as it creates them */
+    int fresh_turns;      /* ... and it has made turns/ */
+    uint32_t maker_tid;   /* the thread that made it, which does not see turns/ until it makes it,
+                             reads something here or sends (copyin.c) */
+    int64_t young_until;  /* the copy window (copyin.c), CLOCK_MONOTONIC; 0: over */
 } conv;
 
 typedef struct gen {
@@ -95,6 +98,7 @@ typedef struct scratch {
     uint32_t mode;
     int64_t mtime;
     int refs, linked;
+    int pending;  /* a turn that came before its turn (copyin.c) */
 } scratch;
 
 struct chatfs {
@@ -112,6 +116,7 @@ struct chatfs {
     void *notify_ud;
     int n_running;
     int wake_pending; /* a reply ended inside an operation: wake readers after unlocking */
+    void *undo;       /* unlinks a copy tool may take back (copyin.c) */
     /* counters for stats.json */
     uint64_t n_sent, n_replies, n_failed, n_stopped, n_imports, n_regenerated;
 };
@@ -133,7 +138,8 @@ typedef struct {
 
 /* messages.json parsed: the system prompt and the turns (cfs_parse_import) */
 typedef struct {
-    char *system;
+    char *system;   /* "" when the import has no system message */
+    int has_system;
     turn *turns;
     int n;
 } import;
@@ -144,7 +150,6 @@ typedef struct {
 #define SUB_TURNS 16
 #define SUB_TURN0 32
 #define SCRATCH_BIT (1ull << 62)
-#define FRESH_NS 5000000000LL     /* see "fresh conversations" in fs/README.md */
 
 /* an open file (files.c) */
 struct fs_handle {
@@ -153,7 +158,7 @@ struct fs_handle {
     conv *c;      /* a reference, or NULL */
     int turn;     /* K_TURN: 0-based index */
     int flags;
-    int wr, discard, created;
+    int wr, discard, how; /* how: COMMIT_EDIT, COMMIT_NEW_TURN or COMMIT_COPY (commit.c) */
     char *buf;    /* what a writer wrote, committed at flush */
     size_t len, cap;
     int dirty, truncated, written, committed;
@@ -189,6 +194,7 @@ void cfs_conv_remove(chatfs *fs, conv *c);
 int cfs_copier(uint32_t tid);
 int cfs_fresh_for(const conv *c, uint32_t tid);
 uint64_t cfs_conv_ino(const conv *c, int sub);
+const char *cfs_kind_name(int kind); /* "reply", "settings.json" ... */
 int cfs_resolve(chatfs *fs, uint64_t ino, node *nd);
 int cfs_is_dir_kind(int k);
 uint64_t cfs_node_ino(const node *nd);
@@ -210,6 +216,27 @@ void cfs_scratch_unlink(chatfs *fs, scratch *s);
 int cfs_scratch_set(scratch *s, const char *data, size_t len);
 int cfs_has_scratch(chatfs *fs, uint64_t dir);
 int cfs_can_hold_scratch(const node *dir);
+
+/* ---- copyin.c: copies brought in by cp -a, tar -xf, rsync -a, shutil.copytree ---- */
+
+int cfs_young(const conv *c);  /* mkdir'ed moments ago, nothing sent yet: a copy may be arriving */
+void cfs_young_begin(conv *c); /* mkdir */
+void cfs_young_touch(conv *c); /* a file of the copy came: the window goes on */
+void cfs_young_end(chatfs *fs, conv *c); /* a message is on its way: the conversation is in use */
+/* the thread that made c looked at it (a read, a listing): it sees turns/ from now on */
+void cfs_maker_looked(conv *c, uint32_t tid);
+/* unlink of a conversation's own file: hidden from that thread until it creates it again */
+void cfs_hide(chatfs *fs, uint32_t tid, const conv *c, int sub);
+int cfs_hidden(chatfs *fs, uint32_t tid, const conv *c, int sub);
+int cfs_unhide(chatfs *fs, uint32_t tid, const conv *c, int sub); /* 1 when it was hidden */
+/* unlink of turns[from..]: kept for a moment so that the same thread creating turn
+ * `from` again gets them back (1) */
+void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from);
+int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user);
+/* appends the waiting turns whose turn has come */
+void cfs_adopt_pending(chatfs *fs, conv *c);
+void cfs_copyin_forget(chatfs *fs, int64_t conv_id); /* the conversation is gone */
+void cfs_copyin_free(chatfs *fs);
 
 /* ---- chatfs.c ---- */
 
@@ -266,14 +293,21 @@ char *cfs_stats_text(chatfs *fs, size_t *len);
 
 /* README, stats.json, reply, transcript.md, status, error: they only show state */
 int cfs_is_derived(int kind);
+/* how a write reached a file: through an existing file (an edit), a turn created by its
+ * writer (filled, nothing generated), or a copy tool's create over an existing file (a
+ * turn must stay as it is) */
+enum { COMMIT_EDIT = 0, COMMIT_NEW_TURN = 1, COMMIT_COPY = 2 };
 /* data written to (or renamed onto) a file node; fs->mu held */
-int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len);
+int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len);
 /* the checks fs_write makes at each write (final 0), so errors come back at write(2) */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len);
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
+/* An import only adds turns after the ones c has: -1 when it can, else (with the reason
+ * in c's error file) the index of the first turn it would change. */
+int cfs_import_conflict(conv *c, const import *im);
 void cfs_import_free(import *im);
 
 #endif

@@ -65,16 +65,25 @@ static void save_one_turn(chatfs *fs, conv *c, int k) {
         cfs_set_error(c, "%s", err);
 }
 
-/* A turn file written through a handle that opened the existing turn. */
-static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int created) {
+/* A turn file written: edited through the existing turn, filled as a new one, or
+ * written by a copy tool that created it over the existing one (how). */
+static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int how) {
     if (k >= c->n_turns) return -ENOENT;
     if (cfs_busy(c)) return -EBUSY;
     len = cfs_strip_newline(text, len);
     turn *t = &c->turns[k];
-    if (!created && t->len == len && !memcmp(t->text, text, len)) return 0; /* unchanged: nothing happens */
+    int same = t->len == len && !memcmp(t->text, text, len);
+    if (how != COMMIT_NEW_TURN && same) return 0; /* unchanged: nothing happens */
+    if (how == COMMIT_COPY) { /* a copy never rewrites the history (tar over a conversation) */
+        char name[64];
+        cfs_turn_name(c, k, name, sizeof name);
+        cfs_set_error(c, "turns/%s: a copy differs from this turn, which stays; copy into a new conversation instead",
+                      name);
+        return -EPERM;
+    }
     int rc = set_turn_text(t, text, len);
     if (rc) return rc;
-    if (created || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
+    if (how == COMMIT_NEW_TURN || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
         save_one_turn(fs, c, k);
         cfs_reset_reply(c);
         return 0;
@@ -164,7 +173,10 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             break;
         }
         const char *r = role->valuestring;
-        if (!strcmp(r, "system") || !strcmp(r, "developer")) append_merged(&im->system, &sys_len, body);
+        if (!strcmp(r, "system") || !strcmp(r, "developer")) {
+            append_merged(&im->system, &sys_len, body);
+            im->has_system = 1;
+        }
         else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
             int user = r[0] == 'u';
             if (im->n && im->turns[im->n - 1].user == user) {
@@ -188,6 +200,23 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
     return rc;
 }
 
+int cfs_import_conflict(conv *c, const import *im) {
+    for (int i = 0; i < im->n && i < c->n_turns; i++) {
+        const turn *a = &c->turns[i], *b = &im->turns[i];
+        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len)) continue;
+        char name[64];
+        cfs_turn_name(c, i, name, sizeof name);
+        cfs_set_error(c, "messages.json: the import differs from turns/%s; an import only adds turns after the ones "
+                      "the conversation has (edit a turn's file to change it, remove turns/ to replace the history)",
+                      name);
+        return i;
+    }
+    return -1;
+}
+
+/* messages.json written: the turns it has beyond the conversation's are added, and its
+ * system prompt (if it has one) replaces the conversation's. It never drops or changes
+ * a turn: a copy of an older backup brings nothing new. */
 static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     if (cfs_busy(c)) return -EBUSY;
     import im;
@@ -197,17 +226,26 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
         cfs_set_error(c, "%s", err);
         return -EINVAL;
     }
-    cfs_turns_truncate(c, 0);
-    for (int i = 0; i < im.n; i++)
+    if (cfs_import_conflict(c, &im) >= 0) {
+        cfs_import_free(&im);
+        return -EPERM;
+    }
+    int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
+    for (int i = from; i < im.n; i++)
         if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
-    free(c->system);
-    c->system = im.system;
-    im.system = NULL;
+    if (with_system) {
+        free(c->system);
+        c->system = im.system;
+        im.system = NULL;
+        c->mtime_system = cfs_now_ns();
+    }
     cfs_import_free(&im);
-    c->mtime = c->mtime_system = cfs_now_ns();
+    if (c->n_turns == from && !with_system) return 0; /* nothing new */
+    c->mtime = cfs_now_ns();
     c->state = ST_IDLE;
-    cfs_save_turns(fs, c, 0, 1);
+    cfs_save_turns(fs, c, from, with_system);
     cfs_reset_reply(c);
+    cfs_adopt_pending(fs, c);
     fs->n_imports++;
     return 0;
 }
@@ -321,7 +359,7 @@ int cfs_is_derived(int kind) {
 }
 
 /* data written to (or renamed onto) a file node; fs->mu held */
-int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len) {
+int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
     conv *c = nd->c;
     if (c && c->deleted) return -ENOENT;
     int rc = 0;
@@ -332,7 +370,7 @@ int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t
     case K_GSETTINGS: return cfs_set_settings(fs, NULL, data, len, 1);
     case K_MESSAGES: rc = do_import(fs, c, data, len); break;
     case K_CTL: rc = cfs_run_ctl(fs, c, data, len, 1); break;
-    case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, created); break;
+    case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, how); break;
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
     if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) cfs_clear_error(c);

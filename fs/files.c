@@ -23,11 +23,16 @@ static int buffered(int kind) {
            kind == K_CTL || kind == K_TURN;
 }
 
-static int open_node(chatfs *fs, const node *nd, int flags, int created, int discard, fs_handle **out) {
+static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard, fs_handle **out) {
     int wr = (flags & O_ACCMODE) != O_RDONLY;
     if (cfs_is_dir_kind(nd->kind)) return -EISDIR;
     if (wr && !discard) {
-        if (cfs_is_derived(nd->kind)) return -EACCES;
+        if (cfs_is_derived(nd->kind)) {
+            if (nd->c)
+                cfs_set_error(nd->c, "%s is read-only: it shows the conversation (a copy onto a conversation in use "
+                              "brings only its system prompt, settings and new turns)", cfs_kind_name(nd->kind));
+            return -EACCES;
+        }
         if (nd->c && cfs_busy(nd->c) && (nd->kind == K_MESSAGE || nd->kind == K_TURN || nd->kind == K_MESSAGES)) {
             cfs_set_error(nd->c, "a reply is being generated: wait for it or write 'stop' to ctl");
             return -EBUSY;
@@ -42,7 +47,7 @@ static int open_node(chatfs *fs, const node *nd, int flags, int created, int dis
     h->flags = flags;
     h->wr = wr;
     h->discard = discard;
-    h->created = created;
+    h->how = how;
     if (h->c) h->c->refs++;
     if (nd->kind == K_REPLY) {
         h->s = nd->c->reply;
@@ -71,7 +76,11 @@ int fs_open(chatfs *fs, uint32_t tid, uint64_t ino, int flags, fs_handle **h) {
     pthread_mutex_lock(&fs->mu);
     node nd;
     int rc = cfs_resolve(fs, ino, &nd);
-    if (!rc) rc = open_node(fs, &nd, flags, 0, 0, h);
+    /* a copy (shutil.copytree: O_TRUNC) putting a view in place in a young conversation */
+    int discard = (flags & O_ACCMODE) != O_RDONLY && cfs_is_derived(nd.kind) && cfs_young(nd.c);
+    if (!rc && (flags & O_ACCMODE) == O_RDONLY) cfs_maker_looked(nd.c, tid);
+    if (!rc) rc = open_node(fs, &nd, flags, COMMIT_EDIT, discard, h);
+    if (!rc && discard) cfs_young_touch(nd.c);
     pthread_mutex_unlock(&fs->mu);
     return rc;
 }
@@ -87,20 +96,47 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
         goto out;
     }
     if (cfs_child(fs, 0, &dir, name, &nd) == 0) {
-        int discard = 0;
-        if (dir.kind == K_CONV && nd.kind != K_SCRATCH && cfs_fresh_for(dir.c, tid)) {
-            /* cp -r into a conversation it just made: the views and messages.json (the
-             * turns carry the history) are taken and dropped; the rest imports */
-            discard = cfs_is_derived(nd.kind) || nd.kind == K_MESSAGES;
-        } else if (flags & O_EXCL) {
+        /* A copy tool creating a file that exists: cp in a conversation it just made (it
+         * was shown none of its files), tar after unlinking the name. It gets the file,
+         * empty: a young conversation drops what it writes to the views and imports the
+         * rest; a turn keeps its text (commit.c) */
+        int copy = nd.kind != K_SCRATCH && dir.c &&
+                   (cfs_fresh_for(dir.c, tid) ||
+                    (dir.kind == K_CONV && cfs_unhide(fs, tid, dir.c, (int)(cfs_node_ino(&nd) & ((1u << CONV_SHIFT) - 1)))));
+        if (!copy && (flags & O_EXCL)) {
             rc = -EEXIST;
             goto out;
         }
-        rc = open_node(fs, &nd, flags, 0, discard, h);
+        int discard = copy && cfs_is_derived(nd.kind) && cfs_young(dir.c);
+        rc = open_node(fs, &nd, flags | (copy ? O_TRUNC : 0), copy ? COMMIT_COPY : COMMIT_EDIT, discard, h);
         if (!rc) rc = cfs_attr_of(fs, &nd, out);
+        if (!rc && copy) cfs_young_touch(dir.c);
         goto out;
     }
     int user, idx = dir.kind == K_TURNS ? cfs_parse_turn_name(name, &user) : -1;
+    if (idx >= 0 && cfs_restore_removed(fs, tid, dir.c, idx, user)) {
+        /* tar unlinked this turn to create it again: the turns are back, the copy may
+         * only write what they say */
+        nd = (node){K_TURN, dir.c, idx, NULL};
+        rc = open_node(fs, &nd, flags | O_TRUNC, COMMIT_COPY, 0, h);
+        if (!rc) rc = cfs_attr_of(fs, &nd, out);
+        goto out;
+    }
+    if (idx > (dir.c ? dir.c->n_turns : 0) && cfs_young(dir.c)) {
+        /* a young copy's turn that came before the ones it follows: it waits as a
+         * scratch file until they are there */
+        scratch *s = cfs_scratch_new(fs, parent, name, mode);
+        if (!s) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        s->pending = 1;
+        cfs_young_touch(dir.c);
+        nd = (node){K_SCRATCH, dir.c, 0, s};
+        rc = open_node(fs, &nd, flags, COMMIT_NEW_TURN, 0, h);
+        if (!rc) rc = cfs_attr_of(fs, &nd, out);
+        goto out;
+    }
     if (idx >= 0) { /* a new turn: appended now, filled by the writes */
         conv *c = dir.c;
         if (cfs_busy(c)) rc = -EBUSY;
@@ -111,8 +147,10 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
             cfs_save_turns(fs, c, idx, 0);
             c->mtime = cfs_now_ns();
             nd = (node){K_TURN, c, idx, NULL};
-            rc = open_node(fs, &nd, flags | O_TRUNC, 1, 0, h);
+            rc = open_node(fs, &nd, flags | O_TRUNC, COMMIT_NEW_TURN, 0, h);
             if (!rc) rc = cfs_attr_of(fs, &nd, out);
+            cfs_young_touch(c);
+            cfs_adopt_pending(fs, c);
         }
         goto out;
     }
@@ -123,7 +161,7 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
     }
     cfs_touch_dir(fs, &dir);
     nd = (node){K_SCRATCH, dir.c, 0, s};
-    rc = open_node(fs, &nd, flags, 1, 0, h);
+    rc = open_node(fs, &nd, flags, COMMIT_EDIT, 0, h);
     if (!rc) rc = cfs_attr_of(fs, &nd, out);
 out:
     pthread_mutex_unlock(&fs->mu);
@@ -209,7 +247,14 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     /* refuse where shells look: at write, not at close */
     int v = 0;
     switch (h->kind) {
-    case K_MESSAGE: v = cfs_check_fits(fs, h->c, h->buf, h->len); break;
+    case K_MESSAGE:
+        v = cfs_check_fits(fs, h->c, h->buf, h->len);
+        for (size_t i = 0; !v && i < h->len; i++)
+            if (!strchr(" \t\r\n", h->buf[i])) { /* a message on its way: no copy writes one */
+                cfs_young_end(fs, h->c);
+                break;
+            }
+        break;
     case K_SETTINGS: v = cfs_set_settings(fs, h->c, h->buf, h->len, 0); break;
     case K_GSETTINGS: v = cfs_set_settings(fs, NULL, h->buf, h->len, 0); break;
     case K_CTL: v = cfs_run_ctl(fs, h->c, h->buf, h->len, 0); break;
@@ -217,10 +262,13 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
         import im;
         char err[256];
         if (h->c && cfs_busy(h->c)) v = -EBUSY;
-        else if (cfs_parse_import(h->buf, h->len, &im, err, sizeof err) < 0) {
+        else if ((v = cfs_parse_import(h->buf, h->len, &im, err, sizeof err)) < 0) {
             cfs_set_error(h->c, "%s", err);
             v = -EINVAL;
-        } else cfs_import_free(&im);
+        } else {
+            v = v > 0 && cfs_import_conflict(h->c, &im) >= 0 ? -EPERM : 0;
+            cfs_import_free(&im);
+        }
         break;
     }
     }
@@ -243,10 +291,10 @@ int fs_flush(chatfs *fs, fs_handle *h) {
         h->dirty = 0;
         node nd;
         rc = cfs_resolve(fs, h->ino, &nd);
-        if (!rc) rc = cfs_commit(fs, &nd, h->created, h->buf ? h->buf : "", h->len);
+        if (!rc) rc = cfs_commit(fs, &nd, h->how, h->buf ? h->buf : "", h->len);
         h->committed = 1;
         if (h->kind == K_MESSAGE || h->kind == K_CTL) h->len = 0; /* the next write starts a new message */
-        h->created = 0;
+        if (h->how == COMMIT_NEW_TURN) h->how = COMMIT_EDIT; /* filled: later writes edit it */
     }
     cfs_unlock(fs);
     return rc;
@@ -258,9 +306,13 @@ void fs_release(chatfs *fs, fs_handle *h) {
     if (h->wr && !h->discard && (h->dirty || (h->truncated && !h->written && !h->committed)) &&
         (h->dirty || h->kind == K_SYSTEM || h->kind == K_SETTINGS || h->kind == K_GSETTINGS)) {
         node nd;
-        if (cfs_resolve(fs, h->ino, &nd) == 0) cfs_commit(fs, &nd, h->created, h->buf ? h->buf : "", h->len);
+        if (cfs_resolve(fs, h->ino, &nd) == 0) cfs_commit(fs, &nd, h->how, h->buf ? h->buf : "", h->len);
     }
-    if (h->sc) cfs_scratch_unref(h->sc);
+    if (h->sc) {
+        int pending = h->sc->pending && h->sc->linked;
+        cfs_scratch_unref(h->sc);
+        if (pending && h->c) cfs_adopt_pending(fs, h->c); /* a waiting turn is complete now */
+    }
     cfs_stream_unref(h->s);
     cfs_conv_unref(h->c);
     free(h->buf);

@@ -236,7 +236,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     c->finish = FINISH_NONE;
     cfs_clear_error(c);
     c->mtime_hist = cfs_now_ns();
-    c->fresh_tid = 0;
+    cfs_young_end(fs, c); /* in use: no copy is arriving */
     cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0);
     fs->n_running++;
 

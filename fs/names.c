@@ -73,6 +73,7 @@ conv *cfs_conv_add(chatfs *fs, int64_t id, const char *name) {
 }
 
 void cfs_conv_remove(chatfs *fs, conv *c) {
+    cfs_copyin_forget(fs, c->id);
     for (int i = 0; i < fs->n_convs; i++)
         if (fs->convs[i] == c) {
             memmove(fs->convs + i, fs->convs + i + 1, (fs->n_convs - i - 1) * sizeof *fs->convs);
@@ -96,10 +97,16 @@ int cfs_copier(uint32_t tid) {
     return !strcmp(comm, "cp") || !strcmp(comm, "mv");
 }
 
-int cfs_fresh_for(const conv *c, uint32_t tid) {
-    return c->fresh_tid && c->fresh_tid == tid && cfs_mono_ns() < c->fresh_until;
-}
+int cfs_fresh_for(const conv *c, uint32_t tid) { return c->fresh_tid && c->fresh_tid == tid && cfs_young(c); }
 /* ---- names and nodes ---- */
+
+const char *cfs_kind_name(int kind) {
+    for (int i = 0; i < CFS_N_CONV_FILES; i++)
+        if (cfs_conv_files[i].kind == kind) return cfs_conv_files[i].name;
+    for (int i = 0; i < CFS_N_ROOT_FILES; i++)
+        if (cfs_root_files[i].kind == kind) return cfs_root_files[i].name;
+    return "this file";
+}
 
 uint64_t cfs_conv_ino(const conv *c, int sub) { return ((uint64_t)c->id << CONV_SHIFT) | (uint64_t)sub; }
 int cfs_resolve(chatfs *fs, uint64_t ino, node *nd) {
@@ -229,13 +236,19 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
     } else if (dir->kind == K_CONV) {
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             if (!strcmp(name, cfs_conv_files[i].name)) {
-                if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
-                return out->kind = cfs_conv_files[i].kind, out->c = dir->c, 0;
+                int kind = cfs_conv_files[i].kind;
+                /* cp sees its fresh copy's files as it creates them (turns/ once made) */
+                if (cfs_fresh_for(dir->c, tid) && !(kind == K_TURNS && dir->c->fresh_turns)) return -ENOENT;
+                if (kind == K_TURNS && tid && tid == dir->c->maker_tid && cfs_young(dir->c)) return -ENOENT;
+                if (cfs_hidden(fs, tid, dir->c, cfs_conv_files[i].sub)) return -ENOENT; /* tar put it aside */
+                return out->kind = kind, out->c = dir->c, 0;
             }
     } else if (dir->kind == K_TURNS) {
         int user, idx = cfs_parse_turn_name(name, &user);
-        if (idx >= 0 && idx < dir->c->n_turns && dir->c->turns[idx].user == user)
+        if (idx >= 0 && idx < dir->c->n_turns && dir->c->turns[idx].user == user) {
+            if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_TURN, out->c = dir->c, out->turn = idx, 0;
+        }
     } else return -ENOTDIR;
     scratch *s = cfs_find_scratch(fs, dino, name);
     if (!s) return -ENOENT;

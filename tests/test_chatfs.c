@@ -23,6 +23,9 @@ static fs_store *st;
 static chatfs *fs;
 static char dbpath[256];
 static uint32_t me;
+/* mkdir(1) in a shell: a process of its own (the thread that makes a conversation does
+ * not see its turns/ at once, see fs/copyin.c) */
+#define SHELL_TID 0x7ffffff0u
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -148,7 +151,7 @@ static int count_turns(const char *conv) {
     snprintf(p, sizeof p, "%s/turns", conv);
     fs_dirent *e;
     int n;
-    if (fs_readdir(fs, (uint64_t)ino_of(p), &e, &n)) return -1;
+    if (fs_readdir(fs, me, (uint64_t)ino_of(p), &e, &n)) return -1;
     int k = 0;
     for (int i = 0; i < n; i++) k += e[i].name[0] >= '0' && e[i].name[0] <= '9';
     fs_dirents_free(e, n);
@@ -165,15 +168,15 @@ static const char *reply_to(const char *msg, int n) {
 
 static void test_basics(void) {
     fs_attr a;
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == 0, "mkdir");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == -EEXIST, "mkdir twice");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "bad\001", &a) == -EINVAL, "control character");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a", &a) == 0, "mkdir");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a", &a) == -EEXIST, "mkdir twice");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "bad\001", &a) == -EINVAL, "control character");
     char longname[300];
     memset(longname, 'x', 256);
     longname[256] = 0;
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a/b", &a) == -EINVAL, "slash");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "tmp", &a) == 0, "mkdir tmp");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a/b", &a) == -EINVAL, "slash");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "tmp", &a) == 0, "mkdir tmp");
     CHECK(fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "x/y", 0) == -EINVAL &&
               fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "bad\033", 0) == -EINVAL &&
               fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, longname, 0) == -EINVAL,
@@ -194,13 +197,20 @@ static void test_basics(void) {
     /* derived files refuse writers; unlink of a conversation file is a no-op */
     fs_handle *h;
     CHECK(fs_open(fs, me, (uint64_t)ino_of("a/reply"), O_WRONLY, &h) == -EACCES, "reply read-only");
-    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("a"), "status") == 0 && ino_of("a/status") > 0, "unlink view");
+    /* (tar: O_EXCL fails, unlink, create again) the unlinker does not see it until it creates it */
+    uint64_t adir = (uint64_t)ino_of("a");
+    CHECK(fs_unlink(fs, me, adir, "status") == 0 && ino_of("a/status") == -ENOENT &&
+              fs_lookup(fs, SHELL_TID, adir, "status", &a) == 0,
+          "unlink view: hidden from the unlinker only");
+    CHECK(fs_create(fs, me, adir, "status", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EACCES &&
+              ino_of("a/status") > 0,
+          "created again: a view of a conversation in use refuses writers, and is back");
     CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "a") == -ENOTEMPTY, "rmdir with turns");
 }
 
 static void test_writes_and_errors(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "w", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "w", &a);
     /* several writes, one flush: one message; a second flush with nothing new: nothing */
     fs_handle *h;
     CHECK(fs_open(fs, me, (uint64_t)ino_of("w/message"), O_WRONLY | O_TRUNC, &h) == 0, "open");
@@ -265,7 +275,7 @@ static void test_writes_and_errors(void) {
 /* vim 9 with defaults, as traced in fuse-interface.md section 2.7 */
 static void test_vim_sequence(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "v", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "v", &a);
     uint64_t dir = (uint64_t)ino_of("v");
     fs_handle *swp, *h;
     CHECK(fs_create(fs, me, dir, ".message.swp", 0600, O_RDWR | O_CREAT | O_EXCL, &swp, &a) == 0, "swap file");
@@ -318,7 +328,7 @@ static void test_vim_sequence(void) {
 
 static void test_import(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "i", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "i", &a);
     CHECK(echo_to("i/messages.json",
                   "[{\"role\":\"developer\",\"content\":\"A\"},{\"role\":\"user\",\"content\":\"u1\"},"
                   "{\"role\":\"system\",\"content\":\"B\"},{\"role\":\"user\",\"content\":\"u2\"},"
@@ -339,9 +349,20 @@ static void test_import(void) {
               text_is("i/error", "messages.json: text after the JSON array\n"),
           "text after the array");
     CHECK(count_turns("i") == 2, "unchanged");
-    CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 0 && text_is("i/system", ""), "clear");
-    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 && count_turns("i") == 1,
-          "whitespace after the array");
+    /* an import adds turns after the ones there; it never drops or changes one */
+    CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 2 && text_is("i/system", "A\n\nB\n"),
+          "an empty import changes nothing");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]") == -EPERM && count_turns("i") == 2 &&
+              text_is("i/turns/001-user.md", "u1\n\nu2\n"),
+          "an import that differs is refused at the write");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u1\\n\\nu2\"},{\"role\":\"assistant\","
+                                     "\"content\":\"r\"},{\"role\":\"user\",\"content\":\"more\"}]\n \n") == 0 &&
+              count_turns("i") == 3 && text_is("i/turns/003-user.md", "more\n") && text_is("i/system", "A\n\nB\n"),
+          "an import that goes on adds its turns; without a system message the system prompt stays");
+    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("i/turns"), "001-user.md") == 0 && count_turns("i") == 0 &&
+              echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 &&
+              count_turns("i") == 1,
+          "removing the turns, then importing, replaces a history (whitespace after the array)");
 }
 
 /* cp -r a b: cp makes b, then creates each file with O_EXCL */
@@ -369,12 +390,66 @@ static void test_cp_fresh(void) {
     fs_flush(fs, h);
     fs_release(fs, h);
     prctl(PR_SET_NAME, old);
+    uint32_t cp_tid = me;
+    me = SHELL_TID; /* someone else looks */
     CHECK(text_is("copy/system", "copied\n") && text_is("copy/reply", "") && count_turns("copy") == 1, "imported");
     CHECK(text_is("copy/status", "idle\n"), "no generation");
+    me = cp_tid;
     /* others see everything at once */
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "plain", &a) == 0 && ino_of("plain/reply") > 0, "not hidden");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "plain", &a) == 0 && ino_of("plain/reply") > 0, "not hidden");
     CHECK(fs_create(fs, me, (uint64_t)ino_of("plain"), "reply", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EEXIST,
           "O_EXCL");
+}
+
+/* a file created by a copy tool: open(O_CREAT | flags), the text, flush, close; the first error */
+static int create_write(uint64_t dir, const char *name, int flags, const char *text) {
+    fs_handle *h;
+    fs_attr a;
+    int rc = fs_create(fs, me, dir, name, 0644, O_WRONLY | O_CREAT | flags, &h, &a);
+    if (rc) return rc;
+    ssize_t n = fs_write(fs, h, 0, text, strlen(text));
+    rc = n < 0 ? (int)n : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+/* what the copy tools do (fs/copyin.c): shutil.copytree, tar -xf */
+static void test_copy_tools(void) {
+    fs_attr a;
+    /* copytree: the thread that made the conversation makes turns/ too (os.makedirs) */
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "ct", &a) == 0, "copytree's mkdir");
+    uint64_t cd = (uint64_t)ino_of("ct");
+    CHECK(ino_of("ct/turns") == -ENOENT && fs_mkdir(fs, me, cd, "turns", &a) == 0 && ino_of("ct/turns") > 0,
+          "turns/ is made by its maker, then it is there");
+    uint64_t td = (uint64_t)ino_of("ct/turns");
+    /* turns in the source's directory order: 003 waits for 001 and 002 */
+    CHECK(create_write(td, "003-user.md", O_TRUNC, "third\n") == 0 && text_is("ct/messages.json", "[]\n") &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "a turn that waits: listed, not history yet");
+    CHECK(create_write(td, "001-user.md", O_TRUNC, "first\n") == 0 &&
+              text_is("ct/messages.json", "[\n  {\"role\": \"user\", \"content\": \"first\"}\n]\n"),
+          "the first");
+    CHECK(create_write(td, "002-assistant.md", O_TRUNC, "second\n") == 0 && count_turns("ct") == 3 &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "the waiting turn joins once the turns before it are there");
+    CHECK(echo_to("ct/reply", "copied reply\n") == 0 && text_is("ct/reply", "second\n"), "a view dropped in a copy");
+    CHECK(text_is("ct/status", "idle\n"), "a copy generates nothing");
+    /* tar over it: O_EXCL fails, unlink (the turn and the later ones go), create again
+     * (they are back), write what they say */
+    fs_handle *h;
+    CHECK(fs_create(fs, me, td, "002-assistant.md", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EEXIST, "O_EXCL");
+    CHECK(fs_unlink(fs, me, td, "002-assistant.md") == 0 && count_turns("ct") == 1, "unlink takes 002 and 003");
+    CHECK(create_write(td, "002-assistant.md", O_EXCL, "second\n") == 0 && count_turns("ct") == 3 &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "created again by the same thread: back");
+    CHECK(fs_unlink(fs, me, td, "002-assistant.md") == 0 &&
+              create_write(td, "002-assistant.md", O_EXCL, "other\n") == -EPERM && count_turns("ct") == 3 &&
+              text_is("ct/turns/002-assistant.md", "second\n"),
+          "a copy that differs is refused and the turn stays");
+    CHECK(fs_unlink(fs, SHELL_TID, td, "003-user.md") == 0 && count_turns("ct") == 2 &&
+              create_write(td, "003-user.md", O_EXCL, "new\n") == 0 && text_is("ct/turns/003-user.md", "new\n"),
+          "another thread's unlink is not taken back: the create is a new turn");
+    CHECK(fs_rmdir(fs, SHELL_TID, FS_ROOT_INO, "ct") == -ENOTEMPTY, "still there");
 }
 
 static void test_persistence(void) {
@@ -408,7 +483,7 @@ static void *reader(void *arg) {
 
 static void test_concurrency(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "r", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "r", &a);
     echo_to("r/message", "streams #tokens=60 #delay=1");
     pthread_t t[4];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, reader, NULL);
@@ -445,7 +520,7 @@ static void test_soak(void) {
         fs_handle *h;
         int rc;
         switch (rand_r(&seed) % 9) {
-        case 0: fs_mkdir(fs, me, p1, leaf, &a); break;
+        case 0: fs_mkdir(fs, SHELL_TID, p1, leaf, &a); break;
         case 1: echo_to(n1, tx); break;
         case 2: free(cat(n1, &rc)); break;
         case 3: fs_unlink(fs, me, p1, leaf); break;
@@ -468,7 +543,7 @@ static void test_soak(void) {
         case 7: {
             fs_dirent *e;
             int n;
-            if (fs_readdir(fs, p1, &e, &n) == 0) fs_dirents_free(e, n);
+            if (fs_readdir(fs, me, p1, &e, &n) == 0) fs_dirents_free(e, n);
             break;
         }
         case 8: fs_symlink(fs, me, "target", p1, leaf, &a); break;
@@ -488,6 +563,7 @@ int main(void) {
     test_vim_sequence();
     test_import();
     test_cp_fresh();
+    test_copy_tools();
     test_persistence();
     test_concurrency();
     test_soak();

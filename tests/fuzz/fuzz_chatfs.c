@@ -22,6 +22,7 @@
  *   oSF TEXT TEXT written over F from offset 0, closed without a flush
  *   kSF TEXT vim: open, ftruncate, the writes, chmod, flush, close
  *   vSF TEXT an editor's temporary file with TEXT renamed onto F
+ *   xSF TEXT tar -xf: create F with O_EXCL; on EEXIST unlink it and create it again
  *   tSF N    truncate F to N bytes              uSF      rm F
  *   bSF      mv F F~                            lSF      ln -s target F
  *   cSF      cat F                              C        cat and ls everything (also at the end)
@@ -312,7 +313,7 @@ static void check(uint64_t ino, int depth);
 static void check_dir(uint64_t ino, int depth) {
     fs_dirent *e;
     int n;
-    if (fs_readdir(fs, ino, &e, &n)) return;
+    if (fs_readdir(fs, 0, ino, &e, &n)) return;
     CHECK(n >= 2 && e[0].ino == ino);
     for (int i = 2; i < n; i++) {
         fs_attr a;
@@ -359,7 +360,7 @@ static int rm_r(int k) {
     fs_dirent *e;
     int n;
     int rc = fs_lookup(fs, tid, FS_ROOT_INO, slot[k], &conv);
-    if (rc || (rc = fs_readdir(fs, conv.ino, &e, &n))) return rc;
+    if (rc || (rc = fs_readdir(fs, tid, conv.ino, &e, &n))) return rc;
     for (int i = 2; i < n; i++) {
         if (strcmp(e[i].name, "turns")) {
             fs_unlink(fs, tid, conv.ino, e[i].name);
@@ -367,7 +368,7 @@ static int rm_r(int k) {
         }
         fs_dirent *t;
         int m;
-        if (fs_lookup(fs, tid, conv.ino, "turns", &turns) || fs_readdir(fs, turns.ino, &t, &m)) continue;
+        if (fs_lookup(fs, tid, conv.ino, "turns", &turns) || fs_readdir(fs, tid, turns.ino, &t, &m)) continue;
         for (int j = 2; j < m; j++) fs_unlink(fs, tid, turns.ino, t[j].name);
         fs_dirents_free(t, m);
         fs_rmdir(fs, tid, conv.ino, "turns");
@@ -412,6 +413,17 @@ static int run(int op, const int *x, const text *t) {
     case 'a':
     case 'o':
     case 'k': return write_file(op, k, f, t);
+    case 'x': /* tar -xf: O_EXCL, and on EEXIST unlink and create again (tar loops on it) */
+        if ((dir = locate(k, f, leaf, sizeof leaf)) < 0) return (int)dir;
+        for (int tries = 0; (rc = fs_create(fs, tid, (uint64_t)dir, leaf, 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a)) ==
+                                -EEXIST && tries < 3;
+             tries++)
+            if (fs_unlink(fs, tid, (uint64_t)dir, leaf)) break;
+        if (rc) return rc;
+        rc = put(h, t, &off);
+        int fl = fs_flush(fs, h);
+        fs_release(fs, h);
+        return rc ? rc : fl;
     case 'v':
         if ((dir = locate(k, f, leaf, sizeof leaf)) < 0) return (int)dir;
         snprintf(other, sizeof other, ".%s.tmp", leaf);
@@ -475,7 +487,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     for (const uint8_t *p = data, *end = data + size, *line = p; p < end; line = p) {
         int op = *p++, x[3] = {0, 0, 0};
-        int n = !op ? 0 : strchr("mMnNdDiHFYX", op) ? 1 : strchr("waokvtublc", op) ? 2 : op == 'O' ? 3 : 0;
+        int n = !op ? 0 : strchr("mMnNdDiHFYX", op) ? 1 : strchr("waokvtublcx", op) ? 2 : op == 'O' ? 3 : 0;
         for (int i = 0; i < n; i++) x[i] = arg(&p, end);
         text t;
         rest(&p, end, &t);
