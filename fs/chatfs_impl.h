@@ -162,6 +162,7 @@ struct fs_handle {
     char *buf;    /* what a writer wrote, committed at flush */
     size_t len, cap;
     int dirty, truncated, written, committed;
+    size_t checked; /* buf[0..checked) is known to be whole UTF-8 characters (fs_write) */
     stream *s;    /* K_REPLY: the reply this handle reads */
     off_t pos;    /* where the last read ended */
     scratch *sc;
@@ -237,6 +238,20 @@ int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user);
 void cfs_adopt_pending(chatfs *fs, conv *c);
 void cfs_copyin_forget(chatfs *fs, int64_t conv_id); /* the conversation is gone */
 void cfs_copyin_free(chatfs *fs);
+
+/* ---- text.c: UTF-8 without NUL; BOM and CRLF normalised ---- */
+
+/* the longest prefix of s[0..n) made of whole UTF-8 characters; *bad when what follows
+ * is not UTF-8 (or a NUL) rather than a character cut short */
+size_t cfs_utf8_valid_prefix(const char *s, size_t n, int *bad);
+/* 0, or -EINVAL with the reason in c's error file (c may be NULL): what names the file */
+int cfs_check_text(conv *c, const char *what, const char *s, size_t n);
+int cfs_json_has_nul(const char *s, size_t n); /* a \u0000 escape */
+size_t cfs_skip_bom(const char *s, size_t n); /* 3 when s starts with a byte-order mark */
+/* without a leading byte-order mark and with CRLF as LF; malloc'd, NUL-terminated */
+char *cfs_normalise(const char *s, size_t n, size_t *out_len);
+/* every byte that is not part of a UTF-8 character (or is a NUL) as U+FFFD; malloc'd */
+char *cfs_utf8_repair(const char *s, size_t n, size_t *out_len);
 
 /* ---- chatfs.c ---- */
 

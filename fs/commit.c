@@ -117,6 +117,12 @@ static void append_merged(char **dst, size_t *dlen, const char *s) {
  * 1: done; 0: not complete JSON yet; -1: invalid (reason in err). */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
+    size_t bom = cfs_skip_bom(text, len);
+    text += bom, len -= bom;
+    if (cfs_json_has_nul(text, len)) { /* cJSON would end the string there */
+        snprintf(err, errlen, "messages.json: a \\u0000 (NUL) in a string (text only)");
+        return -1;
+    }
     const char *end = NULL;
     cJSON *a = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!a) {
@@ -172,6 +178,11 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             free(body);
             break;
         }
+        size_t norm_len; /* CRLF in a message is a line end, as in the files */
+        char *norm = cfs_normalise(body, blen, &norm_len);
+        free(body);
+        if (!(body = norm)) break;
+        blen = norm_len;
         const char *r = role->valuestring;
         if (!strcmp(r, "system") || !strcmp(r, "developer")) {
             append_merged(&im->system, &sys_len, body);
@@ -267,6 +278,8 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     conv_settings st, builtin;
     char err[400];
+    size_t bom = cfs_skip_bom(text, len);
+    text += bom, len -= bom;
     settings_builtin(&builtin);
     int rc = blank(text, len) ? settings_parse("{}", 2, c ? &fs->defaults : &builtin, &st, err, sizeof err)
                               : settings_parse(text, len, c ? &fs->defaults : &builtin, &st, err, sizeof err);
@@ -358,10 +371,9 @@ int cfs_is_derived(int kind) {
            kind == K_ERROR;
 }
 
-/* data written to (or renamed onto) a file node; fs->mu held */
-int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
+/* what a finished write does to a file node, the text checked and normalised */
+static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
     conv *c = nd->c;
-    if (c && c->deleted) return -ENOENT;
     int rc = 0;
     switch (nd->kind) {
     case K_MESSAGE: rc = send_message(fs, c, data, len); break;
@@ -374,5 +386,28 @@ int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
     if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) cfs_clear_error(c);
+    return rc;
+}
+
+/* data written to (or renamed onto) a file node; fs->mu held */
+int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
+    conv *c = nd->c;
+    if (c && c->deleted) return -ENOENT;
+    if (cfs_is_derived(nd->kind) || nd->kind == K_SCRATCH || cfs_is_dir_kind(nd->kind))
+        return apply(fs, nd, how, data, len);
+    char what[64];
+    if (nd->kind == K_TURN && nd->turn < c->n_turns) {
+        snprintf(what, sizeof what, "turns/");
+        cfs_turn_name(c, nd->turn, what + 6, sizeof what - 6);
+    } else snprintf(what, sizeof what, "%s", cfs_kind_name(nd->kind));
+    int rc = cfs_check_text(c, what, data, len); /* UTF-8 without NUL */
+    if (rc || (nd->kind != K_MESSAGE && nd->kind != K_SYSTEM && nd->kind != K_TURN))
+        return rc ? rc : apply(fs, nd, how, data, len);
+    /* what editors add (a byte-order mark, CRLF) is not part of the text */
+    size_t n;
+    char *norm = cfs_normalise(data, len, &n);
+    if (!norm) return -ENOMEM;
+    rc = apply(fs, nd, how, norm, n);
+    free(norm);
     return rc;
 }

@@ -203,8 +203,14 @@ void cfs_adopt_pending(chatfs *fs, conv *c) {
                 if (t->len != len || memcmp(t->text, s->data, len))
                     cfs_set_error(c, "turns/%s: the copy's turn differs from the conversation's, which stays",
                                   s->name);
-            } else {
-                if (cfs_turn_push(c, user, s->data ? s->data : "", len, 1, s->mtime)) return;
+            } else if (!cfs_check_text(c, s->name, s->data ? s->data : "", len)) { /* else dropped */
+                size_t n;
+                char *text = cfs_normalise(s->data ? s->data : "", len, &n);
+                if (!text || cfs_turn_push(c, user, text, n, 1, s->mtime)) {
+                    free(text);
+                    return;
+                }
+                free(text);
                 cfs_save_turns(fs, c, idx, 0);
                 cfs_reset_reply(c);
             }

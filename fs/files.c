@@ -246,7 +246,20 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     h->written = 1; /* even when refused below: then release must not commit a truncation */
     /* refuse where shells look: at write, not at close */
     int v = 0;
-    switch (h->kind) {
+    { /* text only; a character cut short at the end may still be completed */
+        int bad;
+        if ((size_t)off < h->checked) h->checked = (size_t)off;
+        h->checked += cfs_utf8_valid_prefix(h->buf + h->checked, h->len - h->checked, &bad);
+        if (bad) {
+            char what[64];
+            if (h->kind == K_TURN && h->c && h->turn < h->c->n_turns) {
+                snprintf(what, sizeof what, "turns/");
+                cfs_turn_name(h->c, h->turn, what + 6, sizeof what - 6);
+            } else snprintf(what, sizeof what, "%s", cfs_kind_name(h->kind));
+            v = cfs_check_text(h->c, what, h->buf, h->len);
+        }
+    }
+    if (!v) switch (h->kind) {
     case K_MESSAGE:
         v = cfs_check_fits(fs, h->c, h->buf, h->len);
         for (size_t i = 0; !v && i < h->len; i++)
@@ -274,6 +287,7 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     }
     if (v) {
         *len = old; /* the refused bytes are not kept */
+        if (h->checked > old) h->checked = old;
         rc = v;
     } else {
         h->dirty = 1;

@@ -68,10 +68,13 @@ static void do_save(chatfs *fs, pending_save *ps) {
     free(ps->text);
 }
 
-static void on_text(void *ud, const char *text, size_t len) {
+static void on_text(void *ud, const char *raw, size_t raw_len) {
     gen *g = ud;
     chatfs *fs = g->fs;
     pending_save ps = {0};
+    size_t len; /* every file stays text (text.c) */
+    char *text = cfs_utf8_repair(raw, raw_len, &len);
+    if (!text) return;
     pthread_mutex_lock(&fs->mu);
     if (!g->detached) {
         conv *c = g->c;
@@ -91,6 +94,7 @@ static void on_text(void *ud, const char *text, size_t len) {
         plan_save(fs, g, 0, &ps);
     }
     pthread_mutex_unlock(&fs->mu);
+    free(text);
     do_save(fs, &ps);
     cfs_notify(fs);
 }

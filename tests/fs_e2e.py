@@ -610,6 +610,29 @@ def test_errors():
         check(sh("mv a %s" % ("x" * 256), cwd=m.mnt)[0] != 0 and os.path.isdir(m.p("a")), "mv to 256 bytes refused")
 
 
+def test_bytes_that_are_not_text():
+    """Issue "Hardening": a NUL or bytes that are not UTF-8 in a message, the system prompt,
+    a turn or messages.json are refused where the shell sees it (write), with the reason
+    in error; a byte-order mark and CRLF from editors are normalised in every view; every
+    view stays valid (messages.json parses)"""
+    with Mount("bytes") as m:
+        os.mkdir(m.p("a"))
+        for f, data in (("message", r"What is\0 up\n"), ("message", r"caf\xe9\n"), ("system", r"sys\0tem\n"),
+                        ("messages.json", r'[{"role": "user", "content": "a\\u0000b"}]\n')):
+            rc, _, err = sh("printf '%s' > a/%s" % (data, f), cwd=m.mnt)
+            check(rc != 0 and "Invalid argument" in err, "%s %r: %d %r" % (f, data, rc, err))
+            check(re.search(r"NUL|not UTF-8", read(m.p("a", "error"))), "the reason: %r" % read(m.p("a", "error")))
+        check(turns(m, "a") == [] and read(m.p("a", "system")) == "", "nothing got in")
+        rc, out, err = sh(r"printf '\xef\xbb\xbfline one\r\nline two\r\n' > a/message && cat a/reply", cwd=m.mnt)
+        check(rc == 0 and out == expected("line one\nline two"), "BOM and CRLF: %r %r" % (out, err))
+        check(read(m.p("a", "turns", "001-user.md")) == "line one\nline two\n", "normalised turn")
+        msgs = json.loads(read(m.p("a", "messages.json")))
+        check(msgs[0]["content"] == "line one\nline two", "normalised in messages.json: %s" % msgs)
+        check("## user\n\nline one\nline two\n" in read(m.p("a", "transcript.md")), "and in transcript.md")
+        rc, _, err = sh(r"printf 'bad \xff' > a/turns/001-user.md", cwd=m.mnt)
+        check(rc != 0 and read(m.p("a", "turns", "001-user.md")) == "line one\nline two\n", "a turn: %r" % err)
+
+
 def test_status_formats():
     """status reads queued, prefill N/M (P%) reused R, generating N tokens X tok/s,
     done N tokens X tok/s reused R/M, idle (the fake engine runs one request at a time)"""

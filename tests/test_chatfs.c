@@ -413,6 +413,57 @@ static int create_write(uint64_t dir, const char *name, int flags, const char *t
     return rc;
 }
 
+/* writes n bytes of text (NULs allowed) as one write through open(O_TRUNC), then flush
+ * and close: the first error */
+static int write_bytes(const char *path, const char *text, size_t n) {
+    int64_t ino = ino_of(path);
+    fs_handle *h;
+    int rc = ino < 0 ? (int)ino : fs_open(fs, me, (uint64_t)ino, O_WRONLY | O_TRUNC, &h);
+    if (rc) return rc;
+    ssize_t w = fs_write(fs, h, 0, text, n);
+    rc = w < 0 ? (int)w : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+/* text only: NULs and bytes that are not UTF-8 are refused at the write with the reason
+ * in error; a byte-order mark and CRLF are normalised in every view */
+static void test_text(void) {
+    fs_attr a;
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "t", &a);
+    CHECK(write_bytes("t/message", "What is\0 up\n", 12) == -EINVAL && count_turns("t") == 0 &&
+              text_is("t/error", "message: a NUL byte at byte 7 (text only)\n"),
+          "a NUL in a message");
+    CHECK(write_bytes("t/message", "bad \xff\n", 6) == -EINVAL && count_turns("t") == 0 &&
+              text_is("t/error", "message: not UTF-8 at byte 4\n"),
+          "not UTF-8");
+    CHECK(write_bytes("t/system", "sys\0tem", 7) == -EINVAL && text_is("t/system", ""), "a NUL in the system prompt");
+    CHECK(echo_to("t/messages.json", "[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]") == -EINVAL &&
+              count_turns("t") == 0,
+          "a \\u0000 in messages.json");
+    CHECK(echo_to("t/messages.json", "[{\"role\":\"user\",\"content\":\"\xc0\xaf\"}]") == -EINVAL, "an overlong form");
+    /* a character cut between two writes is whole; one cut at the close is not */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("t/system"), O_WRONLY | O_TRUNC, &h) == 0 &&
+              fs_write(fs, h, 0, "caf\xc3", 4) == 4 && fs_write(fs, h, 4, "\xa9", 1) == 1 && fs_flush(fs, h) == 0,
+          "a character cut between writes");
+    fs_release(fs, h);
+    CHECK(text_is("t/system", "caf\xc3\xa9\n"), "café");
+    CHECK(write_bytes("t/system", "cut \xc3", 5) == -EINVAL && text_is("t/system", "caf\xc3\xa9\n"),
+          "a character cut at the close");
+    /* editors' byte-order mark and CRLF */
+    CHECK(echo_to("t/message", "\xef\xbb\xbfline one\r\nline two\r\n") == 0, "BOM and CRLF");
+    wait_idle("t");
+    CHECK(text_is("t/turns/001-user.md", "line one\nline two\n"), "normalised in the turn");
+    int rc;
+    char *m = cat("t/messages.json", &rc), *tr = cat("t/transcript.md", &rc);
+    CHECK(m && strstr(m, "\"line one\\nline two\"") != NULL, "and in messages.json: %s", m ? m : "");
+    CHECK(tr && strstr(tr, "## user\n\nline one\nline two\n\n## assistant"), "and in transcript.md");
+    free(m);
+    free(tr);
+    CHECK(echo_to("t/settings.json", "\xef\xbb\xbf{\"seed\": 5}") == 0, "a BOM before settings.json");
+}
+
 /* what the copy tools do (fs/copyin.c): shutil.copytree, tar -xf */
 static void test_copy_tools(void) {
     fs_attr a;
@@ -564,6 +615,7 @@ int main(void) {
     test_import();
     test_cp_fresh();
     test_copy_tools();
+    test_text();
     test_persistence();
     test_concurrency();
     test_soak();
