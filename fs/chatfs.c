@@ -295,6 +295,7 @@ int fs_symlink(chatfs *fs, uint32_t tid, const char *target, uint64_t parent, co
     if (!rc && cfs_child(fs, 0, &dir, name, &nd) == 0) rc = -EEXIST;
     else if (!rc && !cfs_can_hold_scratch(&dir)) rc = -ENOTDIR;
     else if (!rc && dir.kind == K_TURNS && cfs_parse_turn_name(name, &user) >= 0) rc = -EPERM; /* a later turn's name */
+    else if (!rc && !cfs_scratch_name_ok(name)) rc = cfs_scratch_refuse(dir.c, name);
     scratch *s = NULL;
     if (!rc && !(s = cfs_scratch_new(fs, cfs_node_ino(&dir), name, 0777))) rc = -ENOMEM;
     if (!rc) {
@@ -402,7 +403,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
                     }
                 }
             } else {
-                rc = 0;
+                rc = cfs_scratch_name_ok(newname) ? 0 : cfs_scratch_refuse(ndir.c, newname);
             }
             if (!rc && (idx < 0 || pending)) {
                 s->pending = waits = pending;
@@ -429,12 +430,16 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
         rc = -EPERM;
         goto out;
     }
+    if (!exists && !cfs_scratch_name_ok(newname)) {
+        rc = cfs_scratch_refuse(ndir.c, newname);
+        goto out;
+    }
     sbuf b = {0};
     if (src.kind == K_STATS) rc = -EPERM;
     else rc = cfs_render(fs, &src, &b);
     if (!rc) {
         scratch *s = exists ? dst.sc : cfs_scratch_new(fs, newparent, newname, 0644);
-        rc = s ? cfs_scratch_set(s, b.p ? b.p : "", b.len) : -ENOMEM;
+        rc = s ? cfs_scratch_set(fs, s, b.p ? b.p : "", b.len) : -ENOMEM;
         cfs_touch_dir(fs, &ndir);
     }
     free(b.p);

@@ -28,6 +28,7 @@
 #include "fs/settings.h"
 
 #define MAX_BUFFER (64u << 20)    /* most bytes one write handle or scratch file holds */
+#define SCRATCH_CAP (64u << 20)   /* most bytes all scratch files together hold */
 
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
@@ -214,7 +215,14 @@ scratch *cfs_find_scratch(chatfs *fs, uint64_t parent, const char *name);
 scratch *cfs_scratch_new(chatfs *fs, uint64_t parent, const char *name, uint32_t mode);
 void cfs_scratch_unref(scratch *s);
 void cfs_scratch_unlink(chatfs *fs, scratch *s);
-int cfs_scratch_set(scratch *s, const char *data, size_t len);
+int cfs_scratch_set(chatfs *fs, scratch *s, const char *data, size_t len);
+/* 1 when name follows an editor's or a tool's scratch pattern (.f.swp, f~, #f#, 4913,
+ * .f.XXXXXX, sedXXXXXX, f.tmp ...) */
+int cfs_scratch_name_ok(const char *name);
+/* -EPERM, with the reason in c's error file (c may be NULL) */
+int cfs_scratch_refuse(conv *c, const char *name);
+/* 0 when s may hold new_len bytes within SCRATCH_CAP (all scratch files), else -ENOSPC */
+int cfs_scratch_room(chatfs *fs, const scratch *s, size_t new_len);
 int cfs_has_scratch(chatfs *fs, uint64_t dir);
 int cfs_can_hold_scratch(const node *dir);
 

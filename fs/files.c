@@ -154,6 +154,10 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
         }
         goto out;
     }
+    if (!cfs_scratch_name_ok(name)) {
+        rc = cfs_scratch_refuse(dir.c, name);
+        goto out;
+    }
     scratch *s = cfs_scratch_new(fs, parent, name, mode);
     if (!s) {
         rc = -ENOMEM;
@@ -230,6 +234,11 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     else data = &h->buf, len = &h->len, cap = &h->cap;
     if (h->flags & O_APPEND) off = (off_t)*len; /* appends land at the end of what this handle has */
     size_t old = *len;
+    if (h->kind == K_SCRATCH && (size_t)off + size > old && cfs_scratch_room(fs, h->sc, (size_t)off + size)) {
+        if (h->c) cfs_set_error(h->c, "%s: scratch files hold %u MiB in all", h->sc->name, SCRATCH_CAP >> 20);
+        rc = -ENOSPC;
+        goto out;
+    }
     int e = cfs_reserve(data, cap, (size_t)off + size + 1);
     if (e) {
         if (h->c && e == -EFBIG) cfs_set_error(h->c, "more than %u MiB written at once", MAX_BUFFER >> 20);
@@ -343,7 +352,8 @@ int fs_setattr(chatfs *fs, uint32_t tid, uint64_t ino, fs_handle *h, const fs_se
         scratch *s = nd.sc;
         if (in->valid & FS_SET_MODE) s->mode = in->mode & 07777;
         if (in->valid & FS_SET_MTIME) s->mtime = in->mtime_ns;
-        if ((in->valid & FS_SET_SIZE) && !(rc = cfs_reserve(&s->data, &s->cap, in->size + 1))) {
+        if ((in->valid & FS_SET_SIZE) && in->size > s->len && cfs_scratch_room(fs, s, in->size)) rc = -ENOSPC;
+        else if ((in->valid & FS_SET_SIZE) && !(rc = cfs_reserve(&s->data, &s->cap, in->size + 1))) {
             if (in->size > s->len) memset(s->data + s->len, 0, in->size - s->len);
             s->len = in->size;
             if (!(in->valid & FS_SET_MTIME)) s->mtime = cfs_now_ns();

@@ -198,8 +198,9 @@ char *cfs_stats_text(chatfs *fs, size_t *len) {
     cJSON *f = cJSON_AddObjectToObject(o, "filesystem");
     pthread_mutex_lock(&fs->mu);
     int busy_n = 0, scratch_n = 0;
+    size_t scratch_bytes = 0;
     for (int i = 0; i < fs->n_convs; i++) busy_n += cfs_busy(fs->convs[i]);
-    for (scratch *s = fs->scratch; s; s = s->next) scratch_n++;
+    for (scratch *s = fs->scratch; s; s = s->next) scratch_n++, scratch_bytes += s->len;
     cJSON_AddNumberToObject(f, "conversations", fs->n_convs);
     cJSON_AddNumberToObject(f, "generating", busy_n);
     cJSON_AddNumberToObject(f, "messages_sent", (double)fs->n_sent);
@@ -209,6 +210,8 @@ char *cfs_stats_text(chatfs *fs, size_t *len) {
     cJSON_AddNumberToObject(f, "replies_failed", (double)fs->n_failed);
     cJSON_AddNumberToObject(f, "imports", (double)fs->n_imports);
     cJSON_AddNumberToObject(f, "scratch_files", scratch_n);
+    cJSON_AddNumberToObject(f, "scratch_bytes", (double)scratch_bytes);
+    cJSON_AddNumberToObject(f, "scratch_bytes_max", SCRATCH_CAP);
     pthread_mutex_unlock(&fs->mu);
     char *t = cJSON_Print(o);
     cJSON_Delete(o);

@@ -601,6 +601,15 @@ def test_errors():
         # derived files refuse writes outside a copy
         rc, out, err = sh("echo x > a/reply", cwd=m.mnt)
         check(rc != 0 and "Permission denied" in err, "reply is read-only: %r" % err)
+        # scratch files: editors' patterns only, 64 MiB in all
+        rc, out, err = sh("echo x > a/notes.txt", cwd=m.mnt)
+        check(rc != 0 and "Operation not permitted" in err and "notes.txt" in read(m.p("a", "error")),
+              "a file no editor makes: %r" % err)
+        rc, out, err = sh("head -c 40M /dev/zero > a/.one.swp && head -c 40M /dev/zero > a/.two.swp", cwd=m.mnt)
+        check(rc != 0 and "No space left on device" in err, "the scratch cap: %r" % err)
+        st = json.loads(read(m.p("stats.json")))["filesystem"]
+        check(st["scratch_bytes"] <= st["scratch_bytes_max"] == 64 << 20, "stats: %s" % st)
+        check(sh("rm a/.one.swp a/.two.swp", cwd=m.mnt)[0] == 0, "rm scratch")
         # names
         check(sh("mkdir \"$(printf 'bad\\001name')\"", cwd=m.mnt)[0] != 0, "control characters refused")
         check(sh("mkdir %s" % ("x" * 256), cwd=m.mnt)[0] != 0, "256 bytes refused")

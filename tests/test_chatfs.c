@@ -464,6 +464,50 @@ static void test_text(void) {
     CHECK(echo_to("t/settings.json", "\xef\xbb\xbf{\"seed\": 5}") == 0, "a BOM before settings.json");
 }
 
+/* scratch files: editors' patterns only, SCRATCH_CAP (64 MiB) in all */
+static void test_scratch(void) {
+    fs_attr a;
+    fs_handle *h;
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "s", &a);
+    uint64_t d = (uint64_t)ino_of("s");
+    CHECK(fs_create(fs, me, d, "notes.txt", 0644, O_WRONLY | O_CREAT, &h, &a) == -EPERM &&
+              ino_of("s/notes.txt") == -ENOENT,
+          "a name no editor makes");
+    int rc;
+    char *e = cat("s/error", &rc);
+    CHECK(e && strstr(e, "notes.txt: only a conversation's own files and editors' scratch files"), "why: %s", e);
+    free(e);
+    static const char *const ok[] = {".message.swp", "message~", "#message#", "4913", ".system.Ab12Cd", "sedAb12Cd",
+                                     "x.tmp", ".#message"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        CHECK(fs_create(fs, me, d, ok[i], 0644, O_WRONLY | O_CREAT, &h, &a) == 0, "%s", ok[i]);
+        fs_release(fs, h);
+        fs_unlink(fs, me, d, ok[i]);
+    }
+    CHECK(fs_symlink(fs, me, "target", d, "link", &a) == -EPERM, "a symlink named like no editor's");
+    CHECK(fs_rename(fs, me, d, "message", d, "keep", 0) == -EPERM, "a conversation's file renamed to such a name");
+    /* 64 MiB in all */
+    size_t big = 40u << 20;
+    char *buf = calloc(1, big);
+    memset(buf, 'x', big);
+    CHECK(fs_create(fs, me, d, ".one.swp", 0644, O_WRONLY | O_CREAT, &h, &a) == 0 && fs_write(fs, h, 0, buf, big) ==
+              (ssize_t)big, "40 MiB");
+    fs_release(fs, h);
+    CHECK(fs_create(fs, me, d, ".two.swp", 0644, O_WRONLY | O_CREAT, &h, &a) == 0 &&
+              fs_write(fs, h, 0, buf, 20u << 20) == (ssize_t)(20u << 20) &&
+              fs_write(fs, h, 20u << 20, buf, 10u << 20) == -ENOSPC,
+          "70 MiB: ENOSPC");
+    fs_release(fs, h);
+    CHECK(fs_unlink(fs, me, d, ".one.swp") == 0 && fs_create(fs, me, d, ".three.swp", 0644, O_WRONLY | O_CREAT, &h,
+                                                              &a) == 0 &&
+              fs_write(fs, h, 0, buf, 30u << 20) == (ssize_t)(30u << 20),
+          "room again once one is removed");
+    fs_release(fs, h);
+    fs_unlink(fs, me, d, ".two.swp");
+    fs_unlink(fs, me, d, ".three.swp");
+    free(buf);
+}
+
 /* what the copy tools do (fs/copyin.c): shutil.copytree, tar -xf */
 static void test_copy_tools(void) {
     fs_attr a;
@@ -616,6 +660,7 @@ int main(void) {
     test_cp_fresh();
     test_copy_tools();
     test_text();
+    test_scratch();
     test_persistence();
     test_concurrency();
     test_soak();
