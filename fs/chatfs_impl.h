@@ -75,6 +75,10 @@ typedef struct conv {
     uint32_t maker_tid;   /* the thread that made it, which does not see turns/ until it makes it,
                              reads something here or sends (copyin.c) */
     int64_t young_until;  /* the copy window (copyin.c), CLOCK_MONOTONIC; 0: over */
+    struct {
+        uint64_t hash;    /* what a file read as when last looked at (names.c: content_mtime) */
+        int64_t mtime;
+    } seen[K_SCRATCH];
 } conv;
 
 typedef struct gen {

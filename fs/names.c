@@ -166,8 +166,26 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_SETTINGS: return c->mtime_settings;
     case K_TURN: return c->turns[nd->turn].mtime;
     case K_SCRATCH: return nd->sc->mtime;
+    case K_TRANSCRIPT:
+    case K_MESSAGES: return c->mtime_hist > c->mtime_system ? c->mtime_hist : c->mtime_system; /* they show it */
     default: return c->mtime_hist;
     }
+}
+
+/* A conversation's file's modification time moves whenever what it reads as does, so
+ * that rsync's quick check and make see every change: beside the times the operations
+ * keep, each file's last content (a hash) is remembered, and a file found changed is
+ * dated now. The first look (after a mount) takes the kept time, so copies out see the
+ * same times across mounts. */
+static int64_t content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len) {
+    if (kind < 0 || kind >= (int)(sizeof c->seen / sizeof *c->seen)) return kept;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    h ^= len;
+    if (!c->seen[kind].mtime) c->seen[kind].mtime = kept;
+    else if (c->seen[kind].hash != h && c->seen[kind].mtime < cfs_now_ns()) c->seen[kind].mtime = cfs_now_ns();
+    c->seen[kind].hash = h;
+    return c->seen[kind].mtime > kept ? c->seen[kind].mtime : kept;
 }
 
 int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
@@ -195,13 +213,10 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
         a->size = 0; /* see stats_size */
         return 0;
     }
-    if (nd->kind == K_REPLY) {
-        a->size = nd->c->reply ? nd->c->reply->len : 0;
-        return 0;
-    }
     sbuf b = {0};
     int rc = cfs_render(fs, nd, &b);
     a->size = b.len;
+    if (!rc && nd->c && nd->kind != K_TURN) a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
     free(b.p);
     return rc;
 }

@@ -448,6 +448,30 @@ def test_copy_into_mount():
             NUMBERS["backup_onto_existing_%s_exit" % tool] = rc
 
 
+def test_view_mtimes():
+    """Issue "Hardening": every view's modification time moves when its content does (a
+    changed system prompt changes transcript.md and messages.json), so rsync's quick
+    check copies it again; one whose content stays keeps its time"""
+    with Mount("mtimes") as m:
+        os.mkdir(m.p("a"))
+        check(sh("echo hi > a/message && cat a/reply >/dev/null", cwd=m.mnt)[0] == 0, "a reply")
+        out = os.path.join(m.dir, "out")
+        check(sh("rsync -a '%s/' '%s/'" % (m.p("a"), out))[0] == 0, "rsync out")
+        views = ("transcript.md", "messages.json", "status", "reply", "settings.json", "system")
+        before = {f: os.stat(m.p("a", f)).st_mtime_ns for f in views}
+        time.sleep(0.05)
+        write(m.p("a", "system"), "Be brief.\n")
+        write(m.p("a", "settings.json"), '{"seed": 9}')
+        after = {f: os.stat(m.p("a", f)).st_mtime_ns for f in views}
+        for f in ("transcript.md", "messages.json", "settings.json", "system"):
+            check(after[f] > before[f], "%s's mtime did not move: %d %d" % (f, before[f], after[f]))
+        for f in ("status", "reply"):
+            check(after[f] == before[f], "%s's mtime moved without a change" % f)
+        check(sh("rsync -a '%s/' '%s/'" % (m.p("a"), out))[0] == 0, "rsync again")
+        for f in ("transcript.md", "messages.json", "system", "settings.json"):
+            check(read(os.path.join(out, f)) == read(m.p("a", f)), "rsync's quick check skipped %s" % f)
+
+
 def test_tail_f():
     with Mount("tail", fake="delay=100") as m:
         os.mkdir(m.p("a"))
