@@ -41,6 +41,10 @@ $(BUILD)/engine/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mav
 $(BUILD)/engine/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
                                             -mf16c -ffp-contract=off
 
+# chatfs --version: the release and the commit it was built from
+VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
+$(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
+
 .PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
 all: chatfs
 

@@ -1,8 +1,8 @@
 /* cmd_ask.c - `chatfs ask`: one user turn of a stored conversation, for scripts and
  * checks of the checkpoint store.
  *
- *   chatfs ask -m MODEL [--db DB] [--system TEXT|@FILE] [--conversation NAME]
- *              [-n MAX_TOKENS] [--stats] [--no-checkpoints] [-t THREADS]
+ *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
+ *              [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [-t THREADS]
  *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
@@ -156,7 +156,7 @@ static void on_text(void *ud, const char *t, size_t n) {
 
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
-    long max_tokens = 256, threads = 0, interval = 0;
+    long max_tokens = 256, threads = 0, interval = 0, ctx = 0;
     int stats = 0, no_ckpt = 0;
     size_t ram_budget = 0, disk_budget = 0;
     for (int i = 1; i < argc; i++) {
@@ -167,6 +167,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--conversation")) conv = v, i++;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
@@ -177,10 +178,12 @@ int cmd_ask(int argc, char **argv) {
         else { cli_error("ask: more than one TEXT"); return 1; }
         if (i >= argc) { cli_error("%s needs a value", a); return 1; }
     }
-    if (!model_path || !text_arg) {
-        cli_error("ask needs -m MODEL and TEXT");
+    if (!text_arg) {
+        cli_error("ask needs TEXT (chatfs ask --help)");
         return 1;
     }
+    char model_buf[1100];
+    if (!model_path && !(model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
     char db_path[1024];
     if (db_arg) snprintf(db_path, sizeof db_path, "%s", db_arg);
     else db_default_path(db_path, sizeof db_path);
@@ -231,6 +234,7 @@ int cmd_ask(int argc, char **argv) {
 
     char err[512];
     engine_config cfg = {.model_path = model_path, .db_path = shared ? NULL : db_path, .threads = (int)threads,
+                         .n_ctx = (int)ctx,
                          .ram_budget = ram_budget, .disk_budget = disk_budget};
     e = engine_open(&cfg, err, sizeof err);
     if (!e) {

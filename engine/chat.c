@@ -14,6 +14,8 @@
  * cancel, the text stream with its stop strings, the report, the counters. */
 #include "engine/chat.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,29 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char 
 }
 
 int engine_context(const chat_engine *e) { return e->n_ctx; }
+
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown */
+static size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+int engine_default_context(const model *m) {
+    /* one conversation's KV cache at full length may take a quarter of the memory that
+     * is free now: the rest is for the other conversations of a batch, checkpoints and
+     * the system */
+    size_t kv = state_kv_floats_per_token(m) * sizeof(float), avail = available_memory();
+    long long n = m->n_ctx_train;
+    if (kv && avail && (long long)(avail / 4 / kv) < n) n = (long long)(avail / 4 / kv) / 256 * 256;
+    if (n < 256) n = m->n_ctx_train < 256 ? m->n_ctx_train : 256;
+    return (int)n;
+}
 const model *engine_model(const chat_engine *e) { return e->m; }
 
 /* ---------------------------------------------------------------- text out */
@@ -312,6 +337,19 @@ void finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
+int sample_token(chat_engine *e, request *r) {
+    if (!r->s.ignore_eog || !e->n_eog) return sampler_sample(&r->smp, r->logits);
+    /* ignore_eog: the end-of-generation tokens cannot be drawn (llama.cpp's ignore_eos
+     * biases them to -inf), so every token of the reply is text; the logits themselves stay
+     * as computed, for the checkpoint that keeps them */
+    float kept[64];
+    int n = e->n_eog < 64 ? e->n_eog : 64;
+    for (int i = 0; i < n; i++) kept[i] = r->logits[e->eog[i]], r->logits[e->eog[i]] = -INFINITY;
+    int tok = sampler_sample(&r->smp, r->logits);
+    for (int i = 0; i < n; i++) r->logits[e->eog[i]] = kept[i];
+    return tok;
+}
+
 int accept_token(chat_engine *e, request *r, int tok) {
     r->last_token = tok;
     r->r.generated_tokens++;
@@ -341,6 +379,7 @@ static void engine_free(chat_engine *e) {
     for (int i = 0; e->capture && i < e->max_batch; i++) free(e->capture[i]);
     free(e->capture);
     model_free(e->m);
+    free(e->model_path);
     free(e);
 }
 
@@ -355,12 +394,16 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     e->cfg = *cfg;
+    e->model_path = strdup(cfg->model_path);
     e->m = model_load(cfg->model_path, err, errlen);
     if (!e->m) {
+        free(e->model_path);
         free(e);
         return NULL;
     }
-    e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
+    for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
+        if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
+    e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : engine_default_context(e->m);
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
     e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
@@ -425,19 +468,25 @@ void engine_forget_session(chat_engine *e, const char *session) {
 }
 
 char *engine_stats_json(chat_engine *e) {
-    char *s = malloc(1024);
+    char *s = malloc(2048);
     if (!s) return NULL;
+    /* what runs, for people: the file and the architecture (the path may need escapes) */
+    cJSON *file = cJSON_CreateString(e->model_path ? e->model_path : "");
+    char *file_json = file ? cJSON_PrintUnformatted(file) : NULL;
+    cJSON_Delete(file);
     pthread_mutex_lock(&e->lock);
     /* busy: requests waiting or running, including a finished one's checkpoint job */
     int queued = 0;
     for (request *r = e->queue; r; r = r->next) queued++;
-    snprintf(s, 1024,
-             "{\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
+    snprintf(s, 2048,
+             "{\"model\":{\"file\":%s,\"architecture\":\"%s\",\"parameters\":%llu,\"context\":%d},"
+             "\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
              "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
              "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
              "\"post_jobs\":%llu,\"post_tokens\":%llu}",
+             file_json && strlen(file_json) < 1000 ? file_json : "\"\"", e->m->arch, (unsigned long long)e->m->n_params, e->n_ctx,
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
@@ -448,6 +497,7 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
              (unsigned long long)e->stats.post_tokens);
     pthread_mutex_unlock(&e->lock);
+    cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */
     pthread_mutex_lock(&e->cache_lock);
     char *c = cs_stats_json(e->cs);

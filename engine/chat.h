@@ -26,7 +26,8 @@ typedef struct {
     int threads;             /* 0: every core */
     size_t ram_budget;       /* bytes of checkpoints kept in RAM; 0: the default */
     size_t disk_budget;      /* bytes of checkpoints kept in the database; 0: the default */
-    int n_ctx;               /* most tokens a conversation may hold; 0: min(model context, 32768) */
+    int n_ctx;               /* most tokens a conversation may hold (at most the model's context);
+                                0: engine_default_context */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
     int max_batch;           /* most requests running at once (decoded together); 0: 8 */
     int no_single_flight;    /* 1: a request never waits for another one computing the same
@@ -42,7 +43,8 @@ typedef struct {
     float min_p;
     uint64_t seed;
     int max_tokens;          /* 0: until end of generation or the context is full */
-    int ignore_eog;          /* 1: an end-of-generation token does not end the reply (benchmarks, tests) */
+    int ignore_eog;          /* 1: no end-of-generation token is drawn, so the reply goes on until
+                                max_tokens or the context is full (benchmarks, tests) */
     const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
     int n_stop;
     int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */
@@ -123,6 +125,10 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
 int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
+/* The context a conversation gets unless told otherwise: the model's, capped so that one
+ * conversation's KV cache at full length takes at most a quarter of the memory available
+ * now (a multiple of 256). */
+int engine_default_context(const model *m);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);

@@ -17,7 +17,6 @@
 #include "engine/state.h"
 #include "store/db.h"
 
-#define DEFAULT_CTX 32768
 #define DEFAULT_CHUNK 512
 #define DEFAULT_BATCH 8
 /* the spare state engine_open prepares: a few thousand tokens, a long system prompt */
@@ -65,6 +64,8 @@ typedef struct request {
 
 struct chat_engine {
     model *m;
+    char *model_path;            /* the file, for stats */
+    int eog[64], n_eog;          /* the end-of-generation tokens (ignore_eog masks them) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
     pthread_t worker;
@@ -101,6 +102,8 @@ struct chat_engine {
 double now_ms(void);
 /* chat.c: a request's text, progress and end, as its caller sees them */
 void progress(request *r);
+/* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token). */
+int sample_token(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text, decide whether to stop. Returns a
  * gen_finish value, or FINISH_NONE to go on. */
 int accept_token(chat_engine *e, request *r, int tok);

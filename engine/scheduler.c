@@ -301,7 +301,7 @@ static int begin(chat_engine *e, request *r, const char **error) {
     if (restore_prompt(e, r)) {
         r->r.phase = GEN_GENERATING;
         progress(r);
-        return accept_token(e, r, sampler_sample(&r->smp, r->logits));
+        return accept_token(e, r, sample_token(e, r));
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
     progress(r);
@@ -475,7 +475,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
     hand_over(e, r); /* before the state moves on */
     r->r.phase = GEN_GENERATING;
     progress(r);
-    int how = accept_token(e, r, sampler_sample(&r->smp, r->logits));
+    int how = accept_token(e, r, sample_token(e, r));
     checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
@@ -495,7 +495,7 @@ static void sample_rows(void *arg, int ith, int nth) {
     chat_engine *e = arg;
     (void)nth;
     request *r = e->row_of[ith];
-    if (e->row_ok[ith]) r->drawn = sampler_sample(&r->smp, r->logits);
+    if (e->row_ok[ith]) r->drawn = sample_token(e, r);
 }
 
 /* One step: plan, one model pass, then each row's request takes its result. Ending one

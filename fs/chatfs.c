@@ -9,6 +9,7 @@
  * callbacks take it); the database has its own lock and is only taken after fs->mu. */
 #include "fs/chatfs_impl.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -45,6 +46,23 @@ static int load_turn(void *ud, int64_t id, int idx, const store_turn *t) {
     return cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns) ? -1 : 0;
 }
 
+/* fs->model, from the backend's stats ("model": file, architecture), asked once */
+static void describe_model(chatfs *fs) {
+    char *js = fs->be->stats_json(fs->be);
+    cJSON *o = js ? cJSON_Parse(js) : NULL, *m = cJSON_GetObjectItemCaseSensitive(o, "model");
+    cJSON *file = cJSON_GetObjectItemCaseSensitive(m, "file"), *arch = cJSON_GetObjectItemCaseSensitive(m, "architecture");
+    int ctx = fs->be->context(fs->be);
+    if (cJSON_IsString(file) && cJSON_IsString(arch))
+        snprintf(fs->model, sizeof fs->model, "%.500s (%.40s), context %d tokens per conversation", file->valuestring,
+                 arch->valuestring, ctx);
+    else
+        snprintf(fs->model, sizeof fs->model, "the %s backend, context %d tokens per conversation", fs->be->name, ctx);
+    cJSON_Delete(o);
+    free(js);
+}
+
+const char *chatfs_model(const chatfs *fs) { return fs->model; }
+
 chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
     chatfs *fs = calloc(1, sizeof *fs);
     if (!fs) {
@@ -70,6 +88,7 @@ chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
         settings_free(&builtin);
         free(g);
     }
+    describe_model(fs);
     store_loader l = {fs, load_conv, load_turn};
     if (st && store_load(st, &l, err, errlen) != 0) {
         chatfs_free(fs);
@@ -82,6 +101,13 @@ chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
             cfs_set_error(c, "the last reply is incomplete: the daemon stopped while it generated");
     }
     return fs;
+}
+
+void chatfs_set_log(chatfs *fs, FILE *f, int level) {
+    pthread_mutex_lock(&fs->mu);
+    fs->log = f;
+    fs->log_level = level;
+    pthread_mutex_unlock(&fs->mu);
 }
 
 void chatfs_set_notify(chatfs *fs, void (*fn)(void *), void *ud) {
@@ -207,6 +233,7 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     c->maker_tid = tid;
     cfs_young_begin(c);
     fs->mtime_root = cfs_now_ns();
+    cfs_log(fs, 2, "%s: made", name);
     nd = (node){K_CONV, c, 0, NULL};
     rc = cfs_attr_of(fs, &nd, out);
 out:
@@ -241,6 +268,7 @@ int fs_rmdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     }
     char session[32];
     snprintf(session, sizeof session, "conversation-%lld", (long long)c->id);
+    cfs_log(fs, 2, "%s: removed", c->name);
     cfs_conv_remove(fs, c);
     fs->mtime_root = cfs_now_ns();
     cfs_unlock(fs);
@@ -348,6 +376,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
             if (!n) rc = -ENOMEM;
             else if (fs->st && store_rename(fs->st, src.c->id, newname, err, sizeof err)) rc = -EIO, free(n);
             else {
+                cfs_log(fs, 2, "%s: renamed to %s", src.c->name, n);
                 free(src.c->name);
                 src.c->name = n;
                 fs->mtime_root = cfs_now_ns();

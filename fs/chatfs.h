@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "fs/backend.h"
@@ -49,6 +50,13 @@ typedef struct {
 
 /* st may be NULL (nothing persists: tests). Takes ownership of neither. */
 chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen);
+/* What answers: "FILE (ARCH), context N tokens per conversation" (from the backend's
+ * stats, its "model" object; the backend's name when it has none). */
+const char *chatfs_model(const chatfs *fs);
+/* Logs to f (NULL: nothing): level 1, one line per reply (conversation, prompt, reused
+ * and computed tokens, time to the first token, speed); 2, also every change (messages,
+ * edits, imports, errors). */
+void chatfs_set_log(chatfs *fs, FILE *f, int level);
 /* fn(ud) is called, without locks held, whenever a parked read or poll may be ready. */
 void chatfs_set_notify(chatfs *fs, void (*fn)(void *ud), void *ud);
 /* Stops every generation (their replies are kept, marked stopped) and waits for them. */

@@ -22,6 +22,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "fs/chatfs.h"
@@ -55,6 +56,7 @@ enum state { ST_IDLE, ST_BUSY, ST_DONE, ST_FAILED };
 
 struct gen;
 typedef struct conv {
+    struct chatfs *fs;
     int64_t id;
     char *name;
     int refs, deleted;
@@ -122,6 +124,9 @@ struct chatfs {
     int n_running;
     int wake_pending; /* a reply ended inside an operation: wake readers after unlocking */
     void *undo;       /* unlinks a copy tool may take back (copyin.c) */
+    char model[640];  /* "FILE (ARCH), context N tokens per conversation": README, the mount's line */
+    FILE *log;        /* chatfs_set_log: where -f writes a line per reply (level 1) and per change (2) */
+    int log_level;
     /* counters for stats.json */
     uint64_t n_sent, n_replies, n_failed, n_stopped, n_imports, n_regenerated;
 };
@@ -278,7 +283,9 @@ int cfs_reserve(char **p, size_t *cap, size_t need);
 char *cfs_memdup0(const char *s, size_t n); /* n bytes and a NUL */
 /* Texts are stored without the one newline that editors and echo add; files show it. */
 size_t cfs_strip_newline(const char *s, size_t n);
-void cfs_set_error(conv *c, const char *fmt, ...); /* the error file */
+void cfs_set_error(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3))); /* the error file */
+/* a line on the -f log when level <= the log's level: "chatfs: ..." */
+void cfs_log(chatfs *fs, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void cfs_clear_error(conv *c);
 
 stream *cfs_stream_new(void); /* one reference */

@@ -33,18 +33,27 @@ static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
     if (rc) return rc;
     c->mtime = cfs_now_ns();
     fs->n_sent++;
+    cfs_log(fs, 2, "%s: a message of %zu bytes", c->name, len);
     return cfs_start_gen(fs, c, 1);
+}
+
+/* a user message to answer once a last reply is dropped */
+static int can_regenerate(const conv *c) {
+    int n = c->n_turns;
+    if (n && !c->turns[n - 1].user) n--;
+    return n > 0 && c->turns[n - 1].user;
 }
 
 static int regenerate(chatfs *fs, conv *c) {
     if (cfs_busy(c)) return -EBUSY;
-    if (c->n_turns && !c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
-    if (!c->n_turns) {
+    if (!can_regenerate(c)) {
         cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
         return -EINVAL;
     }
+    if (!c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
     c->mtime = cfs_now_ns();
     fs->n_regenerated++;
+    cfs_log(fs, 2, "%s: regenerate", c->name);
     return cfs_start_gen(fs, c, 0);
 }
 
@@ -83,6 +92,9 @@ static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len
     }
     int rc = set_turn_text(t, text, len);
     if (rc) return rc;
+    char name[64];
+    cfs_turn_name(c, k, name, sizeof name);
+    cfs_log(fs, 2, "%s: turns/%s %s", c->name, name, how == COMMIT_NEW_TURN ? "added" : "edited");
     if (how == COMMIT_NEW_TURN || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
         save_one_turn(fs, c, k);
         cfs_reset_reply(c);
@@ -258,6 +270,8 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     cfs_reset_reply(c);
     cfs_adopt_pending(fs, c);
     fs->n_imports++;
+    cfs_log(fs, 2, "%s: messages.json imported: %d turns added%s", c->name, c->n_turns - from,
+            with_system ? ", a new system prompt" : "");
     return 0;
 }
 
@@ -269,6 +283,7 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     free(c->system);
     c->system = p;
     c->mtime_system = cfs_now_ns();
+    cfs_log(fs, 2, "%s: system prompt of %zu bytes", c->name, len);
     char err[256];
     if (fs->st && store_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
     return 0;
@@ -284,6 +299,14 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
     int rc = blank(text, len) ? settings_parse("{}", 2, c ? &fs->defaults : &builtin, &st, err, sizeof err)
                               : settings_parse(text, len, c ? &fs->defaults : &builtin, &st, err, sizeof err);
     settings_free(&builtin);
+    /* Incomplete JSON may still be growing, but a write that ends a line and leaves it
+     * incomplete is what `echo '{"top_k": 5' > settings.json` does, and the shell only
+     * looks at the write: every tool that writes JSON (editors, json.dump, jq, cat)
+     * writes a settings file in one go */
+    if (rc == 0 && !final && len && text[len - 1] == '\n') {
+        snprintf(err, sizeof err, "settings.json: incomplete JSON (a '}' or ']' missing?)");
+        rc = -1;
+    }
     if (rc < 0 || (rc == 0 && final)) {
         if (c) cfs_set_error(c, "%s", err);
         return -EINVAL;
@@ -300,6 +323,7 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
     settings_free(dst);
     *dst = st;
     char *json = settings_render(dst);
+    cfs_log(fs, 2, "%s: settings.json %s", c ? c->name : "(root)", json ? json : "");
     if (c) c->mtime_settings = cfs_now_ns();
     else fs->mtime_settings = cfs_now_ns();
     if (fs->st && json) {
@@ -319,12 +343,15 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
         int last = !final && !trailing_space && w + strlen(w) == copy + len;
         if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
         if (!strcmp(w, "stop")) {
-            if (final) cfs_stop_gen(fs, c);
+            if (final) cfs_log(fs, 2, "%s: stop", c->name), cfs_stop_gen(fs, c);
             stopped = 1;
         } else if (!strcmp(w, "regenerate")) {
             if (!final && cfs_busy(c) && !stopped) { /* "stop regenerate" is fine: it stops first */
                 cfs_set_error(c, "a reply is being generated: write 'stop' first");
                 rc = -EBUSY;
+            } else if (!final && !can_regenerate(c)) {
+                cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
+                rc = -EINVAL;
             } else if (final) rc = regenerate(fs, c);
         } else {
             cfs_set_error(c, "ctl: unknown command '%.40s' (stop, regenerate)", w);
@@ -385,7 +412,9 @@ static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t l
     case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, how); break;
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
-    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) cfs_clear_error(c);
+    /* a good write says the last failure is over (a message or a turn edit clears it when its
+     * reply starts) */
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN) cfs_clear_error(c);
     return rc;
 }
 

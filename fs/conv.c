@@ -61,6 +61,18 @@ void cfs_set_error(conv *c, const char *fmt, ...) {
     free(c->error);
     c->error = strdup(tmp);
     c->mtime_hist = cfs_now_ns();
+    if (c->fs) cfs_log(c->fs, 2, "%s: error: %s", c->name, tmp);
+}
+
+void cfs_log(chatfs *fs, int level, const char *fmt, ...) {
+    if (!fs->log || level > fs->log_level) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(fs->log, "chatfs: %s\n", line); /* one call: lines from several threads stay whole */
+    fflush(fs->log);
 }
 
 void cfs_clear_error(conv *c) {

@@ -146,6 +146,12 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         c->mtime_hist = cfs_now_ns();
         plan_save(fs, g, 1, &ps);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
+        static const char *const how[] = {"", "end of turn", "max_tokens", "stop string", "context full", "stopped", "failed"};
+        cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated, first token after %.0f ms, "
+                "%.1f tok/s, %s%s%s", c->name, r->prompt_tokens, r->reused_tokens, r->source ? r->source : "none",
+                r->computed_tokens, r->generated_tokens, r->ttft_ms, r->decode_tokens_per_s,
+                r->finish >= 0 && r->finish <= FINISH_ERROR ? how[r->finish] : "?", error ? ": " : "", error ? error : "");
+        if (r->miss_reason[0]) cfs_log(fs, 2, "%s: no checkpoint used: %s", c->name, r->miss_reason);
     }
     gen_unref(g);
     fs->wake_pending = 0;

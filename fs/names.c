@@ -64,6 +64,7 @@ conv *cfs_conv_add(chatfs *fs, int64_t id, const char *name) {
         free(c);
         return NULL;
     }
+    c->fs = fs;
     c->id = id;
     c->refs = 1;
     settings_copy(&c->st, &fs->defaults);

@@ -149,7 +149,10 @@ static const char readme_text[] =
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     conv *c = nd->c;
     switch (nd->kind) {
-    case K_README: sb_str(b, readme_text); break;
+    case K_README:
+        sb_str(b, readme_text);
+        sb_fmt(b, "\nThis mount: %s.\n", fs->model);
+        break;
     case K_GSETTINGS: {
         char *t = settings_render(&fs->defaults);
         if (t) sb_str(b, t);

@@ -96,7 +96,10 @@ class Mount:
         return c + ([] if self.daemon else ["-f"]) + self.extra
 
     def start(self):
-        os.makedirs(self.mnt, exist_ok=True)
+        try:
+            os.makedirs(self.mnt, exist_ok=True)
+        except FileExistsError:  # a dead mount (kill -9): chatfs mount cleans it up
+            pass
         if self.daemon:
             p = subprocess.run(self.cmd(), capture_output=True, text=True, timeout=60)
             check(p.returncode == 0, "daemon mount failed: %s" % p.stderr)
@@ -917,6 +920,65 @@ def test_daemon_mode_and_errors():
         check(read(m.p("a", "reply")) == expected("hi"), "and reads")
     rc, _, err = sh("'%s' mount '%s' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt))
     check(rc == 1 and "no_such_option" in err and not os.path.ismount(m.mnt), "bad -o: %r" % err)
+
+
+def test_mount_says_what_it_is():
+    """Issue "Hardening": the mount says what it mounted (model, context); README and
+    stats.json name the model; -f logs one line per reply, -v every change; a chatfs
+    killed with -9 leaves a dead mount that the next mount cleans up; a second mount on a
+    mount point is refused"""
+    m = Mount("diag", model=DEFAULT_MODEL, extra=["-t", "1", "-v"]).start()
+    try:
+        check(wait_for(lambda: "mounted on %s" % m.mnt in m.log_text(), 10), "the mount's line: %r" % m.log_text())
+        check(re.search(r"chatfs-default.gguf \(qwen35\), context \d+ tokens", m.log_text()), m.log_text())
+        check(re.search(r"This mount: .*chatfs-default.gguf \(qwen35\), context \d+ tokens", read(m.p("README"))),
+              "README names the model")
+        model = json.loads(read(m.p("stats.json")))["engine"]["model"]
+        check(model["architecture"] == "qwen35" and model["file"].endswith("chatfs-default.gguf") and
+              model["context"] > 0, "stats.json names the model: %s" % model)
+        os.mkdir(m.p("c"))
+        check(sh("echo 'What is 17 + 25?' > c/message && cat c/reply", cwd=m.mnt, timeout=60)[0] == 0, "a reply")
+        check(wait_for(lambda: re.search(r"chatfs: c: \d+ prompt tokens \(\d+ reused from \w+, \d+ computed\), \d+ "
+                                         r"generated, first token after \d+ ms, [\d.]+ tok/s", m.log_text()), 5),
+              "-f: one line per reply: %r" % m.log_text())
+        check("chatfs: c: a message of 16 bytes" in m.log_text(), "-v: the message: %r" % m.log_text())
+        # ignore_eos with a chat model: no end-of-turn tokens drawn, so no tokens hidden
+        write(m.p("c", "settings.json"), '{"ignore_eos": true, "max_tokens": 40}')
+        reply = sh("echo 'What is 17 + 25?' > c/message && cat c/reply", cwd=m.mnt, timeout=60)[1]
+        check(read(m.p("c", "status")).startswith("done 40 tokens") and len(reply.encode()) > 40,
+              "ignore_eos: %r %r" % (read(m.p("c", "status")), reply))
+        # mounting again on the same mount point
+        rc, _, err = sh("'%s' mount '%s' --db '%s/other.db' --fake-engine '' -f" % (CHATFS, m.mnt, m.dir), timeout=20)
+        check(rc == 1 and "is a chatfs mount already" in err, "a second mount on the mount point: %r" % err)
+        os.kill(m.pid, signal.SIGKILL)
+        m.proc.wait()
+    except BaseException:
+        m.stop()
+        raise
+    MOUNTS.remove(m)  # the dead mount stays for the next mount to find
+    check(sh("stat '%s'" % m.mnt)[0] != 0, "a dead mount after kill -9")
+    m2 = Mount("diag", model=DEFAULT_MODEL, extra=["-t", "1"]).start()  # the same mount point
+    try:
+        check("unmounted the mount of a chatfs that is gone" in m2.log_text(), "the dead mount: %r" % m2.log_text())
+        check(turns(m2, "c")[:2] == ["001-user.md", "002-assistant.md"], "the conversation is back")
+    finally:
+        m2.stop()
+
+
+def test_errors_at_the_write():
+    """Issue "Hardening": what the shell sees (it ignores close): incomplete JSON in
+    settings.json, regenerate with nothing to regenerate; a good stop clears error"""
+    with Mount("atwrite") as m:
+        os.mkdir(m.p("a"))
+        rc, _, err = sh("echo '{\"top_k\": 5' > a/settings.json", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err and "incomplete JSON" in read(m.p("a", "error")),
+              "incomplete settings.json: %d %r" % (rc, err))
+        rc, _, err = sh("echo regenerate > a/ctl", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err and "nothing to regenerate" in read(m.p("a", "error")),
+              "regenerate with nothing: %d %r" % (rc, err))
+        rc, _, err = sh("echo 'break #fail=2' > a/message && cat a/reply", cwd=m.mnt)
+        check(read(m.p("a", "error")) == "fake engine failure\n", "a failure: %r" % read(m.p("a", "error")))
+        check(sh("echo stop > a/ctl", cwd=m.mnt)[0] == 0 and read(m.p("a", "error")) == "", "stop clears error")
 
 
 def test_mount_options():
