@@ -143,7 +143,7 @@ fuzz: $(FUZZ_BIN)
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
 FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
                fs/views.c fs/commit.c \
-               fs/settings.c fs/backend_fake.c fs/store.c store/db.c
+               fs/settings.c fs/backend_fake.c store/conversations.c store/db.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/chat.h

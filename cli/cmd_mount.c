@@ -6,9 +6,10 @@
 
 #include "cli/cli.h"
 #include "fs/mount.h"
+#include "store/ckpt_store.h"
 
 int cmd_mount(int argc, char **argv) {
-    mount_opts o = {0};
+    mount_opts o = {.ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     long threads = 0, batch = 0, chunk = 0, ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -264,7 +264,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         snprintf(err, errlen, "out of memory");
         return 0;
     }
-    if (s->checkpoints && e->cs) { /* placement: done here, on the caller's thread */
+    if (s->checkpoints && e->pc) { /* placement: done here, on the caller's thread */
         r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
         r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
         if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
@@ -272,7 +272,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
             snprintf(err, errlen, "out of memory");
             return 0;
         }
-        token_chain_all(cs_seed(e->cs), r->prompt, r->n_prompt, r->h);
+        token_chain_all(pc_seed(e->pc), r->prompt, r->n_prompt, r->h);
     }
     detok_init(&r->ds, 0);
     if (cb) r->cb = *cb;
@@ -369,8 +369,7 @@ int accept_token(chat_engine *e, request *r, int tok) {
 
 /* Frees what engine_open made (any part may be missing). */
 static void engine_free(chat_engine *e) {
-    cs_close(e->cs); /* writes what is still only in RAM */
-    db_close(e->db);
+    pc_close(e->pc); /* writes what is still only in RAM */
     arena_free(&e->arena);
     free(e->act);
     free(e->rows);
@@ -420,26 +419,18 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     pool_set_threads(cfg->threads);
     /* the first request's state: room for a long system prompt, faulted in now */
     state_prepare_spare(e->m, e->n_ctx, SPARE_PREPARED_TOKENS);
-    if (cfg->db_path && *cfg->db_path) {
-        char dberr[512];
-        e->db = db_open(cfg->db_path, dberr, sizeof dberr);
-        if (!e->db) fprintf(stderr, "chatfs: %s; checkpoints stay in RAM\n", dberr);
-    }
     char cerr[512] = "";
-    cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
-    e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
-    if (!e->cs) {
+    e->pc = pc_open(e->m, cfg->checkpoints, cerr, sizeof cerr);
+    if (!e->pc) {
         snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
         engine_free(e);
         return NULL;
     }
     if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
-    pthread_mutex_init(&e->cache_lock, NULL);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     if (pthread_create(&e->worker, NULL, engine_worker, e) != 0) {
         snprintf(err, errlen, "cannot start the engine thread");
-        pthread_mutex_destroy(&e->cache_lock);
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->wake);
         engine_free(e);
@@ -455,17 +446,12 @@ void engine_close(chat_engine *e) {
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
     pthread_join(e->worker, NULL);
-    pthread_mutex_destroy(&e->cache_lock);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->wake);
     engine_free(e);
 }
 
-void engine_forget_session(chat_engine *e, const char *session) {
-    pthread_mutex_lock(&e->cache_lock);
-    cs_forget_session(e->cs, session);
-    pthread_mutex_unlock(&e->cache_lock);
-}
+void engine_forget_session(chat_engine *e, const char *session) { pc_forget_session(e->pc, session); }
 
 char *engine_stats_json(chat_engine *e) {
     char *s = malloc(2048);
@@ -499,9 +485,7 @@ char *engine_stats_json(chat_engine *e) {
     pthread_mutex_unlock(&e->lock);
     cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */
-    pthread_mutex_lock(&e->cache_lock);
-    char *c = cs_stats_json(e->cs);
-    pthread_mutex_unlock(&e->cache_lock);
+    char *c = pc_stats_json(e->pc);
     size_t ls = strlen(s), lc = c ? strlen(c) : 0;
     char *all = c && lc > 2 ? malloc(ls + lc + 2) : NULL;
     if (all) {

@@ -1,6 +1,7 @@
 /* chat.h - the engine API: conversations in, streamed replies out.
  *
- * One engine owns a model, the checkpoint store and a worker thread (the scheduler).
+ * One engine owns a model and a worker thread (the scheduler), and uses a checkpoint
+ * store its caller hands it (store/ckpt_store.h: the caller owns the database).
  * Callers submit requests - a conversation as a list of messages plus settings - and
  * the worker runs them: render the chat template, tokenize, find the longest usable
  * checkpoint for the prompt, restore it, prefill the rest while placing new
@@ -17,15 +18,16 @@
 
 #include "engine/model.h"
 #include "engine/template.h"
+#include "store/ckpt_store.h"
 
 typedef struct chat_engine chat_engine;
 
 typedef struct {
     const char *model_path;
-    const char *db_path;     /* checkpoint database; NULL keeps checkpoints in RAM only */
+    ckpt_store *checkpoints; /* the checkpoint store (cs_new: its database and budgets), made and
+                                closed by the caller around the engine; NULL: RAM only, default
+                                budgets */
     int threads;             /* 0: every core */
-    size_t ram_budget;       /* bytes of checkpoints kept in RAM; 0: the default */
-    size_t disk_budget;      /* bytes of checkpoints kept in the database; 0: the default */
     int n_ctx;               /* most tokens a conversation may hold (at most the model's context);
                                 0: engine_default_context */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
@@ -101,8 +103,8 @@ typedef struct {
     void *ud;
 } gen_callbacks;
 
-/* Loads the model, opens the checkpoint store, starts the worker. NULL on failure with
- * one line in err. */
+/* Loads the model, attaches it to the checkpoint store, starts the worker. NULL on
+ * failure with one line in err. */
 chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
 /* Cancels whatever runs (on_done with FINISH_CANCELLED), stops the worker, closes. */
 void engine_close(chat_engine *e);

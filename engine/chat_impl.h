@@ -15,7 +15,6 @@
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/state.h"
-#include "store/db.h"
 
 #define DEFAULT_CHUNK 512
 #define DEFAULT_BATCH 8
@@ -87,9 +86,7 @@ struct chat_engine {
     uint64_t rr_last;            /* round robin: the last request that got a prefill slice */
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */
-    sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
-    ckpt_store *cs;              /* checkpoints; used under cache_lock */
-    pthread_mutex_t cache_lock;
+    prefix_cache *pc;            /* checkpoints (its own lock) */
     struct {                     /* lock */
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;

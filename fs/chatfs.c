@@ -39,7 +39,7 @@ static int load_conv(void *ud, int64_t id, const char *name, const char *system,
     return c->system ? 0 : -1;
 }
 
-static int load_turn(void *ud, int64_t id, int idx, const store_turn *t) {
+static int load_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     chatfs *fs = ud;
     conv *c = cfs_find_conv_id(fs, id);
     if (!c || idx != c->n_turns + 1) return 0; /* a gap cannot happen; skip rather than fail */
@@ -63,7 +63,7 @@ static void describe_model(chatfs *fs) {
 
 const char *chatfs_model(const chatfs *fs) { return fs->model; }
 
-chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
+chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen) {
     chatfs *fs = calloc(1, sizeof *fs);
     if (!fs) {
         snprintf(err, errlen, "out of memory");
@@ -77,7 +77,7 @@ chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
     fs->t_start = fs->mtime_root = fs->mtime_settings = cfs_now_ns();
     settings_builtin(&fs->defaults);
     char *g = NULL;
-    if (st && store_get_global(st, "settings", &g) == 0 && g) {
+    if (st && convs_get_global(st, "settings", &g) == 0 && g) {
         conv_settings s, builtin;
         settings_builtin(&builtin);
         char e[256];
@@ -89,8 +89,8 @@ chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen) {
         free(g);
     }
     describe_model(fs);
-    store_loader l = {fs, load_conv, load_turn};
-    if (st && store_load(st, &l, err, errlen) != 0) {
+    convs_loader l = {fs, load_conv, load_turn};
+    if (st && convs_load(st, &l, err, errlen) != 0) {
         chatfs_free(fs);
         return NULL;
     }
@@ -217,7 +217,7 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     char err[256];
     char *json = settings_render(&fs->defaults);
     if (fs->st) {
-        id = store_create(fs->st, name, "", json ? json : "{}", cfs_now_ns(), err, sizeof err);
+        id = convs_create(fs->st, name, "", json ? json : "{}", cfs_now_ns(), err, sizeof err);
         if (id < 0) rc = -EIO;
     } else {
         for (int i = 0; i < fs->n_convs; i++)
@@ -262,7 +262,7 @@ int fs_rmdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     }
     if (cfs_busy(c)) cfs_stop_gen(fs, c);
     char err[256];
-    if (fs->st && store_delete(fs->st, c->id, err, sizeof err)) {
+    if (fs->st && convs_delete(fs->st, c->id, err, sizeof err)) {
         rc = -EIO;
         goto out;
     }
@@ -374,7 +374,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
         else {
             char err[256], *n = strdup(newname);
             if (!n) rc = -ENOMEM;
-            else if (fs->st && store_rename(fs->st, src.c->id, newname, err, sizeof err)) rc = -EIO, free(n);
+            else if (fs->st && convs_rename(fs->st, src.c->id, newname, err, sizeof err)) rc = -EIO, free(n);
             else {
                 cfs_log(fs, 2, "%s: renamed to %s", src.c->name, n);
                 free(src.c->name);

@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "fs/backend.h"
-#include "fs/store.h"
+#include "store/conversations.h"
 
 typedef struct chatfs chatfs;
 typedef struct fs_handle fs_handle;
@@ -49,7 +49,7 @@ typedef struct {
 } fs_setattr_in;
 
 /* st may be NULL (nothing persists: tests). Takes ownership of neither. */
-chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen);
+chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen);
 /* What answers: "FILE (ARCH), context N tokens per conversation" (from the backend's
  * stats, its "model" object; the backend's name when it has none). */
 const char *chatfs_model(const chatfs *fs);

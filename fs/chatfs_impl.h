@@ -112,7 +112,7 @@ struct chatfs {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* n_running changes */
     fs_backend *be;
-    fs_store *st;
+    convs_store *st;
     conv **convs;
     int n_convs, cap_convs;
     scratch *scratch;

@@ -70,7 +70,7 @@ static int set_turn_text(turn *t, const char *text, size_t len) {
 
 static void save_one_turn(chatfs *fs, conv *c, int k) {
     char err[256];
-    if (fs->st && store_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
+    if (fs->st && convs_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
         cfs_set_error(c, "%s", err);
 }
 
@@ -285,7 +285,7 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     c->mtime_system = cfs_now_ns();
     cfs_log(fs, 2, "%s: system prompt of %zu bytes", c->name, len);
     char err[256];
-    if (fs->st && store_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
+    if (fs->st && convs_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
     return 0;
 }
 
@@ -327,8 +327,8 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
     if (c) c->mtime_settings = cfs_now_ns();
     else fs->mtime_settings = cfs_now_ns();
     if (fs->st && json) {
-        if (c && store_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
-        if (!c) store_set_global(fs->st, "settings", json, err, sizeof err);
+        if (c && convs_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
+        if (!c) convs_set_global(fs->st, "settings", json, err, sizeof err);
     }
     free(json);
     return 0;

@@ -170,14 +170,14 @@ int cfs_busy(const conv *c) { return c->gen != NULL; }
 void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
     if (!fs->st) return;
     int n = c->n_turns - from;
-    store_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
+    convs_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
     if (!t) return;
     for (int i = 0; i < n; i++) {
         const turn *u = &c->turns[from + i];
-        t[i] = (store_turn){u->user, u->text, u->len, u->complete, u->mtime};
+        t[i] = (convs_turn){u->user, u->text, u->len, u->complete, u->mtime};
     }
     char err[256];
-    if (store_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
+    if (convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
         cfs_set_error(c, "%s", err);
     free(t);
 }

@@ -64,7 +64,7 @@ static void plan_save(chatfs *fs, gen *g, int force, pending_save *ps) {
 static void do_save(chatfs *fs, pending_save *ps) {
     if (!ps->text) return;
     char err[256];
-    store_update_turn(fs->st, ps->id, ps->idx, ps->text, ps->len, ps->complete, err, sizeof err);
+    convs_update_turn(fs->st, ps->id, ps->idx, ps->text, ps->len, ps->complete, err, sizeof err);
     free(ps->text);
 }
 

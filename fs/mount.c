@@ -15,7 +15,8 @@
 extern char **environ;
 
 #include "fs/fuse_ops.h"
-#include "fs/store.h"
+#include "store/ckpt_store.h"
+#include "store/conversations.h"
 #include "store/db.h"
 
 /* The parent of a daemon waits for one message on this pipe: "\1" and what was mounted
@@ -181,7 +182,9 @@ int chatfs_mount(const mount_opts *o) {
 
     char err[2600], dbpath[1024];
     int rc = 1;
-    fs_store *store = NULL;
+    store_db *database = NULL;
+    convs_store *store = NULL;
+    ckpt_store *checkpoints = NULL;
     fs_backend *be = NULL;
     chatfs *fs = NULL;
     fsfuse *F = NULL;
@@ -191,7 +194,7 @@ int chatfs_mount(const mount_opts *o) {
     /* one process writes a database: a second mount (or a running chatfs ask) is named */
     char what[1100], owner[1200];
     snprintf(what, sizeof what, "chatfs mount on %s", mnt);
-    int lk = db_lock(db, what, &lock_fd, owner, sizeof owner);
+    int lk = db_claim(db, what, &lock_fd, owner, sizeof owner);
     if (lk != 0) {
         if (lk > 0)
             snprintf(err, sizeof err, "%s is in use by %s: one process at a time writes a database (unmount it, or "
@@ -201,18 +204,25 @@ int chatfs_mount(const mount_opts *o) {
     }
     struct stat dbst;
     new_db = stat(db, &dbst) != 0;
-    if (!(store = store_open(db, err, sizeof err))) goto fail;
+    /* this process opens the database once and hands it to the conversations and the
+     * checkpoints (store/db.h) */
+    if (!(database = db_open(db, err, sizeof err)) || !(store = convs_open(database, err, sizeof err))) goto fail;
     if (o->fake) be = backend_fake_open(o->fake, err, sizeof err);
     else {
+        cs_config budgets = {o->ram_budget, o->disk_budget, 0};
+        char warn[512] = "";
+        if (!(checkpoints = cs_new(database, &budgets, warn, sizeof warn))) {
+            snprintf(err, sizeof err, "%s", warn);
+            goto fail;
+        }
+        if (warn[0]) fprintf(stderr, "chatfs: %s\n", warn);
         engine_config cfg = {0};
         cfg.model_path = o->model;
-        cfg.db_path = db;
+        cfg.checkpoints = checkpoints;
         cfg.threads = o->threads;
         cfg.n_ctx = o->n_ctx;
         cfg.prefill_chunk = o->prefill_chunk;
         cfg.max_batch = o->max_batch;
-        cfg.ram_budget = o->ram_budget;
-        cfg.disk_budget = o->disk_budget;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;
@@ -275,9 +285,11 @@ out:
     if (be) be->close(be);
     fsfuse_free(F);
     chatfs_free(fs);
-    store_close(store);
+    convs_close(store);
+    cs_close(checkpoints); /* after the engine, which wrote its checkpoints at close */
+    db_close(database);
     if (rc != 0 && new_db) remove_db_files(db); /* a failed mount leaves no new database */
-    db_unlock(lock_fd);
+    db_unclaim(lock_fd);
     free(mnt);
     return rc;
 }

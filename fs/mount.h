@@ -13,7 +13,7 @@ typedef struct {
     int threads;             /* engine threads; 0: every core */
     int prefill_chunk;       /* --chunk: most prompt tokens per scheduler step; 0: the engine's default */
     int max_batch;           /* --batch: most replies generated together; 0: the engine's default */
-    size_t ram_budget, disk_budget; /* checkpoint budgets in bytes; 0: the engine's defaults */
+    size_t ram_budget, disk_budget; /* checkpoint budgets in bytes (0: none); CS_DEFAULT_* by default */
     int n_ctx;               /* -c: most tokens a conversation holds; 0: the engine's default */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
     int verbose;             /* -v: with -f, log every change, not only each reply */

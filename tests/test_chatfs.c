@@ -19,7 +19,8 @@
 #include "tests/check.h"
 
 static fs_backend *be;
-static fs_store *st;
+static store_db *database;
+static convs_store *st;
 static chatfs *fs;
 static char dbpath[256];
 static uint32_t me;
@@ -36,7 +37,9 @@ static void open_fs(const char *fake) {
     char err[512];
     be = backend_fake_open(fake, err, sizeof err);
     REQUIRE(be, "fake: %s", err);
-    st = store_open(dbpath, err, sizeof err);
+    database = db_open(dbpath, err, sizeof err);
+    REQUIRE(database, "database: %s", err);
+    st = convs_open(database, err, sizeof err);
     REQUIRE(st, "store: %s", err);
     fs = chatfs_new(be, st, err, sizeof err);
     REQUIRE(fs, "chatfs: %s", err);
@@ -46,7 +49,8 @@ static void close_fs(void) {
     chatfs_stop(fs);
     be->close(be);
     chatfs_free(fs);
-    store_close(st);
+    convs_close(st);
+    db_close(database);
 }
 
 /* path lookup: "a/turns/001-user.md" -> ino, or negative errno */
