@@ -15,6 +15,7 @@
 #include "engine/chat.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -51,8 +52,9 @@ void gen_settings_defaults(gen_settings *s) {
 
 /* Renders messages with the engine's template (or a forced one) and the generation
  * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
-static int render_tokens(const chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out,
-                         char *err, size_t errlen, chat_template *used) {
+static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out, char *err,
+                         size_t errlen, chat_template *used) {
+    __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
     chat_template t = e->m->tmpl;
     if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
         snprintf(err, errlen, "unknown template '%s'", tmpl_name);
@@ -224,6 +226,12 @@ static int copy_settings(request *r, const gen_settings *s) {
     return 0;
 }
 
+/* engine_submit's refusals: 0, with errno saying which kind */
+static uint64_t refuse(int why) {
+    errno = why;
+    return 0;
+}
+
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen) {
     gen_settings defaults;
@@ -234,35 +242,37 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
         s->test_fail_after < 0) {
         snprintf(err, errlen, "invalid generation settings");
-        return 0;
+        return refuse(EINVAL);
     }
     for (int i = 0; i < s->n_stop; i++)
         if (!s->stop[i] || !*s->stop[i] || strlen(s->stop[i]) > 256) {
             snprintf(err, errlen, "stop strings must be 1 to 256 bytes");
-            return 0;
+            return refuse(EINVAL);
         }
     request *r = calloc(1, sizeof *r);
     if (!r || copy_settings(r, s) != 0) {
         request_free(r);
         snprintf(err, errlen, "out of memory");
-        return 0;
+        return refuse(ENOMEM);
     }
+    /* the one rendering and tokenization of this message (the filesystem counts only
+     * when a message comes near the context, to refuse it at the write) */
     r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
     if (r->n_prompt < 0) {
         request_free(r);
-        return 0;
+        return refuse(EINVAL);
     }
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
         request_free(r);
-        return 0;
+        return refuse(r->n_prompt ? EFBIG : EINVAL);
     }
     sampler_params sp = {s->temperature, s->top_k, s->top_p, s->min_p, s->seed};
     r->held = malloc(TEXT_CAP + (size_t)r->max_stop + 64);
     if (!r->held || sampler_init(&r->smp, &sp, e->m->n_vocab) != 0) {
         request_free(r);
         snprintf(err, errlen, "out of memory");
-        return 0;
+        return refuse(ENOMEM);
     }
     if (s->checkpoints && e->pc) { /* placement: done here, on the caller's thread */
         r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
@@ -270,7 +280,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
             request_free(r);
             snprintf(err, errlen, "out of memory");
-            return 0;
+            return refuse(ENOMEM);
         }
         token_chain_all(pc_seed(e->pc), r->prompt, r->n_prompt, r->h);
     }
@@ -287,7 +297,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         pthread_mutex_unlock(&e->lock);
         request_free(r);
         snprintf(err, errlen, "the engine is shutting down");
-        return 0;
+        return refuse(ESHUTDOWN);
     }
     r->id = ++e->next_id;
     if (e->queue_tail)
@@ -471,7 +481,7 @@ char *engine_stats_json(chat_engine *e) {
              "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
-             "\"post_jobs\":%llu,\"post_tokens\":%llu}",
+             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"prompt_renders\":%llu}",
              file_json && strlen(file_json) < 1000 ? file_json : "\"\"", e->m->arch, (unsigned long long)e->m->n_params, e->n_ctx,
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
@@ -481,7 +491,8 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.prefill_rows, (unsigned long long)e->stats.retried_steps,
              (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
              (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
-             (unsigned long long)e->stats.post_tokens);
+             (unsigned long long)e->stats.post_tokens,
+             (unsigned long long)__atomic_load_n(&e->renders, __ATOMIC_RELAXED));
     pthread_mutex_unlock(&e->lock);
     cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */

@@ -110,9 +110,11 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
 void engine_close(chat_engine *e);
 const model *engine_model(const chat_engine *e);
 
-/* Queues a request; messages and settings are copied. Returns an id > 0, or 0 with a
- * reason in err for problems visible at once (a bad role or template name, a prompt
- * longer than the context). Later failures arrive through on_done. */
+/* Queues a request; messages and settings are copied, and rendered and tokenized here,
+ * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible
+ * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role, template
+ * name or setting, ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive
+ * through on_done. */
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen);
 /* Stops a request; its on_done still comes (FINISH_CANCELLED) unless it had finished. */

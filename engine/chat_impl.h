@@ -65,6 +65,7 @@ struct chat_engine {
     model *m;
     char *model_path;            /* the file, for stats */
     int eog[64], n_eog;          /* the end-of-generation tokens (ignore_eog masks them) */
+    uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
     pthread_t worker;

@@ -100,6 +100,11 @@ chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen) {
         if (c->n_turns && !c->turns[c->n_turns - 1].complete)
             cfs_set_error(c, "the last reply is incomplete: the daemon stopped while it generated");
     }
+    if (cfs_saver_start(fs) != 0) {
+        snprintf(err, errlen, "cannot start the thread that saves replies");
+        chatfs_free(fs);
+        return NULL;
+    }
     return fs;
 }
 
@@ -130,11 +135,13 @@ void chatfs_stop(chatfs *fs) {
     }
     while (fs->n_running > 0) pthread_cond_wait(&fs->cv, &fs->mu);
     pthread_mutex_unlock(&fs->mu);
+    cfs_saver_drain(fs); /* the replies as far as they got are in the database */
     cfs_notify(fs);
 }
 
 void chatfs_free(chatfs *fs) {
     if (!fs) return;
+    cfs_saver_stop(fs); /* writes what is queued (nothing is queued without a saver) */
     for (int i = 0; i < fs->n_convs; i++) cfs_conv_unref(fs->convs[i]);
     free(fs->convs);
     while (fs->scratch) {

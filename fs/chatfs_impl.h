@@ -124,6 +124,11 @@ struct chatfs {
     int n_running;
     int wake_pending; /* a reply ended inside an operation: wake readers after unlocking */
     void *undo;       /* unlinks a copy tool may take back (copyin.c) */
+    /* the saver thread (generation.c): replies' turns due for the database */
+    struct save_req *saves;
+    pthread_cond_t save_cv;
+    pthread_t saver;
+    int saver_running, saver_stop, saving;
     char model[640];  /* "FILE (ARCH), context N tokens per conversation": README, the mount's line */
     FILE *log;        /* chatfs_set_log: where -f writes a line per reply (level 1) and per change (2) */
     int log_level;
@@ -295,6 +300,9 @@ int cfs_stream_add(stream *s, const char *t, size_t n); /* 0 or -1 */
 stream *cfs_stream_of_turn(const turn *t);
 
 void cfs_conv_unref(conv *c);
+/* What turn i reads as (without its file's newline): a reply being generated lives in
+ * its stream until it ends, the rest in the turn. */
+const char *cfs_turn_text(const conv *c, int i, size_t *len);
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
 void cfs_turns_truncate(conv *c, int n);
 /* The reply file shows the last assistant turn again (after an edit or a load). */
@@ -315,6 +323,12 @@ chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n);
 int cfs_start_gen(chatfs *fs, conv *c, int drop_user);
 /* Stops c's generation (if any); releases fs->mu while the engine is told. */
 void cfs_stop_gen(chatfs *fs, conv *c);
+/* The saver thread that writes replies to the database (only with a store): started by
+ * chatfs_new; drain waits until what is due is written (chatfs_stop); stop writes the
+ * rest and ends it (chatfs_free). Called without fs->mu. */
+int cfs_saver_start(chatfs *fs);
+void cfs_saver_drain(chatfs *fs);
+void cfs_saver_stop(chatfs *fs);
 
 /* ---- views.c ---- */
 

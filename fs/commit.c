@@ -362,9 +362,13 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     return rc;
 }
 
-/* The text fits in the context together with c's history? fs->mu held; released while
- * the engine counts. 0 or -EFBIG. */
+/* The text fits in the context together with c's history? Asked at each write of a
+ * message, so that EFBIG comes back where shells look (they ignore close). Only a
+ * conversation whose bytes come near the context is counted (rendered and tokenized by
+ * the backend); the rest pass by their length, and the message is rendered once, when it
+ * is sent. fs->mu held; released while the backend counts. 0 or -EFBIG. */
 int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
+    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
     size_t bytes = strlen(c->system) + len;
     for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
     int ctx = fs->be->context(fs->be);
@@ -390,7 +394,7 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
     }
-    return 0;
+    return 0; /* (-2: the backend cannot count; the message is refused when sent) */
 }
 
 int cfs_is_derived(int kind) {

@@ -131,6 +131,16 @@ void cfs_conv_unref(conv *c) {
     free(c);
 }
 
+const char *cfs_turn_text(const conv *c, int i, size_t *len) {
+    const struct gen *g = c->gen;
+    if (g && g->turn == i && !g->detached) {
+        *len = g->s->len - (g->s->done && g->s->len ? 1 : 0);
+        return g->s->buf ? g->s->buf : "";
+    }
+    *len = c->turns[i].len;
+    return c->turns[i].text;
+}
+
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime) {
     if (c->n_turns == c->cap_turns) {
         int cap = c->cap_turns ? 2 * c->cap_turns : 8;
@@ -174,7 +184,9 @@ void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
     if (!t) return;
     for (int i = 0; i < n; i++) {
         const turn *u = &c->turns[from + i];
-        t[i] = (convs_turn){u->user, u->text, u->len, u->complete, u->mtime};
+        size_t len;
+        const char *text = cfs_turn_text(c, from + i, &len);
+        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime};
     }
     char err[256];
     if (convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))

@@ -61,20 +61,24 @@ static void render_transcript(const conv *c, sbuf *b) {
     for (int i = 0; i < c->n_turns; i++) {
         const turn *t = &c->turns[i];
         int running = c->gen && c->gen->turn == i;
+        size_t len;
+        const char *text = cfs_turn_text(c, i, &len);
         sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
         if (running) {
-            sb_add(b, t->text, t->len); /* grows at the end while it generates */
+            sb_add(b, text, len); /* grows at the end while it generates */
             continue;
         }
-        add_turn_text(b, t->text, t->len);
+        add_turn_text(b, text, len);
         if (!t->complete) sb_str(b, "\n*(incomplete: the daemon stopped while it generated)*\n");
         sb_str(b, "\n");
     }
 }
 
 /* one message per line: readable, and diff/grep-friendly */
-static void add_message_json(sbuf *b, const char *role, const char *content, int *first) {
-    cJSON *str = cJSON_CreateString(content);
+static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, int *first) {
+    char *z = cfs_memdup0(content, len); /* a growing reply has no NUL at its end */
+    cJSON *str = z ? cJSON_CreateString(z) : NULL;
+    free(z);
     char *t = str ? cJSON_PrintUnformatted(str) : NULL;
     cJSON_Delete(str);
     if (!t) {
@@ -91,9 +95,12 @@ static void add_message_json(sbuf *b, const char *role, const char *content, int
 static void render_messages(const conv *c, sbuf *b) {
     int first = 1;
     sb_str(b, "[");
-    if (c->system[0]) add_message_json(b, "system", c->system, &first);
-    for (int i = 0; i < c->n_turns; i++)
-        add_message_json(b, c->turns[i].user ? "user" : "assistant", c->turns[i].text, &first);
+    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), &first);
+    for (int i = 0; i < c->n_turns; i++) {
+        size_t len;
+        const char *text = cfs_turn_text(c, i, &len);
+        add_message_json(b, c->turns[i].user ? "user" : "assistant", text, len, &first);
+    }
     sb_str(b, first ? "]\n" : "\n]\n");
 }
 
@@ -179,9 +186,10 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
         }
         break;
     case K_TURN: {
-        const turn *t = &c->turns[nd->turn];
-        if (c->gen && c->gen->turn == nd->turn) sb_add(b, t->text, t->len);
-        else add_turn_text(b, t->text, t->len);
+        size_t len;
+        const char *text = cfs_turn_text(c, nd->turn, &len);
+        if (c->gen && c->gen->turn == nd->turn) sb_add(b, text, len);
+        else add_turn_text(b, text, len);
         break;
     }
     case K_SCRATCH: sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;

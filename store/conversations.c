@@ -189,3 +189,11 @@ int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, siz
                   len, (int64_t)complete, id, (int64_t)idx);
     return end(s, ok, err, errlen);
 }
+
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+                       size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
+    int ok = !run(s, "UPDATE conversation_turn SET content=?, complete=? WHERE conversation=? AND idx=? AND complete=0",
+                  "biii", text, len, (int64_t)complete, id, (int64_t)idx);
+    return end(s, ok, err, errlen);
+}

@@ -52,7 +52,11 @@ int convs_set_settings(convs_store *s, int64_t id, const char *settings, char *e
  * non-NULL, also the system prompt (an import). One transaction. */
 int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *turns, int n, const char *system,
                         char *err, size_t errlen);
-/* Rewrites one turn's content and completeness (a reply as it grows). */
+/* Rewrites a reply's turn while it is still marked incomplete (as it grows, and once at
+ * its end); a row that an edit or a removal has replaced since is left alone. */
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+                       size_t errlen);
+/* Rewrites one turn's content and completeness (an edited turn). */
 int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen);
 

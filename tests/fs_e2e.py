@@ -1039,6 +1039,12 @@ def test_real_engine():
         st = read(m.p("b", "status"))
         reused = re.search(r"reused (\d+)/(\d+)", st)
         check(len(turns(m, "b")) == 4 and reused and int(reused.group(1)) > 0, "edit reused: %r" % st)
+        # one rendering and tokenization per message (the engine's, at the send): a short
+        # message is not counted at the write, nothing renders it twice
+        renders = json.loads(read(m.p("stats.json")))["engine"]["prompt_renders"]
+        check(sh("echo 'one more' > a/message && cat a/reply >/dev/null", cwd=m.mnt, timeout=120)[0] == 0, "one more")
+        renders2 = json.loads(read(m.p("stats.json")))["engine"]["prompt_renders"]
+        check(renders2 - renders == 1, "a message rendered %d times" % (renders2 - renders))
         # EFBIG from the real tokenizer's count
         rc, _, err = sh("head -c 200000 /dev/urandom | base64 > a/message", cwd=m.mnt, timeout=120)
         check(rc != 0 and "File too large" in err, "EFBIG with the real engine: %r" % err)

@@ -512,6 +512,41 @@ static void test_scratch(void) {
     free(buf);
 }
 
+/* a backend that cannot count tokens (a remote one): no check at the write, the message
+ * is refused with EFBIG when it is sent (at the flush) and nothing is kept */
+static void test_cannot_count(void) {
+    char err[256];
+    fs_backend *b = backend_fake_open("delay=1,ctx=64,count=0", err, sizeof err);
+    REQUIRE(b && !b->count_tokens, "fake: %s", err);
+    chatfs *other = chatfs_new(b, NULL, err, sizeof err);
+    REQUIRE(other, "%s", err);
+    chatfs *saved = fs;
+    fs = other;
+    fs_attr a;
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "n", &a) == 0, "mkdir");
+    char big[600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("n/message"), O_WRONLY | O_TRUNC, &h) == 0 &&
+              fs_write(fs, h, 0, big, strlen(big)) == (ssize_t)strlen(big),
+          "no count: the write passes");
+    CHECK(fs_flush(fs, h) == -EFBIG, "EFBIG when sent");
+    fs_release(fs, h);
+    CHECK(count_turns("n") == 0, "nothing kept");
+    int rc;
+    char *e = cat("n/error", &rc);
+    CHECK(e && strstr(e, "more than the context of 64"), "why: %s", e ? e : "");
+    free(e);
+    CHECK(echo_to("n/message", "short\n") == 0, "a short one goes");
+    wait_idle("n");
+    CHECK(count_turns("n") == 2, "answered");
+    fs = saved;
+    chatfs_stop(other);
+    b->close(b);
+    chatfs_free(other);
+}
+
 /* what the copy tools do (fs/copyin.c): shutil.copytree, tar -xf */
 static void test_copy_tools(void) {
     fs_attr a;
@@ -665,6 +700,7 @@ int main(void) {
     test_copy_tools();
     test_text();
     test_scratch();
+    test_cannot_count();
     test_persistence();
     test_concurrency();
     test_soak();
