@@ -4,7 +4,7 @@
  * The FUSE layer (fuse_ops.c) translates each request into one call here and the
  * answer back; tests and fuzzers call these directly. Every function returns 0 (or a
  * byte count) on success and a negative errno on failure, and takes the caller's
- * thread id where the answer depends on who asks (see "fresh conversations" in
+ * thread id where the answer depends on who asks (see "Copies into the mount" in
  * fs/README.md). One mutex guards all state; nothing here blocks while holding it
  * except the database, and the engine is only called with it released.
  *

@@ -206,7 +206,7 @@ conv *cfs_find_conv_name(chatfs *fs, const char *name);
 conv *cfs_conv_add(chatfs *fs, int64_t id, const char *name);
 void cfs_conv_remove(chatfs *fs, conv *c);
 /* a copy tool (cp -r, mv across filesystems) that made a conversation sees its files
- * only as it creates them: see "fresh conversations" */
+ * only as it creates them: see fs/copyin.c */
 int cfs_copier(uint32_t tid);
 int cfs_fresh_for(const conv *c, uint32_t tid);
 uint64_t cfs_conv_ino(const conv *c, int sub);
@@ -218,7 +218,7 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a);
 /* "001-user.md" -> 0-based index and role; -1 for other names */
 int cfs_parse_turn_name(const char *name, int *user);
 void cfs_turn_name(const conv *c, int i, char *buf, size_t n);
-/* Looks name up in directory node dir; tid decides for fresh conversations. */
+/* Looks name up in directory node dir; tid decides what a copy tool sees (copyin.c). */
 int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node *out);
 int cfs_valid_conv_name(const char *name);
 

@@ -86,7 +86,7 @@ void cfs_conv_remove(chatfs *fs, conv *c) {
 }
 
 /* Is the thread one of the copy tools that create files with O_EXCL in a directory
- * they just made (cp -r, mv across filesystems)? See "fresh conversations". */
+ * they just made (cp -r, mv across filesystems)? See "Copies into the mount" in fs/README.md and fs/copyin.c. */
 int cfs_copier(uint32_t tid) {
     char path[64], comm[32] = "";
     snprintf(path, sizeof path, "/proc/%u/comm", tid);
@@ -240,7 +240,7 @@ void cfs_turn_name(const conv *c, int i, char *buf, size_t n) {
     snprintf(buf, n, "%03d-%s.md", i + 1, c->turns[i].user ? "user" : "assistant");
 }
 
-/* Looks name up in directory node dir; tid decides for fresh conversations. */
+/* Looks name up in directory node dir; tid decides what a copy tool sees (copyin.c). */
 int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node *out) {
     memset(out, 0, sizeof *out);
     uint64_t dino = cfs_node_ino(dir);
