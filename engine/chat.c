@@ -264,8 +264,9 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
+        int why = r->n_prompt ? EFBIG : EINVAL;
         request_free(r);
-        return refuse(r->n_prompt ? EFBIG : EINVAL);
+        return refuse(why);
     }
     sampler_params sp = {s->temperature, s->top_k, s->top_p, s->min_p, s->seed};
     r->held = malloc(TEXT_CAP + (size_t)r->max_stop + 64);
