@@ -46,6 +46,10 @@ $(BUILD)/engine/kernels/kernels_avx512.o $(BUILD)/engine/layers/simd_avx512.o: C
 $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
                                             -mf16c -ffp-contract=off
 
+# chatfs --version: the release and the commit it was built from
+VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
+$(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
+
 .PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
 all: chatfs
 
@@ -150,13 +154,14 @@ fuzz: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
 
-# libFuzzer target for the conversation logic (fs/chatfs.c and the files it delegates to:
-# conv.c, generation.c, views.c, commit.c; fs/settings.c) on the fake engine: each input a
+# libFuzzer target for the conversation logic (fs/chatfs.c, files.c and the files they
+# delegate to: names.c, scratch.c, conv.c, generation.c, views.c, commit.c; fs/settings.c) on the fake engine: each input a
 # script of operations (see tests/fuzz/fuzz_chatfs.c), starting from the hand-written ones
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
-FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/conv.c fs/generation.c fs/views.c fs/commit.c \
-               fs/settings.c fs/backend_fake.c fs/store.c store/db.c
+FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
+               fs/views.c fs/commit.c \
+               fs/settings.c fs/backend_fake.c store/conversations.c store/db.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/runtime/chat.h

@@ -330,10 +330,6 @@ static void rem_cancel(fs_backend *b, uint64_t id) {
 }
 
 /* The server renders and counts: unknown here (see backend.h). */
-static int rem_count(fs_backend *b, const chat_msg *msgs, int n, const char *tmpl) {
-    (void)b, (void)msgs, (void)n, (void)tmpl;
-    return 0;
-}
 static int rem_context(fs_backend *b) {
     (void)b;
     return INT_MAX;
@@ -564,7 +560,7 @@ fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errl
         free_remote(r);
         return NULL;
     }
-    r->base = (fs_backend){r, "remote", rem_submit, rem_cancel, rem_count, rem_context, rem_forget, rem_stats,
+    r->base = (fs_backend){r, "remote", rem_submit, rem_cancel, NULL /* the server counts */, rem_context, rem_forget, rem_stats,
                            rem_close, NULL};
     pthread_mutex_init(&r->mu, NULL);
     if (pthread_create(&r->thread, NULL, worker, r) != 0) {

@@ -17,8 +17,10 @@ typedef struct {
     int prefill_chunk;       /* --chunk: most prompt tokens per scheduler step; 0: the engine's default */
     int max_batch;           /* --batch: most replies generated together (remote: requests in
                                 flight); 0: the engine's default */
-    size_t ram_budget, disk_budget; /* checkpoint budgets in bytes; 0: the engine's defaults */
+    size_t ram_budget, disk_budget; /* checkpoint budgets in bytes (0: none); CS_DEFAULT_* by default */
+    int n_ctx;               /* -c: most tokens a conversation holds; 0: the engine's default */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
+    int verbose;             /* -v: with -f, log every change, not only each reply */
     int debug;               /* -d: libfuse's request log (implies -f) */
     const char *fuse_opts;   /* -o, passed to libfuse */
 } mount_opts;

@@ -31,6 +31,7 @@
 #include "store/db.h"
 #include "store/hash.h"
 #include "tests/check.h"
+#include "tests/engine_db.h"
 #include "tests/oracle.h"
 
 extern char **environ;
@@ -76,11 +77,11 @@ static void random_prompt(const model *m, unsigned seed, int *t, int n, int *spl
 
 /* restores each split of prompt t from cs into a fresh state, prefills the rest and
  * compares with ref; returns the worst difference; checks the source */
-static float check_splits(const model *m, ckpt_store *cs, const int *t, int n, const int *splits, const float *ref,
+static float check_splits(const model *m, prefix_cache *cs, const int *t, int n, const int *splits, const float *ref,
                           const char *want_source, arena *a) {
     float worst = 0, *lg = malloc(sizeof(float) * (size_t)m->n_vocab);
     uint64_t *h = malloc(sizeof *h * (size_t)(n + 1));
-    token_chain_all(cs_seed(cs), t, n, h);
+    token_chain_all(pc_seed(cs), t, n, h);
     for (int i = 0; i < N_SPLITS; i++) {
         const int K = splits[i];
         seq_state *s = state_new(m, 0);
@@ -89,7 +90,7 @@ static float check_splits(const model *m, ckpt_store *cs, const int *t, int n, c
         CHECK(k == K, "%s: restore at %d gave %d (%s)", m->name, K, k, hit.miss_reason);
         CHECK(!strcmp(hit.source, want_source) || (!strcmp(want_source, "disk") && k == K),
               "source %s, expected %s", hit.source, want_source);
-        cs_release(cs, &hit);
+        pc_release(cs, &hit);
         model_prefill(m, s, t + k, n - k, 0, lg, a);
         float d = max_abs_diff(ref, lg, m->n_vocab);
         CHECK(d <= 1e-4f, "%s: split %d (%s): logits differ by %g", m->name, K, want_source, d);
@@ -113,12 +114,12 @@ static float *scratch_logits(const model *m, const int *t, int n, arena *a) {
 static int child(const char *path, const char *db_path, unsigned seed) {
     char err[256];
     model *m = model_load(path, err, sizeof err);
-    sqlite3 *db = m ? db_open(db_path, err, sizeof err) : NULL;
-    if (!db) {
+    if (!m) {
         fprintf(stderr, "child: %s\n", err);
         return 1;
     }
-    ckpt_store *cs = pc_open(m, db, NULL, err, sizeof err);
+    test_store st;
+    prefix_cache *cs = pc_open(m, test_store_open(&st, db_path), err, sizeof err);
     if (!cs) return 1;
     int t[PROMPT_LEN], splits[N_SPLITS];
     random_prompt(m, seed, t, PROMPT_LEN, splits);
@@ -128,8 +129,8 @@ static int child(const char *path, const char *db_path, unsigned seed) {
     printf("  %-24s new process, from the database: worst |logit diff| %.3g\n", m->name, w);
     free(ref);
     arena_free(&a);
-    cs_close(cs);
-    db_close(db);
+    pc_close(cs);
+    test_store_close(&st);
     model_free(m);
     return check_failures ? 1 : 0;
 }
@@ -148,12 +149,11 @@ static void restore_at_k(const char *path, unsigned seed) {
     /* checkpoints at every split, taken while prefilling */
     const char *db_path = tmp_path("ckpt_restore.db");
     rm_db(db_path);
-    sqlite3 *db = db_open(db_path, err, sizeof err);
-    REQUIRE(db, "%s", err);
-    ckpt_store *cs = pc_open(m, db, NULL, err, sizeof err);
+    test_store ts;
+    prefix_cache *cs = pc_open(m, test_store_open(&ts, db_path), err, sizeof err);
     REQUIRE(cs, "%s", err);
     uint64_t *h = malloc(sizeof *h * (PROMPT_LEN + 1));
-    token_chain_all(cs_seed(cs), t, PROMPT_LEN, h);
+    token_chain_all(pc_seed(cs), t, PROMPT_LEN, h);
     for (int i = 0; i < N_SPLITS; i++) {
         seq_state *s = state_new(m, 0);
         model_prefill(m, s, t, splits[i], 0, NULL, &a);
@@ -161,12 +161,13 @@ static void restore_at_k(const char *path, unsigned seed) {
         state_free(s);
     }
     float w_ram = check_splits(m, cs, t, PROMPT_LEN, splits, ref, "ram", &a);
-    CHECK(cs_flush(cs) == 0, "flush");
-    cs_close(cs);
-    cs = pc_open(m, db, NULL, err, sizeof err); /* a fresh store: nothing in RAM */
+    CHECK(pc_flush(cs, NULL, NULL) == 0, "flush");
+    pc_close(cs);
+    test_store_close(&ts);
+    cs = pc_open(m, test_store_open(&ts, db_path), err, sizeof err); /* a fresh store: nothing in RAM */
     float w_db = check_splits(m, cs, t, PROMPT_LEN, splits, ref, "disk", &a);
-    cs_close(cs);
-    db_close(db);
+    pc_close(cs);
+    test_store_close(&ts);
     printf("  %-34s restore at K (%d %d %d %d): worst |logit diff| RAM %.3g, database %.3g\n", path, splits[0],
            splits[1], splits[2], splits[3], w_ram, w_db);
     /* and in a new process */
@@ -181,13 +182,13 @@ static void restore_at_k(const char *path, unsigned seed) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the new process failed (status %d)", m->name, st);
     /* attention-only models: a longer stored prefix is cut back */
     if (m->trimmable) {
-        cs = pc_open(m, NULL, NULL, err, sizeof err);
+        cs = pc_open(m, NULL, err, sizeof err);
         seq_state *s = state_new(m, 0);
         model_prefill(m, s, t, PROMPT_LEN - 1, 0, NULL, &a);
         pc_save(cs, s, t, h, PROMPT_LEN - 1, NULL, PC_INTERVAL, NULL);
         state_free(s);
         check_splits(m, cs, t, PROMPT_LEN, splits, ref, "ram", &a);
-        cs_close(cs);
+        pc_close(cs);
     }
     rm_db(db_path);
     free(h);
@@ -266,6 +267,7 @@ static int ledger_best(const ledger *l, const int *t, int n) {
 
 typedef struct {
     chat_engine *e, *plain; /* with checkpoints, and a reference engine with them off */
+    test_store st;          /* e's checkpoints on a database (st.db NULL: in RAM) */
     const model *m;
     ledger led;
     int max_tokens, interval;
@@ -358,13 +360,16 @@ static gen_report turn(rig *g, conv *c, const char *what) {
 
 static void rig_open(rig *g, const char *db, int with_plain) {
     memset(g, 0, sizeof *g);
-    engine_config cfg = {
-        .model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db, .prefill_chunk = PREFILL_CHUNK};
+    engine_config cfg = {.model_path = MODEL,
+                         .threads = 2,
+                         .n_ctx = 4096,
+                         .checkpoints = db ? test_store_open(&g->st, db) : NULL,
+                         .prefill_chunk = PREFILL_CHUNK};
     char err[256];
     g->e = engine_open(&cfg, err, sizeof err);
     REQUIRE(g->e, "%s", err);
     if (with_plain) {
-        cfg.db_path = NULL;
+        cfg.checkpoints = NULL;
         g->plain = engine_open(&cfg, err, sizeof err);
         REQUIRE(g->plain, "%s", err);
     }
@@ -376,6 +381,7 @@ static void rig_open(rig *g, const char *db, int with_plain) {
 static void rig_close(rig *g) {
     engine_close(g->e);
     engine_close(g->plain);
+    if (g->st.db) test_store_close(&g->st);
     ledger_free(&g->led);
     free(g->last_prompt);
 }
@@ -600,7 +606,8 @@ static void storage_bytes(void) {
     const model *m = g.m;
     size_t row = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
     rig_close(&g);
-    engine_config cfg = {.model_path = MODEL, .threads = 2, .db_path = db};
+    test_store ts;
+    engine_config cfg = {.model_path = MODEL, .threads = 2, .checkpoints = test_store_open(&ts, db)};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -613,6 +620,7 @@ static void storage_bytes(void) {
     CHECK(kv <= 1.2 * one, "KV stored %.0f bytes, more than 1.2x one copy (%.0f)", kv, one);
     conv_free(&c);
     engine_close(e);
+    test_store_close(&ts);
     rm_db(db);
 }
 
@@ -628,17 +636,19 @@ static void corrupt_blob(void) {
         turn(&g, &c, "before corruption");
     }
     engine_close(g.e);
+    test_store_close(&g.st);
     /* flip a byte in the middle of every KV page and recurrent blob after position 40 */
     char err[256];
-    sqlite3 *h = db_open(db, err, sizeof err);
-    REQUIRE(h, "%s", err);
+    store_db *d = db_open(db, err, sizeof err);
+    REQUIRE(d, "%s", err);
+    sqlite3 *h = db_sql(d);
     CHECK(sqlite3_exec(h,
                        "UPDATE ckpt_pages SET kv = substr(kv, 1, 99) || x'00' || substr(kv, 101) WHERE pos0 > 40;"
                        "UPDATE ckpt_entries SET rec = substr(rec, 1, 7) || x'7f' || substr(rec, 9) WHERE n_tokens > 60;",
                        NULL, NULL, NULL) == SQLITE_OK,
         "%s", sqlite3_errmsg(h));
-    db_close(h);
-    engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db};
+    db_close(d);
+    engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 4096, .checkpoints = test_store_open(&g.st, db)};
     g.e = engine_open(&cfg, err, sizeof err);
     REQUIRE(g.e, "%s", err);
     ledger_free(&g.led); /* the ledger no longer knows what survives: check answers and counters */
