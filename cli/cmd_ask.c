@@ -134,7 +134,7 @@ int cmd_ask(int argc, char **argv) {
      * still runs: its checkpoints stay in RAM and it adds only its own turns (table
      * ask_turns, which the mount never touches) through SQLite's locking. */
     char owner[1200];
-    int lk = db_claim(db_path, "chatfs ask", &lock_fd, owner, sizeof owner);
+    int lk = db_claim(db_path, "chatfs ask", 0, &lock_fd, owner, sizeof owner);
     if (lk < 0) {
         cli_error("%s", owner);
         goto out;

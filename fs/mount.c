@@ -194,7 +194,7 @@ int chatfs_mount(const mount_opts *o) {
     /* one process writes a database: a second mount (or a running chatfs ask) is named */
     char what[1100], owner[1200];
     snprintf(what, sizeof what, "chatfs mount on %s", mnt);
-    int lk = db_claim(db, what, &lock_fd, owner, sizeof owner);
+    int lk = db_claim(db, what, 1, &lock_fd, owner, sizeof owner);
     if (lk != 0) {
         if (lk > 0)
             snprintf(err, sizeof err, "%s is in use by %s: one process at a time writes a database (unmount it, or "
@@ -273,6 +273,7 @@ int chatfs_mount(const mount_opts *o) {
     }
     struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 10};
     int lrc = fuse_session_loop_mt(se, &cfg);
+    db_claim_finishing(lock_fd); /* a new mount on this database now waits for the rest, not refuses */
     /* unmounted or signalled: stop what generates (the replies so far are kept), answer
      * whoever still waits, then close */
     chatfs_stop(fs);

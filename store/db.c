@@ -36,7 +36,18 @@ static int make_parents(const char *path) {
     return 0;
 }
 
-int db_claim(const char *path, const char *what, int *fd, char *owner, size_t ownerlen) {
+#define FINISHING ", finishing after its unmount"
+
+/* "PID\nWHAT\n" */
+static void write_note(int f, const char *what) {
+    char who[1200];
+    int n = snprintf(who, sizeof who, "%ld\n%s\n", (long)getpid(), what);
+    if (n >= (int)sizeof who) n = (int)sizeof who - 1;
+    if (ftruncate(f, 0) != 0 || pwrite(f, who, (size_t)n, 0) != n) { /* the lock holds without its note */
+    }
+}
+
+int db_claim(const char *path, const char *what, int wait, int *fd, char *owner, size_t ownerlen) {
     char lock[1100];
     snprintf(lock, sizeof lock, "%s.lock", path);
     if (make_parents(path) != 0) {
@@ -48,26 +59,30 @@ int db_claim(const char *path, const char *what, int *fd, char *owner, size_t ow
         snprintf(owner, ownerlen, "%s: %s", lock, strerror(errno));
         return -1;
     }
-    if (flock(f, LOCK_EX | LOCK_NB) == 0) {
-        char who[1200];
-        int n = snprintf(who, sizeof who, "%ld\n%s\n", (long)getpid(), what);
-        if (ftruncate(f, 0) != 0 || pwrite(f, who, (size_t)n, 0) != n) { /* the lock holds without its note */
-        }
-        *fd = f;
-        return 0;
-    }
-    if (errno != EWOULDBLOCK) {
-        snprintf(owner, ownerlen, "%s: %s", lock, strerror(errno));
-        close(f);
-        return -1;
-    }
-    /* held: the holder writes its note right after taking the lock */
     char note[1200] = "";
-    for (int tries = 0; tries < 50; tries++) {
-        ssize_t k = pread(f, note, sizeof note - 1, 0);
-        note[k > 0 ? k : 0] = 0;
-        if (k > 0 && strchr(note, '\n') != strrchr(note, '\n')) break;
-        usleep(10000);
+    for (int waited_ms = 0;; waited_ms += 20) {
+        if (flock(f, LOCK_EX | LOCK_NB) == 0) {
+            write_note(f, what);
+            *fd = f;
+            return 0;
+        }
+        if (errno != EWOULDBLOCK) {
+            snprintf(owner, ownerlen, "%s: %s", lock, strerror(errno));
+            close(f);
+            return -1;
+        }
+        /* held: the holder writes its note right after taking the lock */
+        for (int tries = 0; tries < 50; tries++) {
+            ssize_t k = pread(f, note, sizeof note - 1, 0);
+            note[k > 0 ? k : 0] = 0;
+            if (k > 0 && strchr(note, '\n') != strrchr(note, '\n')) break;
+            usleep(10000);
+        }
+        /* A holder that is finishing lets go soon: wait for it rather than refuse. Any
+         * holder gets two seconds: a mount whose mount point was just unmounted takes a
+         * moment to notice and say it is finishing. */
+        if (!wait || waited_ms >= (strstr(note, FINISHING) ? DB_CLAIM_WAIT_S * 1000 : 2000)) break;
+        usleep(20000);
     }
     close(f);
     long pid = atol(note);
@@ -78,6 +93,17 @@ int db_claim(const char *path, const char *what, int *fd, char *owner, size_t ow
     else
         snprintf(owner, ownerlen, "another process (see %s)", lock);
     return 1;
+}
+
+void db_claim_finishing(int fd) {
+    if (fd < 0) return;
+    char note[1200];
+    ssize_t k = pread(fd, note, sizeof note - 1, 0);
+    note[k > 0 ? k : 0] = 0;
+    char *nl = strchr(note, '\n'), what[1100];
+    if (!nl) return;
+    snprintf(what, sizeof what, "%.*s" FINISHING, (int)strcspn(nl + 1, "\n"), nl + 1);
+    write_note(fd, what);
 }
 
 void db_unclaim(int fd) {

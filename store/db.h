@@ -66,8 +66,15 @@ char *db_default_path(char *buf, size_t n);
  * opens or closes can drop it, and the kernel drops it when the process dies.
  * Returns 0 when taken (*fd holds it until db_unclaim or exit); 1 when another process
  * holds it, with who in owner ("chatfs mount on /home/u/chat (pid 123)"); -1 with the
- * reason in owner. Creates the database's directory if needed. */
-int db_claim(const char *path, const char *what, int *fd, char *owner, size_t ownerlen);
+ * reason in owner. With wait, a holder is given two seconds to let go (one that is
+ * finishing, up to DB_CLAIM_WAIT_S). Creates the database's directory if needed. */
+int db_claim(const char *path, const char *what, int wait, int *fd, char *owner, size_t ownerlen);
+/* The holder is on its way out (a mount after its unmount, writing its last
+ * checkpoints): its note says so, and db_claim then waits for it (up to
+ * DB_CLAIM_WAIT_S seconds) instead of refusing, so `fusermount3 -u m; chatfs mount m`
+ * works. */
+void db_claim_finishing(int fd);
+#define DB_CLAIM_WAIT_S 60
 void db_unclaim(int fd);
 
 #endif

@@ -884,6 +884,35 @@ def test_second_mount_refused():
         check(rc == 1 and "in use by chatfs ask (pid %d)" % os.getpid() in err, "mount beside ask: %d %r" % (rc, err))
         rc, out, err = sh("'%s' ask -m '%s' --db '%s' -t 1 -n 4 Hello" % (CHATFS, MODEL, db), timeout=120)
         check(rc == 0 and out and "in use by chatfs ask (pid %d)" % os.getpid() in err, "ask beside ask: %r" % err)
+    # a holder whose note says it is finishing (a mount after its unmount, writing its last
+    # checkpoints: store/db.h db_claim_finishing) is waited for, not refused: a remount
+    # right after fusermount3 -u works
+    holder = subprocess.Popen([sys.executable, "-c", """
+import fcntl, sys, time
+lk = open(sys.argv[1], "w")
+fcntl.flock(lk, fcntl.LOCK_EX)
+lk.write("%d\\nchatfs mount on /x, finishing after its unmount\\n" % 1)
+lk.flush()
+print("held", flush=True)
+time.sleep(1.5)
+""", db + ".lock"], stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
+    t0 = time.time()
+    rc, _, err = sh("timeout 20 '%s' mount '%s' --db '%s' --fake-engine ''" % (CHATFS, other, db))
+    waited = time.time() - t0
+    mounted = os.path.ismount(other)
+    if mounted:
+        sh("fusermount3 -u '%s'" % other)
+    holder.wait()
+    check(rc == 0 and mounted and waited >= 1.0, "remount after a finishing holder: %d %.1f s %r" % (rc, waited, err))
+    def lock_free():  # (the daemon lets go of the lock a moment after its unmount)
+        with open(db + ".lock") as lk:
+            try:
+                fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                return False
+    check(wait_for(lock_free, 20), "the remounted daemon let go of the database")
     rc, out, err = sh("'%s' ask -m '%s' --db '%s' -t 1 -n 4 Hello" % (CHATFS, MODEL, db), timeout=120)
     note = read(db + ".lock").split("\n")
     check(rc == 0 and out and "in use" not in err and note[1] == "chatfs ask" and int(note[0]) != os.getpid(),

@@ -315,6 +315,8 @@ def test_server_killed_mid_reply(srv_unused):
         NUMBERS["killed_error"] = error.strip()
         # regenerate while the server is down: a clear error, still nothing lost
         sh("echo regenerate > a/ctl", cwd=m.mnt)
+        # (status still shows the last error until the new request fails: wait for its own)
+        wait_for(lambda: "cannot reach the server" in read(m.p("a", "error")), 30)
         wait_done(m, "a")
         check("cannot reach the server" in read(m.p("a", "error")), "down: %r" % read(m.p("a", "error")))
         check(len(turns(m, "a")) == 4, "no turn lost")
