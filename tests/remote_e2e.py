@@ -318,7 +318,7 @@ def test_server_killed_mid_reply(srv_unused):
         # (status still shows the last error until the new request fails: wait for its own)
         wait_for(lambda: "cannot reach the server" in read(m.p("a", "error")), 30)
         wait_done(m, "a")
-        check("cannot reach the server" in read(m.p("a", "error")), "down: %r" % read(m.p("a", "error")))
+        check("cannot reach the server" in read(m.p("a", "error")), "down: %r (status %r)" % (read(m.p("a", "error")), read(m.p("a", "status"))))
         check(len(turns(m, "a")) == 4, "no turn lost")
         # back on the same port: regenerate makes the reply
         Server("killed-again", port=srv.port).start()
