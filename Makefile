@@ -20,7 +20,7 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. -MMD -MP 
            $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
-ENGINE_SRC := $(sort $(wildcard engine/*.c))
+ENGINE_SRC := $(sort $(wildcard engine/*.c engine/jinja/*.c))
 STORE_SRC  := $(sort $(wildcard store/*.c))
 FS_SRC     := $(sort $(wildcard fs/*.c))
 LIB_SRC    := $(ENGINE_SRC) $(STORE_SRC) $(FS_SRC)
@@ -72,11 +72,15 @@ $(BUILD)/%.o: %.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The chat-template renderer of the Jinja parity test and benchmark (tests/t_jinja.sh)
+$(BUILD)/tests/jinja_render: $(BUILD)/tests/jinja/jinja_render.o $(BUILD)/libchatfs.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
+check: chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
 # The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
@@ -113,7 +117,7 @@ endif
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a \
-	    $(TEST_SRC:tests/%.c=build-asan/tests/%) chatfs-asan
+	    $(TEST_SRC:tests/%.c=build-asan/tests/%) build-asan/tests/jinja_render chatfs-asan
 	BUILD=build-asan CHATFS=./chatfs-asan tests/run.sh
 
 chatfs-asan: $(LIB_SRC) $(CLI_SRC)
@@ -185,4 +189,4 @@ bench-cache: chatfs $(BUILD)/bench/cache_bench
 clean:
 	rm -rf build build-* chatfs chatfs-asan
 
--include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_BIN:=.d) $(BUILD)/tests/jinja/jinja_render.d
