@@ -2,7 +2,8 @@
 # Chat templates: chatfs's Jinja interpreter (engine/jinja/) against python-jinja2 configured
 # as Hugging Face's apply_chat_template, on every template in llama.cpp's models/templates/
 # over the conversations tests/jinja/conv_*.json (tests/jinja/parity.py); the templates of
-# the supported architectures' models must render identically. Then the benchmark: the
+# the supported architectures' models must render identically, and so must the small
+# templates of tests/jinja/cases.json (the language, case by case). Then the benchmark: the
 # boundary search's two renders of a 50-turn conversation with the Qwen3.5 template must
 # take under 2 ms (checked in the optimised build only).
 set -eu
@@ -18,7 +19,7 @@ TEMPLATES=$SRC/models/templates
 $PY tests/jinja/parity.py --binary "$BIN" --templates "$TEMPLATES" \
     --must 'Qwen3.5-*' --must 'Qwen-Qwen3-*' --must 'Qwen3-Coder*' --must 'NVIDIA-Nemotron-*' \
     --must 'LFM2*' --must 'ibm-granite-granite-4.*' --must 'meta-llama-Llama-3.*' \
-    tests/jinja/conv_*.json
+    --cases tests/jinja/cases.json tests/jinja/conv_*.json
 
 line=$("$BIN" --bench "$TEMPLATES/Qwen3.5-4B.jinja" 50 300)
 echo "jinja bench (Qwen3.5-4B.jinja): $line"

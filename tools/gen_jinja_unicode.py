@@ -3,6 +3,7 @@
 and the Jinja interpreter needs to give the same answers - the full case mappings of
 str.upper(), str.lower() and str.title() (up to three code points each), the "cased" and
 "case-ignorable" properties (str.title(), capitalize(), the final-sigma rule of lower()),
+which code points are lowercase, uppercase and titlecase (str.islower(), str.isupper()),
 and str.isprintable() (repr() of strings) - taken from Python's own str methods.
 
 Run from the repository root:  /usr/bin/python3 tools/gen_jinja_unicode.py > engine/jinja/unicode_tables.c
@@ -94,6 +95,9 @@ def main():
     emit_ranges("py_cased_ranges", ranges(is_cased))
     emit_ranges("py_case_ignorable_ranges", ranges(is_case_ignorable))
     emit_ranges("py_printable_ranges", ranges(lambda c: c.isprintable()))
+    emit_ranges("py_lower_ranges", ranges(lambda c: c.islower()))
+    emit_ranges("py_upper_ranges", ranges(lambda c: c.isupper()))
+    emit_ranges("py_titlecase_ranges", ranges(lambda c: unicodedata.category(c) == "Lt"))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ typedef enum {
     JN_DATA,       /* template text: value */
     JN_OUTPUT,     /* {{ a }} */
     JN_IF,         /* if a: b else c (c: BODY, another IF for elif, or NULL) */
-    JN_FOR,        /* for a in b if e: c else d */
+    JN_FOR,        /* for a in b if e: c else d; op = 1 for a recursive loop */
     JN_SET,        /* set a = b; a is a NAME, a TUPLE of NAMEs or an NSREF */
     JN_SET_BLOCK,  /* set a | c: body b */
     JN_NSREF,      /* target name.attr: sym of name, attr in name */

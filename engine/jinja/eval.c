@@ -425,9 +425,11 @@ static jv eval_compound(jr *r, const jnode *n) {
         if (k->kind == JN_SLICE) {
             jv start = k->a ? jeval(r, k->a) : jv_none(), stop = k->b ? jeval(r, k->b) : jv_none(),
                step = k->c ? jeval(r, k->c) : jv_none();
+            /* jinja2 slices with Python's own [], not its forgiving getitem */
             if (obj.kind == JV_UNDEFINED) jundef_fail(r, obj);
             if (obj.kind == JV_STR || jv_is_seq(obj)) return jv_slice(r, obj, start, stop, step);
-            return jv_undef_for(r, JU_PLAIN, 0, NULL, 0);
+            if (obj.kind == JV_DICT) jr_error(r, "unhashable type: 'slice'");
+            jr_error(r, "'%s' object is not subscriptable", jv_type_name(obj));
         }
         return jgetitem(r, obj, jeval(r, k));
     }

@@ -62,6 +62,9 @@ typedef struct jloop {
     const jv *items;
     uint32_t n, i;           /* i = loop.index0 */
     jv changed_last;         /* loop.changed(): the last value seen (JV_ABSENT: none yet) */
+    const jnode *node;       /* the FOR node; a recursive loop's loop(items) runs it again */
+    jscope *outer;           /* the scope the loop runs in */
+    int depth0;              /* loop.depth0: 0, or how deep loop(items) has recursed */
 } jloop;
 
 /* ---- evaluator (eval.c, exec.c) ---- */
@@ -85,6 +88,7 @@ jv jiterate(jr *r, jv v);
 /* fails with the error an undefined value raises when used */
 _Noreturn void jundef_fail(jr *r, jv u);
 jv jcall_macro(jr *r, jfunc *f, const jargs *a);
+jv jcall_loop(jr *r, jv loop, const jargs *a);  /* loop(items) in a recursive for loop */
 int jv_is_seq(jv v);     /* a list, tuple or range: indexable, with a length */
 int jv_is_iter(jv v);    /* a generator or reversed iterator: no length, used up when iterated */
 

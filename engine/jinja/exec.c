@@ -210,17 +210,18 @@ jv jcall(jr *r, jv callee, const jargs *a) {
             return f->state;
         }
     }
+    if (callee.kind == JV_LOOP) return jcall_loop(r, callee, a);
     if (callee.kind == JV_UNDEFINED) jundef_fail(r, callee);
     jr_error(r, "'%s' object is not callable", jv_type_name(callee));
 }
 
 /* ---- statements ---- */
 
-static int exec_for(jr *r, const jnode *n) {
-    jv seq = jiterate(r, jeval(r, n->b));
+static int run_loop(jr *r, const jnode *n, jv iterable, jscope *outer, int depth0) {
+    jv seq = jiterate(r, iterable);
     const jv *items = seq.u.list->v;
     uint32_t count = seq.u.list->n;
-    jscope *outer = r->scope;
+    r->scope = outer;
     if (n->e) {  /* for x in xs if test: the test sees x, the loop only what passed */
         jv kept = jv_list_new(r, count);
         jscope *s = jscope_new(r, outer);
@@ -239,6 +240,9 @@ static int exec_for(jr *r, const jnode *n) {
     loop->items = items;
     loop->n = count;
     loop->changed_last = jv_absent();
+    loop->node = n;
+    loop->outer = outer;
+    loop->depth0 = depth0;
     jv loopv = {0};
     loopv.kind = JV_LOOP;
     loopv.u.loop = loop;
@@ -255,6 +259,25 @@ static int exec_for(jr *r, const jnode *n) {
         if (status == JX_BREAK) break;
     }
     return JX_NORMAL;
+}
+
+static int exec_for(jr *r, const jnode *n) { return run_loop(r, n, jeval(r, n->b), r->scope, 0); }
+
+jv jcall_loop(jr *r, jv loopv, const jargs *a) {
+    const jloop *l = loopv.u.loop;
+    if (!l->node->op) jr_error(r, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+    if (a->n != 1 || a->nkw) jr_error(r, "loop() takes exactly one argument");
+    jr_enter(r);
+    jbuf buf;
+    jbuf_init(r, &buf, 256);
+    jbuf *out = r->out;
+    jscope *saved = r->scope;
+    r->out = &buf;
+    run_loop(r, l->node, a->pos[0], l->outer, l->depth0 + 1);
+    r->out = out;
+    r->scope = saved;
+    jr_leave(r);
+    return jbuf_value(&buf);
 }
 
 static void exec_call_block(jr *r, const jnode *n) {

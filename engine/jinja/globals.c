@@ -230,8 +230,8 @@ jv jloop_attr(jr *r, jv loopv, const char *name, size_t n) {
     if (!strcmp(key, "first")) return jv_bool(i == 0);
     if (!strcmp(key, "last")) return jv_bool(i == len - 1);
     if (!strcmp(key, "length")) return jv_int(len);
-    if (!strcmp(key, "depth")) return jv_int(1);
-    if (!strcmp(key, "depth0")) return jv_int(0);
+    if (!strcmp(key, "depth")) return jv_int(l->depth0 + 1);
+    if (!strcmp(key, "depth0")) return jv_int(l->depth0);
     if (!strcmp(key, "previtem"))
         return i > 0 ? l->items[i - 1] : jv_undef_for(r, JU_PLAIN, 0, "there is no previous item", 25);
     if (!strcmp(key, "nextitem"))

@@ -354,6 +354,7 @@ static int tag_token(lexer *L) {
         advance(L, i + strlen(operators[k].text));
         return 1;
     }
+    if (ch == '\'') jc_fail(L->c, L->line, "unexpected char \"'\"");
     if (ch >= 0x20 && ch < 0x7F) jc_fail(L->c, L->line, "unexpected char '%c'", ch);
     jc_fail(L->c, L->line, "unexpected char 0x%02x", ch);
 }

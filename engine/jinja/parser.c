@@ -758,7 +758,7 @@ static jnode *parse_for(P *c) {
     expect_kw(c, "in");
     n->b = parse_tuple(c, 0, 0, "recursive", 0);
     if (skip_kw(c, "if")) n->e = parse_expression(c, 1);
-    if (is_kw(cur(c), "recursive")) jc_fail(c, cur(c)->line, "recursive for loops are not supported");
+    if (skip_kw(c, "recursive")) n->op = 1;  /* the body may call loop(items) */
     c->loops++;
     n->c = parse_statements(c, end_body, 0);
     c->loops--;

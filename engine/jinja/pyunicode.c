@@ -102,6 +102,20 @@ int py_isprintable(uint32_t c) {
     return !(c & PY_BAD_BYTE) && in_ranges(py_printable_ranges, py_printable_ranges_n, c);
 }
 
+int py_islower(uint32_t c) {
+    if (c < 0x80) return c >= 'a' && c <= 'z';
+    return !(c & PY_BAD_BYTE) && in_ranges(py_lower_ranges, py_lower_ranges_n, c);
+}
+
+int py_isupper(uint32_t c) {
+    if (c < 0x80) return c >= 'A' && c <= 'Z';
+    return !(c & PY_BAD_BYTE) && in_ranges(py_upper_ranges, py_upper_ranges_n, c);
+}
+
+int py_istitle(uint32_t c) {
+    return c >= 0x80 && !(c & PY_BAD_BYTE) && in_ranges(py_titlecase_ranges, py_titlecase_ranges_n, c);
+}
+
 /* the mapping of c if the map has it (returns its length), else 0 */
 static int map_lookup(const py_case_entry *m, int n, uint32_t c, uint32_t out[3]) {
     int lo = 0, hi = n - 1;

@@ -68,28 +68,29 @@ static jv t_sameas(jr *r, jv v, const jargs *a) {
     }
 }
 
-/* str.islower()/isupper(): at least one cased character, none of the other case */
+/* str.islower()/isupper(): at least one character of the case, none of the other case or
+ * titlecase (CPython's unicode_islower_impl) */
 static int case_test(jr *r, jv v, int want_upper) {
     jv s = jv_to_str(r, v);
     int cased = 0;
     size_t i = 0;
     while (i < s.len) {
         size_t adv;
-        uint32_t cp = u8_decode(s.u.s + i, s.len - i, &adv), out[3];
+        uint32_t cp = u8_decode(s.u.s + i, s.len - i, &adv);
         i += adv;
-        if (!py_iscased(cp)) continue;
-        int n = py_lower(cp, out), is_upper = !(n == 1 && out[0] == cp);
-        n = py_upper(cp, out);
-        int is_lower = !(n == 1 && out[0] == cp) || !is_upper;
-        if (want_upper ? !is_upper : (is_upper || !is_lower)) return 0;
-        cased = 1;
+        int lower = py_islower(cp), upper = py_isupper(cp);
+        if ((want_upper ? lower : upper) || py_istitle(cp)) return 0;
+        cased |= want_upper ? upper : lower;
     }
     return cased;
 }
 
 static jv t_lower(jr *r, jv v, const jargs *a) { jargs_none(r, a, "lower"); return yes(case_test(r, v, 0)); }
 static jv t_upper(jr *r, jv v, const jargs *a) { jargs_none(r, a, "upper"); return yes(case_test(r, v, 1)); }
-static jv t_escaped(jr *r, jv v, const jargs *a) { jargs_none(r, a, "escaped"); return yes(0); }
+static jv t_escaped(jr *r, jv v, const jargs *a) {
+    jargs_none(r, a, "escaped");
+    return yes(v.kind == JV_STR && v.sub == JS_MARKUP);
+}
 
 static jv t_in(jr *r, jv v, const jargs *a) {
     jv seq = one_arg(r, a, "in");

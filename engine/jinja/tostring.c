@@ -149,7 +149,7 @@ static void write_value(jr *r, jbuf *b, jv v, int repr) {
         break;
     case JV_FUNC: {
         const jfunc *f = v.u.fn;
-        if (f->kind == JF_MACRO) jbuf_printf(r, b, "<Macro '%s'>", f->name);
+        if (f->kind == JF_MACRO) jbuf_printf(r, b, "<Macro '%.*s'>", f->name_len, f->name);
         else if (f->kind == JF_JOINER) jbuf_puts(r, b, "<jinja2.utils.Joiner object>");
         else if (f->kind == JF_CYCLER) jbuf_puts(r, b, "<jinja2.utils.Cycler object>");
         else if (f->self.kind != JV_ABSENT)

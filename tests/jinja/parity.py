@@ -51,10 +51,11 @@ def first_difference(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
-    ap.add_argument("--templates", required=True)
+    ap.add_argument("--templates")
     ap.add_argument("--must", action="append", default=[], help="glob of template file names that must match")
+    ap.add_argument("--cases", help="JSON file of small templates, each rendered with its own vars; all must agree")
     ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("conversations", nargs="+")
+    ap.add_argument("conversations", nargs="*")
     args = ap.parse_args()
 
     os.environ["TZ"] = "UTC"
@@ -65,7 +66,7 @@ def main():
         with open(path, encoding="utf-8") as f:
             conv = json.load(f)
         convs.append((os.path.splitext(os.path.basename(path))[0], conv))
-    templates = sorted(f for f in os.listdir(args.templates) if f.endswith(".jinja"))
+    templates = sorted(f for f in os.listdir(args.templates) if f.endswith(".jinja")) if args.templates else []
 
     work = tempfile.mkdtemp(prefix="chatfs-jinja-")
     jobs, expected = [], {}  # expected[(template, case)] = ("ok", text) | ("raised", msg) | ("error", msg)
@@ -95,6 +96,27 @@ def main():
                         expected[(tname, case)] = ("error", f"{type(e).__name__}: {e}")
                 out = os.path.join(work, f"{ti}.{case}.out")
                 jobs.append({"template": tpath, "context": cpath, "out": out})
+    cases = []  # (index, template text, expected)
+    if args.cases:
+        with open(args.cases, encoding="utf-8") as f:
+            spec = json.load(f)
+        common = spec.get("vars", {})
+        for i, case in enumerate(spec["cases"]):
+            text = case["template"]
+            ctx = dict(common, **case.get("vars", {}))
+            tpath, cpath = os.path.join(work, f"case{i}.jinja"), os.path.join(work, f"case{i}.json")
+            with open(tpath, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            with open(cpath, "w", encoding="utf-8") as f:
+                json.dump(ctx, f, ensure_ascii=False)
+            try:
+                want = ("ok", render_ref.render(env, env.from_string(text), ctx))
+            except render_ref.Raised as e:
+                want = ("raised", str(e))
+            except Exception as e:
+                want = ("error", f"{type(e).__name__}: {e}")
+            cases.append((i, text, want))
+            jobs.append({"template": tpath, "context": cpath, "out": os.path.join(work, f"case{i}.out")})
     manifest = os.path.join(work, "manifest.json")
     with open(manifest, "w", encoding="utf-8") as f:
         json.dump(jobs, f)
@@ -133,15 +155,35 @@ def main():
         else:
             identical.append(tname)
 
+    case_failures = []
+    for i, text, (kind, want) in cases:
+        out = os.path.join(work, f"case{i}.out")
+        got_ok = os.path.exists(out)
+        with open(out if got_ok else out + ".err", "rb") as f:
+            got = f.read().decode("utf-8", errors="surrogateescape")
+        if kind == "ok" and got != want:
+            case_failures.append(f"case {i} {text!r}:\n    python {want!r}\n    ours   {got!r}")
+        elif kind == "raised" and got != f"raised: {want}":
+            case_failures.append(f"case {i} {text!r}: python raises {want!r}, ours {got!r}")
+        elif kind == "error" and got_ok:
+            case_failures.append(f"case {i} {text!r}: python fails ({want}), ours renders {got!r}")
+        elif args.verbose and kind == "error":
+            print(f"case {i}: both fail: python {want} | ours {got}")
+    for f in case_failures:
+        print(f"DIFF {f}")
+    if cases:
+        print(f"jinja cases: {len(cases) - len(case_failures)} of {len(cases)} agree with python "
+              f"({sum(1 for c in cases if c[2][0] != 'ok')} of them errors in both)")
+
     for tname, mismatches in failures:
         print(f"DIFF {tname}: {len(mismatches)} case(s)")
         for m in mismatches[: 999 if args.verbose else 3]:
             print(f"    {m}")
-    print(f"python refuses (renders no case): {len(refused)}: {' '.join(refused)}")
-    ncases = len(convs) * 6
-    print(f"jinja parity: {len(identical)} templates render identically out of {len(rendered)} that python renders "
-          f"({len(templates)} templates, {ncases} cases each)")
-    bad = []
+    if templates and convs:
+        print(f"python refuses (renders no case): {len(refused)}: {' '.join(refused)}")
+        print(f"jinja parity: {len(identical)} templates render identically out of {len(rendered)} that python renders "
+              f"({len(templates)} templates, {len(convs) * 6} cases each)")
+    bad = [f"case {f.split(' ', 2)[1]} differs" for f in case_failures]
     for pattern in args.must:
         names = [t for t in templates if fnmatch.fnmatch(t, pattern)]
         if not names:
