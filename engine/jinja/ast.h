@@ -38,7 +38,7 @@ typedef enum {
     JN_DATA,       /* template text: value */
     JN_OUTPUT,     /* {{ a }} */
     JN_IF,         /* if a: b else c (c: BODY, another IF for elif, or NULL) */
-    JN_FOR,        /* for a in b if e: c else d; op = 1 for a recursive loop */
+    JN_FOR,        /* for a in b if e: c else d; op: JFOR_* flags */
     JN_SET,        /* set a = b; a is a NAME, a TUPLE of NAMEs or an NSREF */
     JN_SET_BLOCK,  /* set a | c: body b */
     JN_NSREF,      /* target name.attr: sym of name, attr in name */
@@ -50,6 +50,11 @@ typedef enum {
     JN_CONTINUE,
     JN_GENERATION, /* {% generation %} body a (output unchanged) */
 } jnode_kind;
+
+enum {
+    JFOR_RECURSIVE = 1,  /* the body may call loop(items) */
+    JFOR_CLOSURES = 2,   /* the body defines macros or call blocks, which keep their scope */
+};
 
 enum {
     JOP_NOT = 1, JOP_NEG, JOP_POS,

@@ -247,9 +247,13 @@ static int run_loop(jr *r, const jnode *n, jv iterable, jscope *outer, int depth
     loopv.kind = JV_LOOP;
     loopv.u.loop = loop;
     int sym_loop = r->t->sym_loop;
+    /* each iteration starts with a scope of its own; without closures that could keep it,
+     * one scope emptied every time serves them all */
+    jscope *shared = n->op & JFOR_CLOSURES ? NULL : jscope_new(r, outer);
     for (uint32_t i = 0; i < count; i++) {
         jr_step(r, 1);
-        jscope *s = jscope_new(r, outer);  /* each iteration starts afresh */
+        jscope *s = shared ? shared : jscope_new(r, outer);
+        s->n = 0;
         loop->i = i;
         if (sym_loop >= 0) jscope_set(r, s, sym_loop, loopv);
         r->scope = s;
@@ -265,7 +269,7 @@ static int exec_for(jr *r, const jnode *n) { return run_loop(r, n, jeval(r, n->b
 
 jv jcall_loop(jr *r, jv loopv, const jargs *a) {
     const jloop *l = loopv.u.loop;
-    if (!l->node->op) jr_error(r, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+    if (!(l->node->op & JFOR_RECURSIVE)) jr_error(r, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
     if (a->n != 1 || a->nkw) jr_error(r, "loop() takes exactly one argument");
     jr_enter(r);
     jbuf buf;

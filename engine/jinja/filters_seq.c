@@ -320,7 +320,7 @@ jv jf_slice(jr *r, jv v, const jargs *a) {
 static jargs rest_args(const jargs *a, int skip) {
     jargs rest = *a;
     rest.n = a->n > skip ? a->n - skip : 0;
-    rest.pos = a->pos + (a->n > skip ? skip : a->n);
+    rest.pos = a->n > skip ? a->pos + skip : NULL;
     return rest;
 }
 

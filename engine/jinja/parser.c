@@ -696,6 +696,18 @@ static int uses_name(const jnode *n, int sym) {
     return 0;
 }
 
+/* does the subtree define a macro or a call block (a function keeping its scope)? */
+static int makes_closures(const jnode *n) {
+    if (!n) return 0;
+    if (n->kind == JN_MACRO || n->kind == JN_CALL_BLOCK) return 1;
+    const jnode *named[] = {n->a, n->b, n->c, n->d, n->e};
+    for (int i = 0; i < 5; i++)
+        if (makes_closures(named[i])) return 1;
+    for (int i = 0; i < n->n; i++)
+        if (makes_closures(n->kids[i])) return 1;
+    return 0;
+}
+
 static jsig *parse_signature(P *c) {
     jsig *s = jc_alloc(c, sizeof *s);
     memset(s, 0, sizeof *s);
@@ -758,10 +770,11 @@ static jnode *parse_for(P *c) {
     expect_kw(c, "in");
     n->b = parse_tuple(c, 0, 0, "recursive", 0);
     if (skip_kw(c, "if")) n->e = parse_expression(c, 1);
-    if (skip_kw(c, "recursive")) n->op = 1;  /* the body may call loop(items) */
+    if (skip_kw(c, "recursive")) n->op |= JFOR_RECURSIVE;
     c->loops++;
     n->c = parse_statements(c, end_body, 0);
     c->loops--;
+    if (makes_closures(n->c)) n->op |= JFOR_CLOSURES;
     if (is_kw(next(c), "else")) n->d = parse_statements(c, end_else, 1);
     return done(c, n);
 }

@@ -210,8 +210,8 @@ jv jv_undef_for(jr *r, int what, int objkind, const char *name, size_t n) {
 jv jv_list_new(jr *r, uint32_t cap) {
     jlist *l = jr_alloc(r, sizeof *l);
     memset(l, 0, sizeof *l);
-    l->cap = cap;
-    l->v = cap ? jr_alloc(r, (size_t)cap * sizeof(jv)) : NULL;
+    l->cap = cap ? cap : 1;  /* never NULL: offsets into an empty list stay defined */
+    l->v = jr_alloc(r, (size_t)l->cap * sizeof(jv));
     jv v = {0};
     v.kind = JV_LIST;
     v.u.list = l;
