@@ -49,7 +49,7 @@ static jv make_dict(jr *r, const jargs *a, const char *fname) {
     jv d = jv_dict_new(r, 4);
     if (a->n == 1) {
         jv src = a->pos[0];
-        if (src.kind == JV_DICT || src.kind == JV_NS) {
+        if (src.kind == JV_DICT) {
             for (uint32_t i = 0; i < src.u.dict->n; i++) jv_dict_set(r, &d, src.u.dict->keys[i], src.u.dict->vals[i]);
         } else {
             const jlist *items = jiterate(r, src).u.list;

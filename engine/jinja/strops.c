@@ -395,6 +395,12 @@ jv jv_slice(jr *r, jv obj, jv vstart, jv vstop, jv vstep) {
     out.sub = obj.sub == JL_TUPLE ? JL_TUPLE : JL_LIST;
     for (int64_t k = 0, at = start; k < n; k++, at += step) out.u.list->v[k] = l->v[at];
     out.u.list->n = (uint32_t)n;
+    if (obj.sub == JL_RANGE) {  /* a slice of a range is a range (CPython's compute_slice) */
+        out.sub = JL_RANGE;
+        out.u.list->start = l->start + start * l->step;
+        out.u.list->stop = l->start + stop * l->step;
+        out.u.list->step = l->step * step;
+    }
     jr_step(r, (uint64_t)n / 16);
     return out;
 }
