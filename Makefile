@@ -100,17 +100,19 @@ sanitized-fs:
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
 
-# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, and many
+# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, many
 # conversations batched at once on a real (tiny) model (CHATFS_TEST_QUICK: one model,
-# fewer bursts). The ISA kernels - arithmetic on buffers their callers own - are built
-# without instrumentation there, which makes the model runs several times faster; the
-# thread pool, the dispatch into the kernels and everything around stay instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency
+# fewer bursts), and one chat template rendered from several threads. The ISA kernels -
+# arithmetic on buffers their callers own - are built without instrumentation there,
+# which makes the model runs several times faster; the thread pool, the dispatch into the
+# kernels and everything around stay instrumented.
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_jinja
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_jinja
 ifeq ($(BUILD),build-tsan)
 $(BUILD)/engine/kernels_avx2.o $(BUILD)/engine/kernels_avxvnni.o $(BUILD)/engine/kernels_avx512.o $(BUILD)/engine/kernels_amx.o: CFLAGS += -fno-sanitize=thread
 endif
