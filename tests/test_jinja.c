@@ -52,6 +52,34 @@ static char *render(const char *text, const char *vars) { return render_opts(tex
         free(got_);                                                                                \
     } while (0)
 
+static void test_api(void) {
+    const char *text = "{% if enable_thinking is defined %}T{% endif %}{{ messages|length }}";
+    char *err = NULL, *out = NULL;
+    jinja_template *t = jinja_compile(text, strlen(text), &err);
+    REQUIRE(t, "compile: %s", err);
+    CHECK(jinja_uses_variable(t, "enable_thinking") && jinja_uses_variable(t, "messages"), "uses the variables it names");
+    CHECK(!jinja_uses_variable(t, "tools") && !jinja_uses_variable(t, "length"), "not the ones it does not");
+    size_t len = 99;
+    CHECK(jinja_render(t, NULL, NULL, &out, &len, &err) == JINJA_OK && len == 1 && strcmp(out, "0") == 0,
+          "no variables: %s", out ? out : err);
+    free(out);
+    jinja_free(t);
+    /* the output may hold NUL bytes; out_len counts them */
+    t = jinja_compile("a{{ '\\x00' }}b", 14, &err);
+    REQUIRE(t, "compile: %s", err);
+    CHECK(jinja_render(t, NULL, NULL, &out, &len, &err) == JINJA_OK && len == 3 && memcmp(out, "a\0b", 4) == 0, "NUL");
+    free(out);
+    jinja_free(t);
+    /* the template text may hold NULs too, and need not end in one */
+    t = jinja_compile("x\0y{{ 1 }}zzz", 10, &err);
+    REQUIRE(t, "compile: %s", err);
+    CHECK(jinja_render(t, NULL, NULL, &out, &len, &err) == JINJA_OK && len == 4 && memcmp(out, "x\0y1", 4) == 0, "NUL text");
+    free(out);
+    jinja_free(t);
+    CHECK(!jinja_compile("{{ x", 4, &err) && err && strstr(err, "line 1"), "error: %s", err ? err : "none");
+    free(err);
+}
+
 static void test_whitespace(void) {
     EXPECT("{% if true %}\nhello\n{% endif %}\n", NULL, "hello\n");
     EXPECT("    {% if true %}\n    hello\n    {% endif %}\n", NULL, "    hello\n");
@@ -181,6 +209,21 @@ static void test_limits(void) {
     got = render(text, NULL);
     CHECK(strstr(got, "COMPILE") && strstr(got, "nested too deeply"), "deep source: %s", got);
     free(got);
+    /* work that scans big values costs steps in proportion, so loops over it end too
+     * (within seconds: a step is about the work of decoding 16 bytes) */
+    static const char *const heavy[] = {
+        "{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{% if 'y' in s %}{% endif %}{% endfor %}",
+        "{% set s = 'x' * 1000000 %}{% set t = 'x' * 1000000 %}{% for i in range(100000) %}{% if s == t %}{% endif %}{% endfor %}",
+        "{% set l = range(100000)|list %}{% for i in range(100000) %}{% set j = l|tojson %}{% endfor %}",
+        "{% set ns = namespace(d={}) %}{% for i in range(50000) %}{% set ns.d = dict(ns.d, **{('k' ~ i): i}) %}{% endfor %}",
+        "{% set s = '\u00e9' * 1000000 %}{% for i in range(100000) %}{{ s[i] if false }}{% set c = s[-1] %}{% endfor %}",
+    };
+    jinja_options fewer = {.max_steps = 2000000};  /* a tenth of the default: the same ends, sooner */
+    for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++) {
+        got = render_opts(heavy[i], NULL, &fewer);
+        CHECK(strstr(got, "ERROR(3)") && (strstr(got, "step limit") || strstr(got, "memory limit")), "heavy %zu: %s", i, got);
+        free(got);
+    }
     got = render("{{ -1 - 9223372036854775807 - 1 }}", NULL);
     CHECK(strstr(got, "ERROR(1)") && strstr(got, "integer overflow"), "overflow: %s", got);
     free(got);
@@ -256,6 +299,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    test_api();
     test_whitespace();
     test_values();
     test_statements();

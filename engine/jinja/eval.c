@@ -44,6 +44,7 @@ jv jgetattr(jr *r, jv obj, const char *name, size_t n) {
     jv m = jmethod_get(r, obj, name, n);
     if (m.kind != JV_ABSENT) return m;
     if (obj.kind == JV_DICT || obj.kind == JV_NS) {
+        jr_step(r, obj.u.dict->n / 16);
         jv *v = jv_dict_get_str(obj.u.dict, name, n);
         if (v) return *v;
     }
@@ -69,6 +70,7 @@ jv jgetitem(jr *r, jv obj, jv key) {
         int64_t i = seq_index(key, obj.u.list->n);
         if (i >= 0) return obj.u.list->v[i];
     } else if (obj.kind == JV_STR && int_key) {
+        jr_step(r, obj.len / 16);  /* decoding: a step per 16 bytes */
         int64_t len = (int64_t)u8_count(obj.u.s, obj.len);
         if (seq_index(key, len) >= 0) return jstr_index(r, obj, key.u.i);
     }
@@ -300,6 +302,7 @@ static int contains(jr *r, jv container, jv item) {
     switch (container.kind) {
     case JV_STR:
         if (item.kind != JV_STR) jr_error(r, "'in <string>' requires string as left operand, not %s", jv_type_name(item));
+        jr_step(r, container.len / 256);
         return jstr_find(container, item, 0) >= 0;
     case JV_DICT: return jv_dict_get(r, container.u.dict, item) != NULL;
     case JV_UNDEFINED: return 0;

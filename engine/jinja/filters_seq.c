@@ -93,7 +93,7 @@ static jv sorted(jr *r, const jlist *items, const jv *keys, int reverse) {
 jv jf_length(jr *r, jv v, const jargs *a) {
     jargs_none(r, a, "length");
     switch (v.kind) {
-    case JV_STR: return jv_int((int64_t)u8_count(v.u.s, v.len));
+    case JV_STR: jr_step(r, v.len / 16); return jv_int((int64_t)u8_count(v.u.s, v.len));
     case JV_DICT: return jv_int(v.u.dict->n);
     case JV_UNDEFINED: return jv_int(0);
     case JV_LIST:

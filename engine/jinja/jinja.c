@@ -63,6 +63,10 @@ jinja_template *jinja_compile(const char *text, size_t len, char **error) {
     return t;
 }
 
+int jinja_uses_variable(const jinja_template *t, const char *name) {
+    return t && name && find_sym(t, name, strlen(name)) >= 0;
+}
+
 void jinja_free(jinja_template *t) {
     if (!t) return;
     jarena_free(&t->arena);

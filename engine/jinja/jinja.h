@@ -29,6 +29,9 @@ typedef struct jinja_template jinja_template;
  * statement this interpreter does not support (include, extends, import, ...). */
 jinja_template *jinja_compile(const char *text, size_t len, char **error);
 void jinja_free(jinja_template *t);
+/* 1 if the template's text names the variable (e.g. "enable_thinking", "tools"): whether
+ * passing it can change the output at all */
+int jinja_uses_variable(const jinja_template *t, const char *name);
 
 typedef struct {
     size_t max_output;    /* bytes of the output and of any string made on the way;

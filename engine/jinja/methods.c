@@ -17,6 +17,7 @@ static jv need_str(jr *r, jv v, const char *what) {
  * *offset = code points before it */
 static jv sub_range(jr *r, jv s, jv start, jv end, int64_t *offset) {
     *offset = 0;
+    jr_step(r, s.len / 16);  /* the searches that follow scan s, and count code points */
     if (start.kind == JV_ABSENT && end.kind == JV_ABSENT) return s;
     jv sub = jv_slice(r, s, opt(start, jv_none()), opt(end, jv_none()), jv_none());
     *offset = (int64_t)u8_count(s.u.s, (size_t)(sub.u.s - s.u.s));
@@ -103,6 +104,7 @@ static jv finder(jr *r, jv s, const jargs *a, const char *name, int from_right, 
     if (!from_right) at = jstr_find(sub, needle, 0);
     else
         for (int k = jstr_find(sub, needle, 0); k >= 0; k = jstr_find(sub, needle, (size_t)k + 1)) {
+            jr_step(r, 1);
             at = k;
             if ((size_t)k >= sub.len) break;
         }
@@ -125,7 +127,10 @@ STR_METHOD(m_count, "count", "sub", "start", "end")
     jv sub = sub_range(r, s, arg[1], arg[2], &off);
     if (needle.len == 0) return jv_int((int64_t)u8_count(sub.u.s, sub.len) + 1);
     int64_t n = 0;
-    for (int k = jstr_find(sub, needle, 0); k >= 0; k = jstr_find(sub, needle, (size_t)k + needle.len)) n++;
+    for (int k = jstr_find(sub, needle, 0); k >= 0; k = jstr_find(sub, needle, (size_t)k + needle.len)) {
+        jr_step(r, 1);
+        n++;
+    }
     return jv_int(n);
 END_METHOD
 
@@ -156,9 +161,13 @@ static jv partition(jr *r, jv s, const jargs *a, const char *name, int from_righ
     jargs_bind(r, a, name, names, 1, 1, arg);
     jv sep = need_str(r, arg[0], "must be str");
     if (sep.len == 0) jr_error(r, "empty separator");
+    jr_step(r, s.len / 256);
     int at = jstr_find(s, sep, 0);
     if (from_right)
-        for (int k = at; k >= 0; k = jstr_find(s, sep, (size_t)k + 1)) at = k;
+        for (int k = at; k >= 0; k = jstr_find(s, sep, (size_t)k + 1)) {
+            jr_step(r, 1);
+            at = k;
+        }
     jv out = jv_list_new(r, 3);
     out.sub = JL_TUPLE;
     jv empty = jv_cstr(""), before = s, after = s;

@@ -74,7 +74,7 @@ jv jstr_strip(jr *r, jv s, jv chars, int left, int right) {
         }
         end = keep;
     }
-    jr_step(r, s.len / 256);
+    jr_step(r, s.len / 16);
     return view(s, start, end);
 }
 
@@ -145,7 +145,7 @@ static jv recase(jr *r, jv s, char mode) {
             prev_cased = is_alpha;
         }
         p[s.len] = 0;
-        jr_step(r, s.len / 256);
+        jr_step(r, s.len / 64);
         jv out = jv_str(r, p, s.len);
         out.sub = s.sub;
         return out;
@@ -164,7 +164,7 @@ static jv recase(jr *r, jv s, char mode) {
         prev_cased = py_iscased(cp);
         i += adv;
     }
-    jr_step(r, s.len / 64);
+    jr_step(r, s.len / 16);
     jv out = jbuf_value(&b);
     out.sub = s.sub;
     return out;
@@ -186,7 +186,7 @@ jv jstr_replace(jr *r, jv s, jv old, jv new_, int64_t count) {
     if (count < 0) count = INT64_MAX;
     jbuf b;
     jbuf_init(r, &b, (size_t)s.len + 16);
-    jr_step(r, s.len / 64);
+    jr_step(r, s.len / 16);
     if (old.len == 0) {  /* "ab".replace("", "-") is "-a-b-" */
         size_t i = 0;
         int64_t done = 0;
@@ -254,7 +254,7 @@ static jv split_ws(jr *r, jv s, int64_t maxsplit, int from_right) {
 }
 
 jv jstr_split(jr *r, jv s, jv sep, int64_t maxsplit, int from_right) {
-    jr_step(r, s.len / 64);
+    jr_step(r, s.len / 16);
     if (sep.kind == JV_NONE || sep.kind == JV_ABSENT) return split_ws(r, s, maxsplit, from_right);
     if (sep.kind != JV_STR) jr_error(r, "must be str or None, not %s", jv_type_name(sep));
     if (sep.len == 0) jr_error(r, "empty separator");
@@ -309,7 +309,7 @@ jv jstr_splitlines(jr *r, jv s, int keepends) {
         i = start = eol;
     }
     if (start < s.len) jv_list_push(r, &out, view(s, start, s.len));
-    jr_step(r, s.len / 64);
+    jr_step(r, s.len / 16);
     return out;
 }
 
@@ -334,7 +334,7 @@ jv jstr_index(jr *r, jv s, int64_t i) {
     if (i < 0) i += len;
     size_t at = u8_offset(s.u.s, s.len, (size_t)i), adv;
     u8_decode(s.u.s + at, s.len - at, &adv);
-    jr_step(r, s.len / 256);
+    jr_step(r, s.len / 16);
     return view(s, at, at + adv);
 }
 
@@ -369,7 +369,7 @@ jv jv_slice(jr *r, jv obj, jv vstart, jv vstop, jv vstep) {
         int ascii = u8_is_ascii(obj.u.s, obj.len);
         int64_t len = ascii ? obj.len : (int64_t)u8_count(obj.u.s, obj.len);
         int64_t n = adjust(len, &start, &stop, step);
-        jr_step(r, obj.len / 256 + (uint64_t)n / 16);
+        jr_step(r, (ascii ? obj.len / 256 : obj.len / 16) + (uint64_t)n / 16);
         if (ascii && step == 1) return view(obj, (size_t)start, (size_t)(start + n));
         /* byte offsets of every code point, then pick */
         size_t *off = jr_alloc(r, sizeof(size_t) * (size_t)(len + 1));

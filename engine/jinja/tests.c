@@ -96,6 +96,7 @@ static jv t_in(jr *r, jv v, const jargs *a) {
     jv seq = one_arg(r, a, "in");
     if (seq.kind == JV_STR) {
         if (v.kind != JV_STR) jr_error(r, "'in <string>' requires string as left operand, not %s", jv_type_name(v));
+        jr_step(r, seq.len / 256);
         return yes(jstr_find(seq, v, 0) >= 0);
     }
     if (seq.kind == JV_DICT) return yes(jv_dict_get(r, seq.u.dict, v) != NULL);

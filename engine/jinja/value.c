@@ -128,6 +128,11 @@ void jbuf_init(jr *r, jbuf *b, size_t cap) {
 
 void jbuf_put(jr *r, jbuf *b, const char *s, size_t n) {
     if (n == 0) return;
+    r->put_bytes += n;  /* every 256 bytes written anywhere count a step */
+    if (r->put_bytes >= 256) {
+        jr_step(r, r->put_bytes / 256);
+        r->put_bytes %= 256;
+    }
     if (b->len + n > r->max_output)
         jr_fail(r, JINJA_LIMIT, "output limit (%zu bytes) reached", r->max_output);
     if (b->len + n > b->cap) {
@@ -262,6 +267,7 @@ jv *jv_dict_get_str(const jdict *d, const char *s, size_t n) {
 
 jv *jv_dict_get(jr *r, const jdict *d, jv key) {
     jv_check_hashable(r, key);
+    jr_step(r, d->n / 16);  /* a linear search: big dicts cost steps, so they cannot hang */
     if (key.kind == JV_STR) return jv_dict_get_str(d, key.u.s, key.len);
     for (uint32_t i = 0; i < d->n; i++)
         if (d->keys[i].kind != JV_STR && jv_eq(r, d->keys[i], key)) return &d->vals[i];
@@ -378,10 +384,14 @@ int jv_eq(jr *r, jv a, jv b) {
     if (a.kind != b.kind) return 0;
     switch (a.kind) {
     case JV_UNDEFINED: case JV_NONE: return 1;
-    case JV_STR: return a.len == b.len && memcmp(a.u.s, b.u.s, a.len) == 0;
+    case JV_STR:
+        if (a.len != b.len) return 0;
+        jr_step(r, a.len / 256);
+        return memcmp(a.u.s, b.u.s, a.len) == 0;
     case JV_LIST: {
         if (a.u.list == b.u.list) return 1;
         if (!list_kind_match(a, b) || a.sub > JL_RANGE || a.u.list->n != b.u.list->n) return 0;
+        jr_step(r, a.u.list->n / 16);
         jr_enter(r);
         int eq = 1;
         for (uint32_t i = 0; i < a.u.list->n && eq; i++) eq = jv_eq(r, a.u.list->v[i], b.u.list->v[i]);
@@ -392,6 +402,7 @@ int jv_eq(jr *r, jv a, jv b) {
         const jdict *x = a.u.dict, *y = b.u.dict;
         if (x->n != y->n) return 0;
         if (x == y) return 1;
+        jr_step(r, x->n / 16);
         jr_enter(r);
         int eq = 1;
         for (uint32_t i = 0; i < x->n && eq; i++) {
@@ -414,6 +425,7 @@ static int order(jr *r, jv a, jv b, const char *op) {
     if (jv_is_num(a) && jv_is_num(b)) return num_cmp(a, b);
     if (a.kind == JV_STR && b.kind == JV_STR) {
         size_t n = a.len < b.len ? a.len : b.len;
+        jr_step(r, n / 256);
         int c = memcmp(a.u.s, b.u.s, n);  /* UTF-8 byte order is code point order */
         if (c) return c < 0 ? -1 : 1;
         return a.len < b.len ? -1 : a.len > b.len;
@@ -421,6 +433,7 @@ static int order(jr *r, jv a, jv b, const char *op) {
     if (a.kind == JV_LIST && b.kind == JV_LIST && list_kind_match(a, b) && a.sub <= JL_TUPLE) {
         const jlist *x = a.u.list, *y = b.u.list;
         uint32_t n = x->n < y->n ? x->n : y->n;
+        jr_step(r, n / 16);
         for (uint32_t i = 0; i < n; i++) {
             if (jv_eq(r, x->v[i], y->v[i])) continue;
             jr_enter(r);

@@ -110,6 +110,7 @@ typedef struct jr {
     char *error;              /* malloc'd message after a failure */
     int error_kind;           /* JINJA_* */
     uint64_t steps, max_steps;
+    uint64_t put_bytes;       /* bytes written to buffers not yet counted as steps */
     int depth, max_depth;
     size_t max_output;
     jbuf *out;                /* where output goes now (a macro call captures into its own) */

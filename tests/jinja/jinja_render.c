@@ -190,9 +190,15 @@ static int bench(const char *tpath, int turns, int rounds) {
     size_t len;
     char *text = read_file(tpath, &len), *err = NULL;
     if (!text) { fprintf(stderr, "jinja_render: %s: %s\n", tpath, strerror(errno)); return 1; }
-    jinja_template *t = jinja_compile(text, len, &err);
+    double c0 = now_ms();
+    jinja_template *t = NULL;
+    for (int i = 0; i < 20; i++) {  /* the compile time too, averaged */
+        jinja_free(t);
+        t = jinja_compile(text, len, &err);
+        if (!t) { fprintf(stderr, "compile: %s\n", err); free(err); free(text); return 1; }
+    }
+    double compile_ms = (now_ms() - c0) / 20;
     free(text);
-    if (!t) { fprintf(stderr, "compile: %s\n", err); free(err); return 1; }
     cJSON *real = bench_context(turns, "And what is the one thing I should remember from all of this?");
     cJSON *dummy = bench_context(turns, "x");
     double *times = malloc(sizeof(double) * (size_t)rounds);
@@ -209,8 +215,8 @@ static int bench(const char *tpath, int turns, int rounds) {
         free(b);
     }
     qsort(times, (size_t)rounds, sizeof *times, cmp_double);
-    printf("%.3f ms per boundary search (2 renders of %d turns, %zu bytes each; median of %d, min %.3f ms)\n",
-           times[rounds / 2], turns, out_bytes, rounds, times[0]);
+    printf("%.3f ms per boundary search (2 renders of %d turns, %zu bytes each; median of %d, min %.3f ms; compile %.3f ms)\n",
+           times[rounds / 2], turns, out_bytes, rounds, times[0], compile_ms);
     free(times);
     cJSON_Delete(real);
     cJSON_Delete(dummy);
