@@ -95,6 +95,7 @@ jv jiterate(jr *r, jv v) {
     case JV_LIST: {
         jlist *l = v.u.list;
         if (!jv_is_iter(v)) return v;
+        jgen_force(r, l);
         /* a generator gives what it has left, once */
         jv rest = jv_list_new(r, 0);
         rest.u.list->v = l->v + l->pos;
@@ -309,6 +310,7 @@ static int contains(jr *r, jv container, jv item) {
     case JV_LIST: {
         jlist *l = container.u.list;
         int iter = jv_is_iter(container);
+        jgen_force(r, l);
         if (container.sub == JL_KEYS) jv_check_hashable(r, item);
         for (uint32_t i = iter ? l->pos : 0; i < l->n; i++) {
             jr_step(r, 1);

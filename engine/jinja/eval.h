@@ -50,6 +50,7 @@ typedef struct jfunc {
     int kind;
     const char *name;         /* not NUL-terminated: name_len bytes */
     int name_len;
+    const char *repr;         /* a global's repr when it is a Python class, or NULL */
     const jnode *node;        /* JF_MACRO: the MACRO or CALL_BLOCK node */
     jscope *closure;          /* JF_MACRO: the scope the macro was defined in */
     jbuiltin_fn fn;           /* JF_BUILTIN */
@@ -91,6 +92,9 @@ jv jcall_macro(jr *r, jfunc *f, const jargs *a);
 jv jcall_loop(jr *r, jv loop, const jargs *a);  /* loop(items) in a recursive for loop */
 int jv_is_seq(jv v);     /* a list, tuple or range: indexable, with a length */
 int jv_is_iter(jv v);    /* a generator or reversed iterator: no length, used up when iterated */
+/* runs a generator's filter if it has not run yet: like Python's, map/select/... do their
+ * work (and fail) only when something iterates what they returned */
+void jgen_force(jr *r, jlist *l);
 
 /* ---- builtins (filters.c, tests.c, methods.c, globals.c) ---- */
 

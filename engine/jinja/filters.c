@@ -250,7 +250,11 @@ static jv f_indent(jr *r, jv v, const jargs *a) {
         for (int64_t i = 0; i < w; i++) jbuf_putc(r, &ib, ' ');
         indention = jbuf_value(&ib);
     }
-    jv s = soft_str(r, v);
+    /* jinja2 appends "\n" with += and calls splitlines(): only strings get through */
+    if (v.kind == JV_UNDEFINED) jundef_fail(r, v);
+    if (v.kind == JV_LIST && v.sub == JL_LIST) jr_error(r, "'list' object has no attribute 'splitlines'");
+    if (v.kind != JV_STR) jr_error(r, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    jv s = v;
     jbuf sb;
     jbuf_init(r, &sb, (size_t)s.len + 1);
     jbuf_put(r, &sb, s.u.s, s.len);

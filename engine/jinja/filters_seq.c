@@ -1,6 +1,7 @@
 /* filters_seq.c - jinja2's filters over sequences and mappings: length, first, join, map,
- * select, sort, unique, ... As in jinja2, map, select(attr), reject(attr), unique, items and
- * reverse give generators (no length, always true, used up by one iteration). */
+ * select, sort, unique, ... As in jinja2, map, select(attr), reject(attr), unique, items,
+ * batch and slice give generators: lazy (they run, and fail, only when iterated), without a
+ * length, always true, used up by one iteration; reverse gives an iterator. */
 #include <string.h>
 
 #include "engine/jinja/eval.h"
@@ -9,10 +10,35 @@
 
 static jv opt(jv v, jv dflt) { return v.kind == JV_ABSENT ? dflt : v; }
 
-static jv as_gen(jv list) {
-    list.sub = JL_GEN;
-    list.u.list->pos = 0;
-    return list;
+/* ---- generators ---- */
+
+typedef jv (*jproduce_fn)(jr *r, jv input, const jargs *a);  /* the items, as a list */
+struct jgen {
+    jproduce_fn fn;
+    jv input;
+    jargs args;   /* its arrays live in the arena, and values never change */
+};
+
+static jv lazy(jr *r, jproduce_fn fn, jv input, const jargs *a) {
+    struct jgen *g = jr_alloc(r, sizeof *g);
+    g->fn = fn;
+    g->input = input;
+    g->args = *a;
+    jv l = jv_list_new(r, 0);
+    l.sub = JL_GEN;
+    l.u.list->gen = g;
+    return l;
+}
+
+void jgen_force(jr *r, jlist *l) {
+    const struct jgen *g = l->gen;
+    if (!g) return;
+    l->gen = NULL;  /* a generator iterating itself finds nothing left */
+    jv items = g->fn(r, g->input, &g->args);
+    l->v = items.u.list->v;
+    l->n = items.u.list->n;
+    l->cap = items.u.list->cap;
+    l->pos = 0;
 }
 
 /* ---- attribute paths ---- */
@@ -118,6 +144,7 @@ jv jf_first(jr *r, jv v, const jargs *a) {
     jargs_none(r, a, "first");
     if (jv_is_iter(v)) {  /* next() takes one item off a generator */
         jlist *l = v.u.list;
+        jgen_force(r, l);
         if (l->pos < l->n) return l->v[l->pos++];
     } else {
         jv items = jiterate(r, v);
@@ -148,14 +175,14 @@ jv jf_join(jr *r, jv v, const jargs *a) {
     return jstr_join(r, sep, mapped);
 }
 
-jv jf_items(jr *r, jv v, const jargs *a) {
+static jv produce_items(jr *r, jv v, const jargs *a) {
     jargs_none(r, a, "items");
-    if (v.kind == JV_UNDEFINED) return as_gen(jv_list_new(r, 0));
+    if (v.kind == JV_UNDEFINED) return jv_list_new(r, 0);
     if (v.kind != JV_DICT) jr_error(r, "Can only get item pairs from a mapping.");
     const jdict *d = v.u.dict;
     jv out = jv_list_new(r, d->n);
     for (uint32_t i = 0; i < d->n; i++) jv_list_push(r, &out, jv_tuple2(r, d->keys[i], d->vals[i]));
-    return as_gen(out);
+    return out;
 }
 
 jv jf_dictsort(jr *r, jv v, const jargs *a) {
@@ -193,7 +220,7 @@ jv jf_sort(jr *r, jv v, const jargs *a) {
     return sorted(r, items, keys, reverse);
 }
 
-jv jf_unique(jr *r, jv v, const jargs *a) {
+static jv produce_unique(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"case_sensitive", "attribute"};
     jv arg[2];
     jargs_bind(r, a, "unique", names, 2, 0, arg);
@@ -212,7 +239,7 @@ jv jf_unique(jr *r, jv v, const jargs *a) {
         jv_list_push(r, &seen, key);
         jv_list_push(r, &out, items->v[i]);
     }
-    return as_gen(out);
+    return out;
 }
 
 static jv min_max(jr *r, jv v, const jargs *a, const char *fname, int want_max) {
@@ -269,7 +296,7 @@ jv jf_reverse(jr *r, jv v, const jargs *a) {
     return out;
 }
 
-jv jf_batch(jr *r, jv v, const jargs *a) {
+static jv produce_batch(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"linecount", "fill_with"};
     jv arg[2];
     jargs_bind(r, a, "batch", names, 2, 1, arg);
@@ -290,10 +317,10 @@ jv jf_batch(jr *r, jv v, const jargs *a) {
             while ((int64_t)row.u.list->n < count) jv_list_push(r, &row, fill);
         jv_list_push(r, &out, row);
     }
-    return as_gen(out);
+    return out;
 }
 
-jv jf_slice(jr *r, jv v, const jargs *a) {
+static jv produce_slice(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"slices", "fill_with"};
     jv arg[2];
     jargs_bind(r, a, "slice", names, 2, 1, arg);
@@ -312,7 +339,7 @@ jv jf_slice(jr *r, jv v, const jargs *a) {
         if (fill.kind != JV_NONE && k >= extra) jv_list_push(r, &tmp, fill);
         jv_list_push(r, &out, tmp);
     }
-    return as_gen(out);
+    return out;
 }
 
 /* ---- map, select, reject, selectattr, rejectattr ---- */
@@ -324,9 +351,9 @@ static jargs rest_args(const jargs *a, int skip) {
     return rest;
 }
 
-jv jf_map(jr *r, jv v, const jargs *a) {
+static jv produce_map(jr *r, jv v, const jargs *a) {
     jv out = jv_list_new(r, 4);
-    if (!jv_truthy(v)) return as_gen(out);
+    if (!jv_truthy(v)) return out;
     const jlist *items = jiterate(r, v).u.list;
     if (a->n == 0 && a->nkw > 0) {  /* map(attribute=..., default=...) */
         jv attribute = jv_absent(), dflt = jv_none();
@@ -341,7 +368,7 @@ jv jf_map(jr *r, jv v, const jargs *a) {
             jv x = jattr_path(r, items->v[i], attribute);
             jv_list_push(r, &out, x.kind == JV_UNDEFINED && dflt.kind != JV_NONE ? dflt : x);
         }
-        return as_gen(out);
+        return out;
     }
     if (a->n == 0) jr_error(r, "map requires a filter argument");
     jv name = a->pos[0];
@@ -352,12 +379,12 @@ jv jf_map(jr *r, jv v, const jargs *a) {
     }
     jargs rest = rest_args(a, 1);
     for (uint32_t i = 0; i < items->n; i++) jv_list_push(r, &out, jfilter_call(r, id, items->v[i], &rest));
-    return as_gen(out);
+    return out;
 }
 
 static jv select_or_reject(jr *r, jv v, const jargs *a, int keep_if, int lookup_attr) {
     jv out = jv_list_new(r, 4);
-    if (!jv_truthy(v)) return as_gen(out);
+    if (!jv_truthy(v)) return out;
     const jlist *items = jiterate(r, v).u.list;
     jv attribute = jv_none();
     int off = 0;
@@ -381,10 +408,20 @@ static jv select_or_reject(jr *r, jv v, const jargs *a, int keep_if, int lookup_
         int ok = id < 0 ? jv_truthy(x) : jtest_call(r, id, x, &rest);
         if (ok == keep_if) jv_list_push(r, &out, items->v[i]);
     }
-    return as_gen(out);
+    return out;
 }
 
-jv jf_select(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 1, 0); }
-jv jf_reject(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 0, 0); }
-jv jf_selectattr(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 1, 1); }
-jv jf_rejectattr(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 0, 1); }
+static jv produce_select(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 1, 0); }
+static jv produce_reject(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 0, 0); }
+static jv produce_selectattr(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 1, 1); }
+static jv produce_rejectattr(jr *r, jv v, const jargs *a) { return select_or_reject(r, v, a, 0, 1); }
+
+jv jf_items(jr *r, jv v, const jargs *a) { return lazy(r, produce_items, v, a); }
+jv jf_unique(jr *r, jv v, const jargs *a) { return lazy(r, produce_unique, v, a); }
+jv jf_batch(jr *r, jv v, const jargs *a) { return lazy(r, produce_batch, v, a); }
+jv jf_slice(jr *r, jv v, const jargs *a) { return lazy(r, produce_slice, v, a); }
+jv jf_map(jr *r, jv v, const jargs *a) { return lazy(r, produce_map, v, a); }
+jv jf_select(jr *r, jv v, const jargs *a) { return lazy(r, produce_select, v, a); }
+jv jf_reject(jr *r, jv v, const jargs *a) { return lazy(r, produce_reject, v, a); }
+jv jf_selectattr(jr *r, jv v, const jargs *a) { return lazy(r, produce_selectattr, v, a); }
+jv jf_rejectattr(jr *r, jv v, const jargs *a) { return lazy(r, produce_rejectattr, v, a); }

@@ -243,11 +243,14 @@ jv jloop_attr(jr *r, jv loopv, const char *name, size_t n) {
 
 /* ---- the table ---- */
 
-#define GLOBAL(n, f) {.kind = JF_BUILTIN, .name = n, .name_len = sizeof n - 1, .fn = f, .self = {.kind = JV_ABSENT}}
+/* repr: what printing it shows in Python when it is a class */
+#define GLOBAL(n, f, r) {.kind = JF_BUILTIN, .name = n, .name_len = sizeof n - 1, .fn = f, .self = {.kind = JV_ABSENT}, .repr = r}
 static const jfunc globals[] = {
-    GLOBAL("range", g_range), GLOBAL("dict", g_dict), GLOBAL("namespace", g_namespace),
-    GLOBAL("cycler", g_cycler), GLOBAL("joiner", g_joiner), GLOBAL("raise_exception", g_raise_exception),
-    GLOBAL("strftime_now", g_strftime_now),
+    GLOBAL("range", g_range, "<class 'range'>"), GLOBAL("dict", g_dict, "<class 'dict'>"),
+    GLOBAL("namespace", g_namespace, "<class 'jinja2.utils.Namespace'>"),
+    GLOBAL("cycler", g_cycler, "<class 'jinja2.utils.Cycler'>"),
+    GLOBAL("joiner", g_joiner, "<class 'jinja2.utils.Joiner'>"),
+    GLOBAL("raise_exception", g_raise_exception, NULL), GLOBAL("strftime_now", g_strftime_now, NULL),
 };
 
 int jglobal_find(const char *name, size_t n) {

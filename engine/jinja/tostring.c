@@ -152,6 +152,7 @@ static void write_value(jr *r, jbuf *b, jv v, int repr) {
         if (f->kind == JF_MACRO) jbuf_printf(r, b, "<Macro '%.*s'>", f->name_len, f->name);
         else if (f->kind == JF_JOINER) jbuf_puts(r, b, "<jinja2.utils.Joiner object>");
         else if (f->kind == JF_CYCLER) jbuf_puts(r, b, "<jinja2.utils.Cycler object>");
+        else if (f->repr) jbuf_puts(r, b, f->repr);
         else if (f->self.kind != JV_ABSENT)
             jbuf_printf(r, b, "<built-in method %s of %s object>", f->name, jv_type_name(f->self));
         else jbuf_printf(r, b, "<built-in function %s>", f->name);

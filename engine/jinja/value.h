@@ -84,6 +84,7 @@ typedef struct jlist {
     uint32_t n, cap;
     jv *v;
     uint32_t pos;               /* JL_GEN, JL_REVERSED: items already consumed */
+    const struct jgen *gen;     /* JL_GEN not yet run: how to make its items (filters_seq.c) */
     int64_t start, stop, step;  /* JL_RANGE: the range() arguments, for its repr */
 } jlist;
 
