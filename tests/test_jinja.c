@@ -224,6 +224,13 @@ static void test_limits(void) {
         CHECK(strstr(got, "ERROR(3)") && (strstr(got, "step limit") || strstr(got, "memory limit")), "heavy %zu: %s", i, got);
         free(got);
     }
+    /* found by fuzz_jinja: arithmetic on widths, slice steps and range items near 2^63 */
+    EXPECT("{{ '%99999999999999999999999d' % 1 }}", NULL, "ERROR(1): line 1: width or precision too big");
+    EXPECT("{{ '{:99999999999999999999999}'.format(1) }}", NULL, "ERROR(1): line 1: Invalid format specifier");
+    EXPECT("{{ [1, 2, 3][::-9223372036854775807 - 1] }}|{{ 'abc'[::-9223372036854775807 - 1] }}|{{ [1, 2, 3][0::4611686018427387904] }}",
+           NULL, "[3]|c|[1]");
+    EXPECT("{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904)|list }}", NULL,
+           "[-9223372036854775807, -4611686018427387903, 1, 4611686018427387905]");
     got = render("{{ -1 - 9223372036854775807 - 1 }}", NULL);
     CHECK(strstr(got, "ERROR(1)") && strstr(got, "integer overflow"), "overflow: %s", got);
     free(got);

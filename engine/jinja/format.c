@@ -18,6 +18,9 @@ static void put_padded(jr *r, jbuf *b, jv s, int64_t width, char align, const ch
     for (int64_t i = left; i < pad; i++) jbuf_put(r, b, fill, fill_len);
 }
 
+/* n * 10 + the digit c, stopping above any width or precision allowed (so it cannot overflow) */
+static int64_t digit(int64_t n, char c) { return n > 1000000 ? n : n * 10 + (c - '0'); }
+
 static jv truncate_cps(jv s, int64_t n) {
     if (n >= 0 && (int64_t)s.len > n) s.len = (uint32_t)u8_offset(s.u.s, s.len, (size_t)n);
     return s;
@@ -82,7 +85,7 @@ jv jformat_printf(jr *r, jv fmt, jv args) {
             width = int_arg(r, items[next++], '*');
             i++;
         } else
-            for (width = -1; i < n && s[i] >= '0' && s[i] <= '9'; i++) width = (width < 0 ? 0 : width) * 10 + (s[i] - '0');
+            for (width = -1; i < n && s[i] >= '0' && s[i] <= '9'; i++) width = digit(width < 0 ? 0 : width, s[i]);
         if (i < n && s[i] == '.') {
             i++;
             prec = 0;
@@ -91,7 +94,7 @@ jv jformat_printf(jr *r, jv fmt, jv args) {
                 prec = int_arg(r, items[next++], '*');
                 i++;
             } else
-                for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) prec = prec * 10 + (s[i] - '0');
+                for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) prec = digit(prec, s[i]);
         }
         if (width > 100000 || prec > 100000) jr_error(r, "width or precision too big");
         while (i < n && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L')) i++;
@@ -197,11 +200,11 @@ static void format_spec(jr *r, jbuf *b, jv v, jv spec) {
         i++;
     }
     int64_t width = 0, prec = -1;
-    while (i < n && s[i] >= '0' && s[i] <= '9') width = width * 10 + (s[i++] - '0');
+    while (i < n && s[i] >= '0' && s[i] <= '9') width = digit(width, s[i++]);
     int comma = i < n && (s[i] == ',' || s[i] == '_') ? (i++, 1) : 0;
     if (i < n && s[i] == '.') {
         prec = 0;
-        for (i++; i < n && s[i] >= '0' && s[i] <= '9';) prec = prec * 10 + (s[i++] - '0');
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9';) prec = digit(prec, s[i++]);
     }
     if (i < n) type = s[i++];
     if (i != n || width > 100000 || prec > 100000 || comma) jr_error(r, "Invalid format specifier");

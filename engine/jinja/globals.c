@@ -35,7 +35,7 @@ static jv g_range(jr *r, jv self, const jargs *a) {
     jr_step(r, (uint64_t)n / 16);
     jv l = jv_list_new(r, (uint32_t)n);
     l.sub = JL_RANGE;
-    for (int64_t i = 0; i < n; i++) l.u.list->v[i] = jv_int(start + i * step);
+    for (int64_t i = 0; i < n; i++) l.u.list->v[i] = jv_int((int64_t)(start + (__int128)i * step));
     l.u.list->n = (uint32_t)n;
     l.u.list->start = start;
     l.u.list->stop = stop;

@@ -356,7 +356,7 @@ static int64_t adjust(int64_t len, int64_t *start, int64_t *stop, int64_t step) 
         *stop += len;
         if (*stop < 0) *stop = step < 0 ? -1 : 0;
     } else if (*stop >= len) *stop = step < 0 ? len - 1 : len;
-    if (step < 0) return *stop < *start ? (*start - *stop - 1) / (-step) + 1 : 0;
+    if (step < 0) return *stop < *start ? (int64_t)(((__int128)*start - *stop - 1) / -(__int128)step + 1) : 0;
     return *start < *stop ? (*stop - *start - 1) / step + 1 : 0;
 }
 
@@ -384,7 +384,10 @@ jv jv_slice(jr *r, jv obj, jv vstart, jv vstop, jv vstep) {
         if (step == 1) return view(obj, off[start], off[start + n]);
         jbuf b;
         jbuf_init(r, &b, (size_t)n + 1);
-        for (int64_t k = 0, at = start; k < n; k++, at += step) jbuf_put(r, &b, obj.u.s + off[at], off[at + 1] - off[at]);
+        for (int64_t k = 0; k < n; k++) {
+            int64_t at = (int64_t)(start + (__int128)k * step);  /* within [0, len): the count says so */
+            jbuf_put(r, &b, obj.u.s + off[at], off[at + 1] - off[at]);
+        }
         jv out = jbuf_value(&b);
         out.sub = obj.sub;
         return out;
@@ -393,13 +396,18 @@ jv jv_slice(jr *r, jv obj, jv vstart, jv vstop, jv vstep) {
     int64_t n = adjust(l->n, &start, &stop, step);
     jv out = jv_list_new(r, (uint32_t)n);
     out.sub = obj.sub == JL_TUPLE ? JL_TUPLE : JL_LIST;
-    for (int64_t k = 0, at = start; k < n; k++, at += step) out.u.list->v[k] = l->v[at];
+    for (int64_t k = 0; k < n; k++) out.u.list->v[k] = l->v[(int64_t)(start + (__int128)k * step)];
     out.u.list->n = (uint32_t)n;
     if (obj.sub == JL_RANGE) {  /* a slice of a range is a range (CPython's compute_slice) */
-        out.sub = JL_RANGE;
-        out.u.list->start = l->start + start * l->step;
-        out.u.list->stop = l->start + stop * l->step;
-        out.u.list->step = l->step * step;
+        __int128 rstart = l->start + (__int128)start * l->step, rstop = l->start + (__int128)stop * l->step,
+                 rstep = (__int128)l->step * step;
+        if (rstart >= INT64_MIN && rstart <= INT64_MAX && rstop >= INT64_MIN && rstop <= INT64_MAX &&
+            rstep >= INT64_MIN && rstep <= INT64_MAX) {  /* else Python's bigints: it stays a list */
+            out.sub = JL_RANGE;
+            out.u.list->start = (int64_t)rstart;
+            out.u.list->stop = (int64_t)rstop;
+            out.u.list->step = (int64_t)rstep;
+        }
     }
     jr_step(r, (uint64_t)n / 16);
     return out;
