@@ -38,6 +38,7 @@ void jargs_bind(jr *r, const jargs *a, const char *fname, const char *const *nam
                 jv *out);
 void jargs_none(jr *r, const jargs *a, const char *fname);  /* fails unless no arguments */
 int64_t jarg_int(jr *r, jv v, const char *what);            /* an int argument (bool counts) */
+int jarg_flag(jr *r, jv v);  /* a flag Python reads as an int (sorted's reverse, splitlines' keepends) */
 /* Python's int(s, base) and float(s) of a string; 0 when it is not a number */
 int parse_py_int(const char *s, size_t n, int base, int64_t *out);
 int parse_py_float(const char *s, size_t n, double *out);

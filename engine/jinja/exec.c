@@ -339,8 +339,11 @@ int jexec(jr *r, const jnode *n) {
         break;
     }
     case JN_FILTER_BLOCK: {
+        /* jinja2 yields the filter's result as it is, and joining the output then refuses
+         * anything but a string */
         jv v = apply_filters(r, n->a, capture(r, n->b, jscope_new(r, r->scope)));
-        jv_write_str(r, r->out, v);
+        if (v.kind != JV_STR) jr_error(r, "sequence item: expected str instance, %s found", jv_type_name(v));
+        jbuf_put(r, r->out, v.u.s, v.len);
         break;
     }
     case JN_CALL_BLOCK: exec_call_block(r, n); break;

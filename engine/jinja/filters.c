@@ -43,6 +43,11 @@ int64_t jarg_int(jr *r, jv v, const char *what) {
     jr_error(r, "%s must be an integer, not %s", what, jv_type_name(v));
 }
 
+int jarg_flag(jr *r, jv v) {
+    if (v.kind == JV_INT || v.kind == JV_BOOL) return v.u.i != 0;
+    jr_error(r, "'%s' object cannot be interpreted as an integer", jv_type_name(v));
+}
+
 /* str(v) as jinja2's soft_str: undefined is "" */
 static jv soft_str(jr *r, jv v) { return jv_to_str(r, v); }
 

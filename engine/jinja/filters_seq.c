@@ -189,7 +189,7 @@ jv jf_dictsort(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"case_sensitive", "by", "reverse"};
     jv arg[3];
     jargs_bind(r, a, "dictsort", names, 3, 0, arg);
-    int case_sensitive = jv_truthy(opt(arg[0], jv_bool(0))), reverse = jv_truthy(opt(arg[2], jv_bool(0)));
+    int case_sensitive = jv_truthy(opt(arg[0], jv_bool(0))), reverse = jarg_flag(r, opt(arg[2], jv_bool(0)));
     jv by = opt(arg[1], jv_cstr("key"));
     int pos;
     if (by.kind == JV_STR && by.len == 3 && memcmp(by.u.s, "key", 3) == 0) pos = 0;
@@ -212,7 +212,7 @@ jv jf_sort(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"reverse", "case_sensitive", "attribute"};
     jv arg[3];
     jargs_bind(r, a, "sort", names, 3, 0, arg);
-    int reverse = jv_truthy(opt(arg[0], jv_bool(0))), case_sensitive = jv_truthy(opt(arg[1], jv_bool(0)));
+    int reverse = jarg_flag(r, opt(arg[0], jv_bool(0))), case_sensitive = jv_truthy(opt(arg[1], jv_bool(0)));
     jv attribute = opt(arg[2], jv_none());
     const jlist *items = jiterate(r, v).u.list;
     jv *keys = jr_alloc(r, (items->n + 1) * sizeof(jv));

@@ -40,7 +40,7 @@ typedef struct {
     uint64_t max_steps;   /* evaluation steps (statements, expressions, elements filters
                            * walk); 0 = JINJA_DEFAULT_MAX_STEPS */
     int max_depth;        /* nesting of expressions, statements, macro calls and values;
-                           * 0 = JINJA_DEFAULT_MAX_DEPTH */
+                           * 0 = JINJA_DEFAULT_MAX_DEPTH (which needs under 100 KB of stack) */
     int fixed_time;       /* 1: strftime_now formats `now` instead of the clock (tests) */
     time_t now;
 } jinja_options;

@@ -50,7 +50,7 @@ STR_METHOD(m_rsplit, "rsplit", "sep", "maxsplit")
     return jstr_split(r, s, opt(arg[0], jv_none()), jarg_int(r, opt(arg[1], jv_int(-1)), "maxsplit"), 1);
 END_METHOD
 STR_METHOD(m_splitlines, "splitlines", "keepends")
-    return jstr_splitlines(r, s, jv_truthy(opt(arg[0], jv_bool(0))));
+    return jstr_splitlines(r, s, jarg_flag(r, opt(arg[0], jv_bool(0))));
 END_METHOD
 
 STR_METHOD(m_replace, "replace", "old", "new", "count")
