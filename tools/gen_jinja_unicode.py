@@ -4,7 +4,8 @@ and the Jinja interpreter needs to give the same answers - the full case mapping
 str.upper(), str.lower() and str.title() (up to three code points each), the "cased" and
 "case-ignorable" properties (str.title(), capitalize(), the final-sigma rule of lower()),
 which code points are lowercase, uppercase and titlecase (str.islower(), str.isupper()),
-and str.isprintable() (repr() of strings) - taken from Python's own str methods.
+str.isalnum() (the \\w of the wordcount filter's regular expression) and str.isprintable()
+(repr() of strings) - taken from Python's own str methods.
 
 Run from the repository root:  /usr/bin/python3 tools/gen_jinja_unicode.py > engine/jinja/unicode_tables.c
 """
@@ -98,6 +99,7 @@ def main():
     emit_ranges("py_lower_ranges", ranges(lambda c: c.islower()))
     emit_ranges("py_upper_ranges", ranges(lambda c: c.isupper()))
     emit_ranges("py_titlecase_ranges", ranges(lambda c: unicodedata.category(c) == "Lt"))
+    emit_ranges("py_alnum_ranges", ranges(lambda c: c.isalnum()))
 
 
 if __name__ == "__main__":

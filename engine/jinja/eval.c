@@ -76,6 +76,10 @@ jv jgetitem(jr *r, jv obj, jv key) {
     }
     if (key.kind == JV_STR) {
         if (is_dunder(key.u.s, key.len)) return jv_undef_for(r, JU_UNSAFE, obj.kind, key.u.s, key.len);
+        if (obj.kind == JV_NS) {  /* a namespace has no items: ns['x'] falls back to ns.x */
+            jv *v = jv_dict_get_str(obj.u.dict, key.u.s, key.len);
+            if (v) return *v;
+        }
         jv m = obj.kind == JV_LOOP ? jloop_attr(r, obj, key.u.s, key.len) : jmethod_get(r, obj, key.u.s, key.len);
         if (m.kind != JV_ABSENT && m.kind != JV_UNDEFINED) return m;
         if (m.kind == JV_UNDEFINED && m.sub == JU_UNSAFE) return m;

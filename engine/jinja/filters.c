@@ -141,6 +141,15 @@ int parse_py_float(const char *s, size_t n, double *out) {
     return 1;
 }
 
+/* the sequence filters (filters_seq.c) */
+jv jf_batch(jr *, jv, const jargs *), jf_dictsort(jr *, jv, const jargs *), jf_first(jr *, jv, const jargs *),
+    jf_items(jr *, jv, const jargs *), jf_join(jr *, jv, const jargs *), jf_last(jr *, jv, const jargs *),
+    jf_length(jr *, jv, const jargs *), jf_list(jr *, jv, const jargs *), jf_map(jr *, jv, const jargs *),
+    jf_max(jr *, jv, const jargs *), jf_min(jr *, jv, const jargs *), jf_reject(jr *, jv, const jargs *),
+    jf_rejectattr(jr *, jv, const jargs *), jf_reverse(jr *, jv, const jargs *), jf_select(jr *, jv, const jargs *),
+    jf_selectattr(jr *, jv, const jargs *), jf_slice(jr *, jv, const jargs *), jf_sort(jr *, jv, const jargs *),
+    jf_sum(jr *, jv, const jargs *), jf_unique(jr *, jv, const jargs *);
+
 /* ---- filters ---- */
 
 static jv f_abs(jr *r, jv v, const jargs *a) {
@@ -408,6 +417,47 @@ static jv f_title(jr *r, jv v, const jargs *a) {
     return jbuf_value(&b);
 }
 
+/* truncate(s, length=255, killwords=False, end='...', leeway=5): cut at a word boundary */
+static jv f_truncate(jr *r, jv v, const jargs *a) {
+    static const char *const names[] = {"length", "killwords", "end", "leeway"};
+    jv arg[4];
+    jargs_bind(r, a, "truncate", names, 4, 0, arg);
+    int64_t length = jarg_int(r, opt(arg[0], jv_int(255)), "length");
+    jv end = opt(arg[2], jv_cstr("..."));
+    int64_t leeway = jarg_int(r, opt(arg[3], jv_int(5)), "leeway");
+    if (end.kind != JV_STR) jr_error(r, "object of type '%s' has no len()", jv_type_name(end));
+    int64_t end_len = (int64_t)u8_count(end.u.s, end.len);
+    if (length < end_len) jr_error(r, "expected length >= %lld, got %lld", (long long)end_len, (long long)length);
+    if (leeway < 0) jr_error(r, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (v.kind == JV_UNDEFINED) return v;  /* len(Undefined) is 0 */
+    jargs none = {0};
+    int64_t len = jf_length(r, v, &none).u.i;
+    if (len <= length + leeway) return v;  /* whatever it is, as it is */
+    if (v.kind != JV_STR) jr_error(r, "'%s' object has no attribute 'rsplit'", jv_type_name(v));
+    jv head = jv_slice(r, v, jv_none(), jv_int(length - end_len), jv_none());
+    if (!jv_truthy(opt(arg[1], jv_bool(0)))) head = jstr_split(r, head, jv_cstr(" "), 1, 1).u.list->v[0];
+    return jarith(r, JOP_ADD, head, end);
+}
+
+/* wordcount: the matches of \w+ (letters and digits of any script, and _) */
+static jv f_wordcount(jr *r, jv v, const jargs *a) {
+    jargs_none(r, a, "wordcount");
+    jv s = soft_str(r, v);
+    int64_t words = 0;
+    int in_word = 0;
+    size_t i = 0;
+    while (i < s.len) {
+        size_t adv;
+        uint32_t cp = u8_decode(s.u.s + i, s.len - i, &adv);
+        int w = cp == '_' || py_isalnum(cp);
+        words += w && !in_word;
+        in_word = w;
+        i += adv;
+    }
+    jr_step(r, s.len / 16);
+    return jv_int(words);
+}
+
 static jv f_tojson(jr *r, jv v, const jargs *a) {
     static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys"};
     jv arg[4];
@@ -452,15 +502,6 @@ static jv f_trim(jr *r, jv v, const jargs *a) {
     return jstr_strip(r, soft_str(r, v), opt(arg[0], jv_none()), 1, 1);
 }
 
-/* the sequence filters (filters_seq.c) */
-jv jf_batch(jr *, jv, const jargs *), jf_dictsort(jr *, jv, const jargs *), jf_first(jr *, jv, const jargs *),
-    jf_items(jr *, jv, const jargs *), jf_join(jr *, jv, const jargs *), jf_last(jr *, jv, const jargs *),
-    jf_length(jr *, jv, const jargs *), jf_list(jr *, jv, const jargs *), jf_map(jr *, jv, const jargs *),
-    jf_max(jr *, jv, const jargs *), jf_min(jr *, jv, const jargs *), jf_reject(jr *, jv, const jargs *),
-    jf_rejectattr(jr *, jv, const jargs *), jf_reverse(jr *, jv, const jargs *), jf_select(jr *, jv, const jargs *),
-    jf_selectattr(jr *, jv, const jargs *), jf_slice(jr *, jv, const jargs *), jf_sort(jr *, jv, const jargs *),
-    jf_sum(jr *, jv, const jargs *), jf_unique(jr *, jv, const jargs *);
-
 const jbuiltin_def jfilter_table[] = {
     {"abs", f_abs}, {"attr", f_attr}, {"batch", jf_batch}, {"capitalize", f_capitalize}, {"center", f_center},
     {"count", jf_length}, {"d", f_default}, {"default", f_default}, {"dictsort", jf_dictsort}, {"e", f_escape},
@@ -470,7 +511,8 @@ const jbuiltin_def jfilter_table[] = {
     {"min", jf_min}, {"reject", jf_reject}, {"rejectattr", jf_rejectattr}, {"replace", f_replace},
     {"reverse", jf_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", jf_select},
     {"selectattr", jf_selectattr}, {"slice", jf_slice}, {"sort", jf_sort}, {"string", f_string}, {"sum", jf_sum},
-    {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"unique", jf_unique}, {"upper", f_upper},
+    {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate}, {"unique", jf_unique},
+    {"upper", f_upper}, {"wordcount", f_wordcount},
     {NULL, NULL},
 };
 
@@ -483,8 +525,8 @@ static int table_find(const jbuiltin_def *t, const char *name, size_t n) {
 int jfilter_find(const char *name, size_t n) { return table_find(jfilter_table, name, n); }
 
 int jfilter_unsupported(const char *name, size_t n) {
-    static const char *const names[] = {"filesizeformat", "groupby", "pprint", "random", "striptags", "truncate",
-                                        "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr", NULL};
+    static const char *const names[] = {"filesizeformat", "groupby", "pprint", "random", "striptags",
+                                        "urlencode", "urlize", "wordwrap", "xmlattr", NULL};
     for (int i = 0; names[i]; i++)
         if (strlen(names[i]) == n && memcmp(names[i], name, n) == 0) return 1;
     return 0;

@@ -70,10 +70,11 @@ jv jattr_path(jr *r, jv item, jv attribute) {
 
 static jv ignore_case(jr *r, jv v) { return v.kind == JV_STR ? jstr_lower(r, v) : v; }
 
-/* the sort key of sort(): one value per comma-separated attribute (a list when several) */
+/* the sort key of sort(): a list of one value per comma-separated attribute, as jinja2's
+ * make_multi_attrgetter makes it (so equal keys are never ordered with <) */
 static jv sort_key(jr *r, jv item, jv attribute, int case_sensitive) {
+    jv key = jv_list_new(r, 1);
     if (attribute.kind == JV_STR && memchr(attribute.u.s, ',', attribute.len)) {
-        jv key = jv_list_new(r, 2);
         jv parts = jstr_split(r, attribute, jv_cstr(","), -1, 0);
         for (uint32_t i = 0; i < parts.u.list->n; i++) {
             jv v = jattr_path(r, item, parts.u.list->v[i]);
@@ -82,7 +83,8 @@ static jv sort_key(jr *r, jv item, jv attribute, int case_sensitive) {
         return key;
     }
     jv v = jattr_path(r, item, attribute);
-    return case_sensitive ? v : ignore_case(r, v);
+    jv_list_push(r, &key, case_sensitive ? v : ignore_case(r, v));
+    return key;
 }
 
 /* stable merge sort of idx[0..n) by keys (Python's sorted: stable also when reversed) */

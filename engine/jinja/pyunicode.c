@@ -112,6 +112,11 @@ int py_isupper(uint32_t c) {
     return !(c & PY_BAD_BYTE) && in_ranges(py_upper_ranges, py_upper_ranges_n, c);
 }
 
+int py_isalnum(uint32_t c) {
+    if (c < 0x80) return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    return !(c & PY_BAD_BYTE) && in_ranges(py_alnum_ranges, py_alnum_ranges_n, c);
+}
+
 int py_istitle(uint32_t c) {
     return c >= 0x80 && !(c & PY_BAD_BYTE) && in_ranges(py_titlecase_ranges, py_titlecase_ranges_n, c);
 }

@@ -32,6 +32,7 @@ int py_isprintable(uint32_t cp);
 int py_islower(uint32_t cp);
 int py_isupper(uint32_t cp);
 int py_istitle(uint32_t cp);
+int py_isalnum(uint32_t cp);   /* str.isalnum(): letters and digits of every script */
 /* full case mappings: write up to 3 code points to out, return how many */
 int py_upper(uint32_t cp, uint32_t out[3]);
 int py_lower(uint32_t cp, uint32_t out[3]);
@@ -49,8 +50,8 @@ extern const char py_unicode_version[];
 extern const py_case_entry py_upper_map[], py_lower_map[], py_title_map[];
 extern const int py_upper_map_n, py_lower_map_n, py_title_map_n;
 extern const py_range py_cased_ranges[], py_case_ignorable_ranges[], py_printable_ranges[], py_lower_ranges[],
-    py_upper_ranges[], py_titlecase_ranges[];
+    py_upper_ranges[], py_titlecase_ranges[], py_alnum_ranges[];
 extern const int py_cased_ranges_n, py_case_ignorable_ranges_n, py_printable_ranges_n, py_lower_ranges_n,
-    py_upper_ranges_n, py_titlecase_ranges_n;
+    py_upper_ranges_n, py_titlecase_ranges_n, py_alnum_ranges_n;
 
 #endif
