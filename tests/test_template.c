@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine/gguf/gguf.h"
+#include "engine/jinja/jinja.h"
 #include "engine/template/template.h"
 #include "tests/check.h"
 
@@ -345,7 +348,99 @@ static void test_force_and_fallback(void) {
     }
 }
 
+/* ------------------------------------------------------------------ built-in Jinja texts */
+
+/* A tiny deterministic generator: the same conversations on every run. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static unsigned rnd(unsigned n) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (unsigned)(rng_state % n);
+}
+
+/* contents that exercise what the families do: whitespace at the ends, think blocks
+ * whole, broken and repeated, tool answers wrapped in user turns, the Nemotron switches,
+ * Unicode (no Unicode whitespace at the ends: Jinja's trim is Python's str.strip, which
+ * also strips those, where the hand-written renderers stripped ASCII whitespace only) */
+static const char *const POOL[] = {
+    "", "U", "A", " hi \n", "\nline1\nline2\n", "<think>\nr\n</think>\n\na", "<think>r</think>a", "a</think>b",
+    "<think>x", "x</think>y</think>z", "\n<think>\n\n r \n\n</think>\n\n\n ans \n", "<tool_response>42</tool_response>",
+    " <tool_response>x</tool_response> ", "/think go", "/no_think hi", "Be brief. /no_think", "both /no_think and /think",
+    "h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac", "\t tabbed\t", "{{ not jinja }} {% if %}",
+    "<|im_end|>", "  ", "\r\nwindows\r\n"};
+static const char *const ROLES[] = {"system", "user", "assistant"};
+
+static cJSON *jinja_vars(const chat_msg *m, int n, int gen, int thinking, const char *bos) {
+    cJSON *v = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(v, "messages");
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", m[i].role);
+        cJSON_AddStringToObject(o, "content", m[i].content);
+        cJSON_AddItemToArray(list, o);
+    }
+    cJSON_AddBoolToObject(v, "add_generation_prompt", gen);
+    cJSON_AddBoolToObject(v, "enable_thinking", thinking);
+    cJSON_AddStringToObject(v, "bos_token", bos);
+    cJSON_AddStringToObject(v, "eos_token", "<E>");
+    cJSON_AddNullToObject(v, "tools");
+    cJSON_AddNullToObject(v, "documents");
+    return v;
+}
+
+/* Every built-in Jinja text renders what the hand-written family of its name renders,
+ * byte for byte, over every sequence of up to 5 roles with contents drawn from POOL,
+ * with and without the generation prompt, thinking on and off. The BOS text is the one
+ * the tokenizer does not add itself (Llama 3, LFM2 emit it). */
+static void test_builtin_vs_handwritten(void) {
+    int cases = 0, same = 0;
+    for (int b = 0; template_builtin_name(b); b++) {
+        const char *name = template_builtin_name(b), *text = template_builtin_text(name);
+        char *err = NULL;
+        jinja_template *jt = jinja_compile(text, strlen(text), &err);
+        REQUIRE(jt != NULL, "built-in %s compiles: %s", name, err ? err : "");
+        chat_template t;
+        REQUIRE(template_force(&t, name), "hand-written %s", name);
+        snprintf(t.bos_text, sizeof t.bos_text, "<B>");
+        int fam_cases = 0, fam_same = 0;
+        for (int len = 0; len <= 5; len++) {
+            int combos = 1;
+            for (int k = 0; k < len; k++) combos *= 3;
+            for (int c = 0; c < combos; c++)
+                for (int draw = 0; draw < (len < 3 ? 6 : 3); draw++) {
+                    chat_msg m[5];
+                    for (int k = 0, code = c; k < len; k++, code /= 3)
+                        m[k] = (chat_msg){ROLES[code % 3], POOL[rnd(sizeof POOL / sizeof *POOL)]};
+                    for (int gen = 0; gen < 2; gen++)
+                        for (int think = 0; think < 2; think++) {
+                            t.enable_thinking = think;
+                            char *want = template_render(&t, m, len, gen), *got = NULL, *rerr = NULL;
+                            size_t got_len = 0;
+                            cJSON *v = jinja_vars(m, len, gen, think, "<B>");
+                            int rc = jinja_render(jt, v, NULL, &got, &got_len, &rerr);
+                            cJSON_Delete(v);
+                            fam_cases++;
+                            int ok = rc == JINJA_OK && want && strcmp(want, got) == 0;
+                            fam_same += ok;
+                            if (!ok && fam_cases - fam_same <= 3) {
+                                fprintf(stderr, "  %s, %d messages (gen %d, thinking %d):", name, len, gen, think);
+                                for (int k = 0; k < len; k++) fprintf(stderr, " %s[%s]", m[k].role, m[k].content);
+                                fprintf(stderr, "\n    hand-written: [%s]\n    jinja:        [%s]\n", want ? want : "(null)",
+                                        got ? got : rerr);
+                            }
+                            free(want), free(got), free(rerr);
+                        }
+                }
+        }
+        CHECK(fam_same == fam_cases, "built-in %s: %d of %d renders byte-identical to the hand-written family", name,
+              fam_same, fam_cases);
+        cases += fam_cases;
+        same += fam_same;
+        jinja_free(jt);
+    }
+    printf("built-in Jinja texts: %d of %d renders byte-identical to the hand-written families\n", same, cases);
+}
+
 int main(void) {
+    test_builtin_vs_handwritten();
     test_chatml();
     test_qwen3();
     test_qwen35();

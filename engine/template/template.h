@@ -47,4 +47,10 @@ const char *template_family_name(tmpl_family f);
  * appends the assistant header. Returns NULL on a message with an unknown role. */
 char *template_render(const chat_template *t, const chat_msg *msgs, int n, int add_generation_prompt);
 
+/* The Jinja text of a template chatfs ships (builtin.c), by name: "chatml", "qwen3",
+ * "qwen35", "llama3", "granite", "lfm2", "nemotron"; NULL for another name. */
+const char *template_builtin_text(const char *name);
+/* The i-th built-in's name, NULL past the last. */
+const char *template_builtin_name(int i);
+
 #endif
