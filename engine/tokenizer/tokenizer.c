@@ -12,6 +12,7 @@
  * tokenizer_impl.h, which also tells how merges are stored. */
 #include "engine/tokenizer/tokenizer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ const char *tokenizer_pre(const tokenizer *t) { return t->pre_name; }
 int tokenizer_bos(const tokenizer *t) { return t->bos; }
 int tokenizer_eos(const tokenizer *t) { return t->eos; }
 int tokenizer_add_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
+int tokenizer_add_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
 int tokenizer_is_eog(const tokenizer *t, int id) { return in_vocab(t, id) && t->eog[id]; }
 
 int tokenizer_token_type(const tokenizer *t, int id) {
@@ -41,6 +43,8 @@ int tokenizer_token_type(const tokenizer *t, int id) {
 int tokenizer_find(const tokenizer *t, const char *s) { return find_token(t, s, strlen(s)); }
 
 const char *tokenizer_token_text(const tokenizer *t, int id) { return in_vocab(t, id) ? tok_text(t, id) : ""; }
+
+static const char *piece(const tokenizer *t, int id, int render_special, size_t *n);
 
 /* ------------------------------------------------------------------ special tokens */
 
@@ -165,6 +169,112 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
     }
     if (add_special && t->add_eos && t->eos >= 0) ivec_push(&v, t->eos);
     free(acc);
+    free(ws.sym);
+    free(ws.heap.v);
+    free(ws.tmp);
+    if (!ok || v.oom || ws.oom || v.n > INT32_MAX) {
+        free(v.v);
+        return -1;
+    }
+    if (!v.v) v.v = malloc(sizeof *v.v);
+    if (!v.v) return -1;
+    *out = v.v;
+    return (int)v.n;
+}
+
+/* ------------------------------------------------------------------ encoding like a known text */
+
+/* A raw fragment of a text (the bytes between two special tokens) and, for the known
+ * text, the run of its tokens that came from it. */
+typedef struct {
+    size_t start, end;
+    int first, count;
+} fragment;
+
+/* The raw fragments of text in order (malloc'd, count in *n): the spans between the
+ * accepted specials. -1 in *n on OOM. */
+static fragment *fragments(const accepted *acc, int n_acc, size_t len, int *n) {
+    fragment *f = malloc(sizeof *f * ((size_t)n_acc + 1));
+    *n = f ? 0 : -1;
+    size_t pos = 0;
+    for (int k = 0; f && k <= n_acc; k++) {
+        size_t end = k < n_acc ? (size_t)acc[k].pos : len;
+        if (end > pos) f[(*n)++] = (fragment){pos, end, 0, 0};
+        if (k < n_acc) pos = end + (size_t)acc[k].len;
+    }
+    return f;
+}
+
+/* Finds which tokens of ids (the encoding of text, whose specials are acc and raw
+ * fragments f, between skip_bos and skip_eos tokens) each fragment produced: the run of
+ * tokens that spells its bytes. 0 when the tokens do not spell the text byte for byte
+ * (bytes that are not UTF-8 come back as U+FFFD): the caller then encodes from scratch. */
+static int locate_fragments(const tokenizer *t, const char *text, const int *ids, int n_ids, int skip_bos,
+                            int skip_eos, const accepted *acc, int n_acc, fragment *f, int n_frag) {
+    int i = skip_bos ? 1 : 0, k = 0, end_ids = n_ids - (skip_eos ? 1 : 0);
+    size_t pos = 0;
+    for (int a = 0; a <= n_acc; a++) {
+        if (k < n_frag && f[k].start == pos) { /* the raw fragment before this special (or the end) */
+            f[k].first = i;
+            while (pos < f[k].end) {
+                size_t n = 0;
+                const char *p = i < end_ids ? piece(t, ids[i++], 1, &n) : "";
+                if (n == 0 || n > f[k].end - pos || memcmp(p, text + pos, n) != 0) return 0;
+                pos += n;
+            }
+            f[k].count = i - f[k].first;
+            k++;
+        }
+        if (a == n_acc) break;
+        if (pos != (size_t)acc[a].pos || i >= end_ids || ids[i] != acc[a].id) return 0;
+        i++;
+        pos += (size_t)acc[a].len;
+    }
+    return k == n_frag && i == end_ids;
+}
+
+int tokenizer_encode_like(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                          const char *known, size_t known_len, const int *known_ids, int n_known, int **out) {
+    /* SentencePiece spaces and byte fallbacks do not spell the text byte for byte */
+    if (!known || t->model != MODEL_BPE) return tokenizer_encode(t, text, len, add_special, parse_special, out);
+    size_t shared = 0;
+    while (shared < len && shared < known_len && text[shared] == known[shared]) shared++;
+
+    int n_acc = 0, n_kacc = 0, n_frag = 0, n_kfrag = 0;
+    accepted *acc = partition(t, text, len, parse_special, &n_acc);
+    accepted *kacc = partition(t, known, known_len, parse_special, &n_kacc);
+    fragment *f = n_acc >= 0 ? fragments(acc, n_acc, len, &n_frag) : NULL;
+    fragment *kf = n_kacc >= 0 ? fragments(kacc, n_kacc, known_len, &n_kfrag) : NULL;
+    int bos = add_special && t->add_bos && t->bos >= 0, eos = add_special && t->add_eos && t->eos >= 0;
+    if (!f || !kf || !locate_fragments(t, known, known_ids, n_known, bos, eos, kacc, n_kacc, kf, n_kfrag)) {
+        free(acc), free(kacc), free(f), free(kf);
+        return tokenizer_encode(t, text, len, add_special, parse_special, out);
+    }
+
+    ivec v = {0};
+    workspace ws = {0};
+    *out = NULL;
+    if (bos) ivec_push(&v, t->bos);
+    int ok = 1, k = 0, kk = 0;
+    size_t pos = 0;
+    for (int a = 0; ok && a <= n_acc; a++) {
+        if (k < n_frag && f[k].start == pos) {
+            /* a fragment the known text has too, at the same place, within the bytes both
+             * share: its tokens are the same (a raw fragment is encoded on its own) */
+            while (kk < n_kfrag && kf[kk].start < f[k].start) kk++;
+            if (kk < n_kfrag && kf[kk].start == f[k].start && kf[kk].end == f[k].end && f[k].end <= shared)
+                for (int i = 0; i < kf[kk].count; i++) ivec_push(&v, known_ids[kf[kk].first + i]);
+            else
+                ok = encode_raw(t, &ws, text + f[k].start, f[k].end - f[k].start, 1, &v);
+            pos = f[k++].end;
+        }
+        if (a < n_acc) {
+            ivec_push(&v, acc[a].id);
+            pos = (size_t)acc[a].pos + (size_t)acc[a].len;
+        }
+    }
+    if (add_special && t->add_eos && t->eos >= 0) ivec_push(&v, t->eos);
+    free(acc), free(kacc), free(f), free(kf);
     free(ws.sym);
     free(ws.heap.v);
     free(ws.tmp);
