@@ -6,9 +6,10 @@
  *
  * Contract (the same as chat.h): submit takes the conversation as messages, queues it
  * and returns at once: id > 0, or 0 with a reason in err and errno EFBIG when the
- * conversation does not fit the context (the filesystem answers EFBIG then; anything
- * else is EIO). Callbacks arrive on the backend's own worker thread, on_done exactly
- * once per accepted request; cancel may be called from any thread. count_tokens may be
+ * conversation does not fit the context or EINVAL when its chat template refuses it
+ * (the filesystem answers the same errno then; anything else is EIO). Callbacks arrive
+ * on the backend's own worker thread, on_done exactly once per accepted request; cancel
+ * may be called from any thread. count_tokens may be
  * NULL, or return -2, for a backend that cannot count (one that renders the prompt
  * elsewhere): the filesystem then skips its early length check at the write, and an
  * over-long message is refused when it is sent. */
@@ -27,7 +28,7 @@ struct fs_backend {
     uint64_t (*submit)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
                        const gen_callbacks *cb, char *err, size_t errlen);
     void (*cancel)(fs_backend *b, uint64_t id);
-    int (*count_tokens)(fs_backend *b, const chat_msg *msgs, int n, const char *template_name);
+    int (*count_tokens)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s);
     int (*context)(fs_backend *b);
     void (*forget_session)(fs_backend *b, const char *session);
     char *(*stats_json)(fs_backend *b); /* malloc'd JSON object */

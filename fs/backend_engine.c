@@ -11,8 +11,8 @@ static uint64_t eng_submit(fs_backend *b, const chat_msg *msgs, int n, const gen
     return engine_submit(E(b), msgs, n, s, cb, err, errlen);
 }
 static void eng_cancel(fs_backend *b, uint64_t id) { engine_cancel(E(b), id); }
-static int eng_count(fs_backend *b, const chat_msg *msgs, int n, const char *tmpl) {
-    return engine_count_tokens(E(b), msgs, n, tmpl);
+static int eng_count(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s) {
+    return engine_count_tokens(E(b), msgs, n, s);
 }
 static int eng_context(fs_backend *b) { return engine_context(E(b)); }
 static void eng_forget(fs_backend *b, const char *session) { engine_forget_session(E(b), session); }

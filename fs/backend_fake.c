@@ -208,8 +208,8 @@ static void fake_cancel(fs_backend *b, uint64_t id) {
     pthread_mutex_unlock(&f->mu);
 }
 
-static int fake_count(fs_backend *b, const chat_msg *msgs, int n, const char *tmpl) {
-    (void)b, (void)tmpl;
+static int fake_count(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s) {
+    (void)b, (void)s;
     return count(msgs, n);
 }
 

@@ -383,13 +383,17 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
         return -ENOMEM;
     }
     for (int i = 0; i < n; i++) m[i].content = copies[i] = strdup(m[i].content);
-    m[n] = (chat_msg){"user", t};
-    char *tmpl = c->st.template_name ? strdup(c->st.template_name) : NULL;
+    m[n] = (chat_msg){"user", t, NULL};
+    conv_settings st; /* the template and its switches, as the send will render */
+    settings_copy(&st, &c->st);
+    gen_settings gs;
+    settings_to_gen(&st, &gs);
     pthread_mutex_unlock(&fs->mu);
-    int tokens = fs->be->count_tokens(fs->be, m, n + 1, tmpl);
+    int tokens = fs->be->count_tokens(fs->be, m, n + 1, &gs);
     pthread_mutex_lock(&fs->mu);
     for (int i = 0; i < n; i++) free(copies[i]);
-    free(copies), free(m), free(t), free(tmpl);
+    free(copies), free(m), free(t);
+    settings_free(&st);
     if (tokens >= ctx) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;

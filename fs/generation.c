@@ -259,8 +259,8 @@ chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n) {
     chat_msg *m = calloc(n_turns + 2, sizeof *m);
     if (!m) return NULL;
     int k = 0;
-    if (c->system[0]) m[k++] = (chat_msg){"system", c->system};
-    for (int i = 0; i < n_turns; i++) m[k++] = (chat_msg){c->turns[i].user ? "user" : "assistant", c->turns[i].text};
+    if (c->system[0]) m[k++] = (chat_msg){"system", c->system, NULL};
+    for (int i = 0; i < n_turns; i++) m[k++] = (chat_msg){c->turns[i].user ? "user" : "assistant", c->turns[i].text, NULL};
     *n = k;
     return m;
 }
@@ -333,7 +333,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");
         }
         g->refs--; /* the engine's */
-        rc = why == EFBIG ? -EFBIG : -EIO;
+        rc = why == EFBIG ? -EFBIG : why == EINVAL ? -EINVAL : -EIO; /* EINVAL: the template refuses it */
     } else {
         g->id = id;
         if (g->cancel_pending) {

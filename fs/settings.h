@@ -3,7 +3,8 @@
  * The file holds every key; a write may give any subset, and the keys it leaves out
  * take the defaults (the root settings.json for a conversation, the built-in values for
  * the root itself). Unknown keys, wrong types and out-of-range values are refused with
- * a one-line reason. */
+ * a one-line reason; a chat_template that does not compile is refused with its compile
+ * error. */
 #ifndef CHATFS_FS_SETTINGS_H
 #define CHATFS_FS_SETTINGS_H
 
@@ -20,7 +21,9 @@ typedef struct {
     char *stop[GEN_MAX_STOP];
     int n_stop;
     int checkpoint_interval; /* 0: the engine's default */
-    char *template_name;     /* NULL: the model's own template */
+    char *template_name;     /* a built-in template by name; NULL: the model's own template */
+    char *chat_template;     /* Jinja text rendered instead of the model's template (and instead
+                                of template_name); NULL: none */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
     int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
 } conv_settings;

@@ -83,6 +83,7 @@ int main(void) {
             const cJSON *it = cJSON_GetArrayItem(msgs, i);
             m[i].role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "role"));
             m[i].content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "content"));
+            m[i].reasoning_content = NULL;
             REQUIRE(m[i].role && m[i].content, "malformed message in: %.80s", line);
         }
         gen_settings s;

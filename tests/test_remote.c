@@ -209,8 +209,8 @@ static void test_stream(void) {
 /* ---- requests, errors, models ---- */
 
 static void test_request(void) {
-    chat_msg m[] = {{"system", "Answer briefly."}, {"user", "What is 17 + 25?"}, {"assistant", "42"},
-                    {"user", "Add 5 to that."}};
+    chat_msg m[] = {{"system", "Answer briefly.", NULL}, {"user", "What is 17 + 25?", NULL}, {"assistant", "42", NULL},
+                    {"user", "Add 5 to that.", NULL}};
     gen_settings s;
     gen_settings_defaults(&s);
     s.temperature = 0.5f;
@@ -479,7 +479,7 @@ static int wait_dones(req_sink *s, int n, int ms) {
 }
 
 static uint64_t submit_text(fs_backend *b, const char *text, req_sink *s) {
-    chat_msg m = {"user", text};
+    chat_msg m = {"user", text, NULL};
     gen_settings gs;
     gen_settings_defaults(&gs);
     gen_callbacks cb = {r_text, r_progress, r_done, s};

@@ -47,36 +47,97 @@ void gen_settings_defaults(gen_settings *s) {
     s->seed = p.seed;
     s->checkpoint_interval = 1024;
     s->checkpoints = 1;
+    s->enable_thinking = 1;
 }
 
 /* ---------------------------------------------------------------- rendering */
 
-/* Renders messages with the engine's template (or a forced one) and the generation
- * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
-static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out, char *err,
-                         size_t errlen, chat_template *used) {
+/* A template a request names (a built-in, or Jinja text of its own), from the engine's
+ * cache of compiled ones or compiled now: one more reference, or NULL with err. */
+static chat_template *cached_template(chat_engine *e, const char *name, const char *text, char *err, size_t errlen) {
+    pthread_mutex_lock(&e->tmpl_lock);
+    int slot = 0;
+    for (int i = 0; i < (int)(sizeof e->tmpl_cache / sizeof *e->tmpl_cache); i++) {
+        const char *key = e->tmpl_cache[i].key;
+        if (key && (name ? key[0] == 1 && !strcmp(key + 1, name) : key[0] != 1 && !strcmp(key, text))) {
+            e->tmpl_cache[i].used = ++e->tmpl_clock;
+            chat_template *t = template_ref(e->tmpl_cache[i].t);
+            pthread_mutex_unlock(&e->tmpl_lock);
+            return t;
+        }
+        if (e->tmpl_cache[i].used < e->tmpl_cache[slot].used) slot = i; /* the least recently used */
+    }
+    pthread_mutex_unlock(&e->tmpl_lock);
+    /* compiled outside the lock: another thread may compile the same text meanwhile (both
+     * results are equal; the later one is kept) */
+    char cerr[256];
+    chat_template *t = name ? template_new_builtin(name, e->m->tok, cerr, sizeof cerr)
+                            : template_new(text, strlen(text), e->m->tok, cerr, sizeof cerr);
+    if (!t) {
+        if (name) snprintf(err, errlen, "%s", cerr);
+        else snprintf(err, errlen, "chat_template does not compile: %s", cerr);
+        return NULL;
+    }
+    char *key = name ? malloc(strlen(name) + 2) : strdup(text);
+    if (key && name) key[0] = 1, strcpy(key + 1, name);
+    if (!key) return t; /* not kept: compiled again next time */
+    pthread_mutex_lock(&e->tmpl_lock);
+    free(e->tmpl_cache[slot].key);
+    template_unref(e->tmpl_cache[slot].t);
+    e->tmpl_cache[slot].key = key;
+    e->tmpl_cache[slot].t = template_ref(t);
+    e->tmpl_cache[slot].used = ++e->tmpl_clock;
+    pthread_mutex_unlock(&e->tmpl_lock);
+    return t;
+}
+
+/* The template a request renders with: its own Jinja text, else a built-in it names, else
+ * the model's. A reference (template_unref), or NULL with err. */
+static chat_template *request_template(chat_engine *e, const gen_settings *s, char *err, size_t errlen) {
+    if (s->chat_template) return cached_template(e, NULL, s->chat_template, err, errlen);
+    if (s->template_name && *s->template_name) return cached_template(e, s->template_name, NULL, err, errlen);
+    if (!e->m->tmpl) snprintf(err, errlen, "the model's chat template does not compile: %s", e->m->tmpl_error);
+    return template_ref(e->m->tmpl);
+}
+
+/* Renders messages with the request's template and the generation prompt, then
+ * tokenizes. Returns the token count (tokens in *out) or -1 with err and errno (EINVAL,
+ * ENOMEM). With used, the template (a reference), its switches and the prompt text go
+ * there, for the boundary searches. */
+static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, int **out, char *err,
+                         size_t errlen, pc_render *used) {
     __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
-    chat_template t = e->m->tmpl;
-    if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
-        snprintf(err, errlen, "unknown template '%s'", tmpl_name);
-        return -1;
-    }
-    if (used) *used = t;
-    char *text = template_render(&t, msgs, n, 1);
+    chat_template *t = request_template(e, s, err, errlen);
+    size_t len = 0;
+    char *text = t ? template_render(t, msgs, n, 1, s->enable_thinking, &len, err, errlen) : NULL;
     if (!text) {
-        snprintf(err, errlen, "the messages cannot be rendered (a role other than system, user, assistant?)");
+        template_unref(t);
+        errno = EINVAL;
         return -1;
     }
-    int k = tokenizer_encode(e->m->tok, text, strlen(text), 1, 1, out);
-    free(text);
-    if (k < 0) snprintf(err, errlen, "out of memory while tokenizing");
+    int k = tokenizer_encode(e->m->tok, text, len, 1, 1, out);
+    if (k < 0) {
+        snprintf(err, errlen, "out of memory while tokenizing");
+        errno = ENOMEM;
+    }
+    if (used && k >= 0) {
+        *used = (pc_render){t, s->enable_thinking != 0, text, len, *out, k};
+    } else {
+        template_unref(t);
+        free(text);
+    }
     return k;
 }
 
-int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name) {
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s) {
+    gen_settings defaults;
+    if (!s) {
+        gen_settings_defaults(&defaults);
+        s = &defaults;
+    }
     int *ids = NULL;
-    char err[128];
-    int k = render_tokens(e, msgs, n, template_name, &ids, err, sizeof err, NULL);
+    char err[256];
+    int k = render_tokens(e, msgs, n, s, &ids, err, sizeof err, NULL);
     free(ids);
     return k;
 }
@@ -174,13 +235,15 @@ static void flush_text(request *r) {
 void request_free(request *r) {
     if (!r) return;
     free(r->prompt);
+    template_unref(r->tmpl.t);
+    free((char *)r->tmpl.text);
     free(r->strings);
     free(r->held);
     state_free(r->state);
     free(r->logits);
     sampler_free(&r->smp);
     if (r->msgs)
-        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
+        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content), free((char *)r->msgs[i].reasoning_content);
     free(r->msgs);
     free(r->h);
     free(r->marks);
@@ -200,17 +263,20 @@ static int copy_msgs(request *r, const chat_msg *msgs, int n) {
         r->msgs[i].role = !strcmp(role, "system") ? "system" : !strcmp(role, "user") ? "user" : "assistant";
         r->msgs[i].content = strdup(msgs[i].content ? msgs[i].content : "");
         if (!r->msgs[i].content) return -1;
+        if (msgs[i].reasoning_content && !(r->msgs[i].reasoning_content = strdup(msgs[i].reasoning_content)))
+            return -1;
     }
     return 0;
 }
 
-/* Copies the settings' strings into one block owned by the request. */
+/* Copies the settings' strings into one block owned by the request (the template is
+ * resolved at the submit: r->tmpl). */
 static int copy_settings(request *r, const gen_settings *s) {
     size_t need = 0;
     for (int i = 0; i < s->n_stop; i++) need += strlen(s->stop[i]) + 1;
-    if (s->template_name) need += strlen(s->template_name) + 1;
     if (s->session) need += strlen(s->session) + 1;
     r->s = *s;
+    r->s.template_name = r->s.chat_template = NULL;
     r->strings = malloc(need + 1);
     if (!r->strings) return -1;
     char *p = r->strings;
@@ -218,10 +284,6 @@ static int copy_settings(request *r, const gen_settings *s) {
         r->s.stop[i] = strcpy(p, s->stop[i]);
         p += strlen(p) + 1;
         if ((int)strlen(s->stop[i]) > r->max_stop) r->max_stop = (int)strlen(s->stop[i]);
-    }
-    if (s->template_name) {
-        r->s.template_name = strcpy(p, s->template_name);
-        p += strlen(p) + 1;
     }
     if (s->session) r->s.session = strcpy(p, s->session);
     return 0;
@@ -258,10 +320,11 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     /* the one rendering and tokenization of this message (the filesystem counts only
      * when a message comes near the context, to refuse it at the write) */
-    r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
+    r->n_prompt = render_tokens(e, msgs, n, s, &r->prompt, err, errlen, &r->tmpl);
     if (r->n_prompt < 0) {
+        int why = errno;
         request_free(r);
-        return refuse(EINVAL);
+        return refuse(why);
     }
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
@@ -278,7 +341,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     if (s->checkpoints && e->pc) { /* placement: done here, on the caller's thread */
         r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
-        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
+        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, s->checkpoint_interval, &r->marks);
         if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
             request_free(r);
             snprintf(err, errlen, "out of memory");
@@ -382,6 +445,11 @@ int accept_token(chat_engine *e, request *r, int tok) {
 /* Frees what engine_open made (any part may be missing). */
 static void engine_free(chat_engine *e) {
     pc_close(e->pc); /* writes what is still only in RAM */
+    for (size_t i = 0; i < sizeof e->tmpl_cache / sizeof *e->tmpl_cache; i++) {
+        free(e->tmpl_cache[i].key);
+        template_unref(e->tmpl_cache[i].t);
+    }
+    pthread_mutex_destroy(&e->tmpl_lock);
     arena_free(&e->arena);
     free(e->act);
     free(e->rows);
@@ -406,10 +474,10 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     }
     e->cfg = *cfg;
     e->model_path = strdup(cfg->model_path);
+    pthread_mutex_init(&e->tmpl_lock, NULL);
     e->m = model_load(cfg->model_path, err, errlen);
     if (!e->m) {
-        free(e->model_path);
-        free(e);
+        engine_free(e);
         return NULL;
     }
     for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)

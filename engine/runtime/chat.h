@@ -50,7 +50,10 @@ typedef struct {
     const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
     int n_stop;
     int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */
-    const char *template_name; /* force a template family (template_force names); NULL: the model's */
+    const char *template_name; /* a built-in chat template by name (template_builtin_text); NULL: the model's */
+    const char *chat_template; /* Jinja text to render with instead of the model's own template (and
+                                  instead of template_name); NULL: none */
+    int enable_thinking;     /* the templates' enable_thinking: 1 (the default, as llama.cpp) or 0 */
     int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
     const char *session;     /* who the request belongs to (a conversation id), for budgets and
                                 engine_forget_session; may be NULL */
@@ -112,9 +115,9 @@ const model *engine_model(const chat_engine *e);
 
 /* Queues a request; messages and settings are copied, and rendered and tokenized here,
  * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible
- * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role, template
- * name or setting, ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive
- * through on_done. */
+ * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role or setting, a
+ * template that does not compile or refuses the conversation (the template's message),
+ * ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive through on_done. */
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen);
 /* Stops a request; its on_done still comes (FINISH_CANCELLED) unless it had finished. */
@@ -124,9 +127,10 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
                void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
                size_t errlen);
 
-/* Prompt tokens the messages render to (with the generation prompt), without running
- * anything; -1 when they cannot be rendered. Safe on any thread. */
-int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name);
+/* Prompt tokens the messages render to (with the generation prompt, the template and
+ * switches of s; NULL: defaults), without running anything; -1 when they cannot be
+ * rendered. Safe on any thread. */
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
 /* The context a conversation gets unless told otherwise: the model's, capped so that one

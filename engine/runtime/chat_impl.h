@@ -26,7 +26,8 @@ typedef struct request {
     struct request *next;     /* lock: in the queue, in submission order */
     int cancelled;            /* lock: engine_cancel was called */
     gen_settings s;
-    char *strings;            /* one block holding the copied stop strings, template name, session */
+    char *strings;            /* one block holding the copied stop strings and session (the
+                                 template is resolved at submit: tmpl) */
     gen_callbacks cb;
     int *prompt;              /* tokens: the state consumed prompt[0..n_past) while it prefills */
     int n_prompt;
@@ -43,7 +44,8 @@ typedef struct request {
     double t_submit, t_prefill, t_first, t_done;
 
     /* checkpoints (prefix_cache.h) */
-    chat_template tmpl;       /* the template the prompt was rendered with */
+    pc_render tmpl;           /* the template the prompt was rendered with (a reference), its
+                                 switches, and the prompt's text (owned) and tokens (prompt) */
     chat_msg *msgs;           /* a copy of the conversation, for (c) */
     int n_msgs;
     uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
@@ -88,6 +90,16 @@ struct chat_engine {
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */
     prefix_cache *pc;            /* checkpoints (its own lock) */
+    /* chat templates compiled for requests (built-ins by name, settings' Jinja texts), the
+     * last few, so that a conversation's template is compiled once; the model's own is
+     * m->tmpl */
+    pthread_mutex_t tmpl_lock;
+    struct {
+        char *key;                /* "\1name" for a built-in, else the Jinja text */
+        chat_template *t;
+        uint64_t used;
+    } tmpl_cache[8];
+    uint64_t tmpl_clock;
     struct {                     /* lock */
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;

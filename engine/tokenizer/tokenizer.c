@@ -184,108 +184,79 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
 
 /* ------------------------------------------------------------------ encoding like a known text */
 
-/* A raw fragment of a text (the bytes between two special tokens) and, for the known
- * text, the run of its tokens that came from it. */
-typedef struct {
-    size_t start, end;
-    int first, count;
-} fragment;
-
-/* The raw fragments of text in order (malloc'd, count in *n): the spans between the
- * accepted specials. -1 in *n on OOM. */
-static fragment *fragments(const accepted *acc, int n_acc, size_t len, int *n) {
-    fragment *f = malloc(sizeof *f * ((size_t)n_acc + 1));
-    *n = f ? 0 : -1;
-    size_t pos = 0;
-    for (int k = 0; f && k <= n_acc; k++) {
-        size_t end = k < n_acc ? (size_t)acc[k].pos : len;
-        if (end > pos) f[(*n)++] = (fragment){pos, end, 0, 0};
-        if (k < n_acc) pos = end + (size_t)acc[k].len;
-    }
-    return f;
-}
-
-/* Finds which tokens of ids (the encoding of text, whose specials are acc and raw
- * fragments f, between skip_bos and skip_eos tokens) each fragment produced: the run of
- * tokens that spells its bytes. 0 when the tokens do not spell the text byte for byte
- * (bytes that are not UTF-8 come back as U+FFFD): the caller then encodes from scratch. */
-static int locate_fragments(const tokenizer *t, const char *text, const int *ids, int n_ids, int skip_bos,
-                            int skip_eos, const accepted *acc, int n_acc, fragment *f, int n_frag) {
-    int i = skip_bos ? 1 : 0, k = 0, end_ids = n_ids - (skip_eos ? 1 : 0);
-    size_t pos = 0;
-    for (int a = 0; a <= n_acc; a++) {
-        if (k < n_frag && f[k].start == pos) { /* the raw fragment before this special (or the end) */
-            f[k].first = i;
-            while (pos < f[k].end) {
-                size_t n = 0;
-                const char *p = i < end_ids ? piece(t, ids[i++], 1, &n) : "";
-                if (n == 0 || n > f[k].end - pos || memcmp(p, text + pos, n) != 0) return 0;
-                pos += n;
-            }
-            f[k].count = i - f[k].first;
-            k++;
+/* 1 when text[a..x) is an occurrence of a special token the partition counts (with
+ * parse_special as there) and no other occurrence overlaps it or spans x. */
+static int lone_special(const tokenizer *t, const char *text, size_t len, size_t a, size_t x, size_t max_len,
+                        int parse_special) {
+    int self = 0;
+    for (size_t p = a > max_len ? a - max_len : 0; p < x; p++) {
+        int32_t node = 0;
+        for (size_t i = p; i < len; i++) {
+            const pairslot *ps = pairmap_get(&t->trie, ((uint64_t)(uint32_t)node << 8) | (unsigned char)text[i]);
+            if (!ps) break;
+            node = ps->a;
+            int32_t ord = t->trie_order[node];
+            if (ord < 0) continue;
+            if (!parse_special && (t->attr[t->special[ord]] & (ATTR_CONTROL | ATTR_UNKNOWN))) continue;
+            size_t end = i + 1;
+            if (p == a && end == x) self = 1;
+            else if (end > a) return 0;
         }
-        if (a == n_acc) break;
-        if (pos != (size_t)acc[a].pos || i >= end_ids || ids[i] != acc[a].id) return 0;
-        i++;
-        pos += (size_t)acc[a].len;
     }
-    return k == n_frag && i == end_ids;
+    return self;
 }
 
+/* Why this is exact. The partition (specials longest first, each at its leftmost
+ * occurrences that overlap nothing taken) decides every occurrence from the occurrences
+ * that overlap it. So at a cut x that no occurrence spans, the matches before x are those
+ * of text[0..x) alone, and the ones after x those of the rest alone. If the known text
+ * has a special token ending at x, and no other occurrence overlaps it or spans x in
+ * either text, that occurrence is accepted in both, x ends a fragment in both, and when
+ * x lies within the bytes both share, the known tokens up to it are the new text's too;
+ * the rest is encoded as a text of its own (a raw fragment after a special: as inside the
+ * whole). The known tokens are checked to spell the known text byte for byte, which also
+ * turns away bytes that are not UTF-8 (decoded as U+FFFD). */
 int tokenizer_encode_like(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                           const char *known, size_t known_len, const int *known_ids, int n_known, int **out) {
-    /* SentencePiece spaces and byte fallbacks do not spell the text byte for byte */
-    if (!known || t->model != MODEL_BPE) return tokenizer_encode(t, text, len, add_special, parse_special, out);
+    /* SentencePiece's added spaces do not spell the text byte for byte */
+    if (!known || t->model != MODEL_BPE || t->n_special == 0)
+        return tokenizer_encode(t, text, len, add_special, parse_special, out);
     size_t shared = 0;
     while (shared < len && shared < known_len && text[shared] == known[shared]) shared++;
+    size_t max_len = 0;
+    for (int k = 0; k < t->n_special; k++)
+        if (tok_len(t, t->special[k]) > max_len) max_len = tok_len(t, t->special[k]);
 
-    int n_acc = 0, n_kacc = 0, n_frag = 0, n_kfrag = 0;
-    accepted *acc = partition(t, text, len, parse_special, &n_acc);
-    accepted *kacc = partition(t, known, known_len, parse_special, &n_kacc);
-    fragment *f = n_acc >= 0 ? fragments(acc, n_acc, len, &n_frag) : NULL;
-    fragment *kf = n_kacc >= 0 ? fragments(kacc, n_kacc, known_len, &n_kfrag) : NULL;
     int bos = add_special && t->add_bos && t->bos >= 0, eos = add_special && t->add_eos && t->eos >= 0;
-    if (!f || !kf || !locate_fragments(t, known, known_ids, n_known, bos, eos, kacc, n_kacc, kf, n_kfrag)) {
-        free(acc), free(kacc), free(f), free(kf);
-        return tokenizer_encode(t, text, len, add_special, parse_special, out);
+    int i = bos, cut_ids = 0; /* known_ids[0..cut_ids) are the tokens of text[0..cut) */
+    size_t pos = 0, cut = 0;
+    if (bos && (n_known < 1 || known_ids[0] != t->bos)) i = n_known; /* not what encode gives: no reuse */
+    for (; i < n_known - eos && pos < shared; i++) {
+        size_t n = 0;
+        const char *p = piece(t, known_ids[i], 1, &n);
+        if (n == 0 || n > known_len - pos || memcmp(p, known + pos, n) != 0) break; /* does not spell it */
+        pos += n;
+        if (pos > shared || !(t->attr[known_ids[i]] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))) continue;
+        size_t a = pos - n;
+        if (lone_special(t, known, known_len, a, pos, max_len, parse_special) &&
+            lone_special(t, text, len, a, pos, max_len, parse_special))
+            cut = pos, cut_ids = i + 1;
     }
+    if (cut == 0) return tokenizer_encode(t, text, len, add_special, parse_special, out);
 
-    ivec v = {0};
-    workspace ws = {0};
-    *out = NULL;
-    if (bos) ivec_push(&v, t->bos);
-    int ok = 1, k = 0, kk = 0;
-    size_t pos = 0;
-    for (int a = 0; ok && a <= n_acc; a++) {
-        if (k < n_frag && f[k].start == pos) {
-            /* a fragment the known text has too, at the same place, within the bytes both
-             * share: its tokens are the same (a raw fragment is encoded on its own) */
-            while (kk < n_kfrag && kf[kk].start < f[k].start) kk++;
-            if (kk < n_kfrag && kf[kk].start == f[k].start && kf[kk].end == f[k].end && f[k].end <= shared)
-                for (int i = 0; i < kf[kk].count; i++) ivec_push(&v, known_ids[kf[kk].first + i]);
-            else
-                ok = encode_raw(t, &ws, text + f[k].start, f[k].end - f[k].start, 1, &v);
-            pos = f[k++].end;
-        }
-        if (a < n_acc) {
-            ivec_push(&v, acc[a].id);
-            pos = (size_t)acc[a].pos + (size_t)acc[a].len;
-        }
+    int *tail;
+    int n_tail = tokenizer_encode(t, text + cut, len - cut, 0, parse_special, &tail);
+    if (n_tail < 0) return -1;
+    int n = cut_ids + n_tail + eos;
+    int *ids = malloc(sizeof *ids * (size_t)n);
+    if (ids) {
+        memcpy(ids, known_ids, sizeof *ids * (size_t)cut_ids);
+        memcpy(ids + cut_ids, tail, sizeof *ids * (size_t)n_tail);
+        if (eos) ids[n - 1] = t->eos;
     }
-    if (add_special && t->add_eos && t->eos >= 0) ivec_push(&v, t->eos);
-    free(acc), free(kacc), free(f), free(kf);
-    free(ws.sym);
-    free(ws.heap.v);
-    free(ws.tmp);
-    if (!ok || v.oom || ws.oom || v.n > INT32_MAX) {
-        free(v.v);
-        return -1;
-    }
-    if (!v.v) v.v = malloc(sizeof *v.v);
-    if (!v.v) return -1;
-    *out = v.v;
-    return (int)v.n;
+    free(tail);
+    *out = ids;
+    return ids ? n : -1;
 }
 
 /* ------------------------------------------------------------------ decoding */

@@ -124,7 +124,7 @@ static uint64_t gated_submit(fs_backend *b, const chat_msg *msgs, int n, const g
         char *t = strdup(msgs[i].content);
         if (!t) abort();
         for (char *p = t; (p = strstr(p, "#delay="));) p[6] = '-';
-        m[i] = (chat_msg){msgs[i].role, t};
+        m[i] = (chat_msg){msgs[i].role, t, NULL};
     }
     pthread_mutex_lock(&gate.mu);
     gate.jobs++;
