@@ -157,9 +157,9 @@ static const char readme_text[] =
     "                                   came from, nothing of its history is cut\n"
     "\n"
     "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
-    "the context EFBIG, a bad settings.json or messages.json or text that is not UTF-8\n"
-    "(or has a NUL) EINVAL, an import that would change a turn EPERM, a file no editor\n"
-    "makes EPERM; the reason is in error.\n";
+    "the context EFBIG, a bad settings.json or messages.json, a message the chat template\n"
+    "refuses (at the close) or text that is not UTF-8 (or has a NUL) EINVAL, an import that\n"
+    "would change a turn EPERM, a file no editor makes EPERM; the reason is in error.\n";
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {

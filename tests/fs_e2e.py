@@ -1112,6 +1112,49 @@ def test_real_engine():
         check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
 
 
+def test_real_engine_templates():
+    """Issue "Templates": settings.json's template (a built-in by name) and chat_template
+    (Jinja text, compiled when written), and a message the template refuses: EINVAL with the
+    template's own message in error, and nothing stored."""
+    with Mount("templates", model=MODEL, extra=["-t", "1"]) as m:
+        os.mkdir(m.p("t"))
+        bad = os.path.join(m.dir, "bad.json")
+        write(bad, '{"chat_template": "{% for m in messages %}{{ m.content }"}')
+        rc, _, err = sh("cat %s > t/settings.json" % bad, cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "a template that does not compile: %d %r" % (rc, err))
+        check(read(m.p("t", "error")).startswith("chat_template does not compile: line 1: "),
+              "its compile error: " + read(m.p("t", "error")))
+        rc, _, err = sh("""echo '{"template": "vicuna"}' > t/settings.json""", cwd=m.mnt)
+        check(rc != 0 and "chatml, qwen3, qwen35" in read(m.p("t", "error")), "an unknown built-in: %r" % err)
+        refusing = ("{% if messages[-1].content == 'forbidden' %}{{ raise_exception('No forbidden words.') }}{% endif %}"
+                    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                    "<|im_start|>assistant\n")
+        write(m.p("t", "settings.json"), json.dumps({"chat_template": refusing, "max_tokens": 4, "temperature": 0}))
+        check(json.loads(read(m.p("t", "settings.json")))["chat_template"] == refusing, "chat_template shown")
+        # the message is rendered when it is sent, at the close: close() fails (bash's echo does
+        # not look at close; python's does)
+        try:
+            write(m.p("t", "message"), "forbidden\n")
+            refused = None
+        except OSError as e:
+            refused = e.errno
+        check(refused == errno.EINVAL, "a refused message: %s" % refused)
+        check(read(m.p("t", "error")) == "chat template: No forbidden words.\n", "the template's message: %r"
+              % read(m.p("t", "error")))
+        check(turns(m, "t") == [] and read(m.p("t", "status")).startswith("idle"), "nothing stored: %s %r"
+              % (turns(m, "t"), read(m.p("t", "status"))))
+        rc, out, err = sh("echo fine > t/message && cat t/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and read(m.p("t", "status")).startswith("done 4 tokens"), "the template renders others: %r %r"
+              % (err, read(m.p("t", "status"))))
+        check(len(turns(m, "t")) == 2 and read(m.p("t", "error")) == "", "one exchange: %s" % turns(m, "t"))
+        # a built-in by name for another conversation; null is the model's own again
+        os.mkdir(m.p("q"))
+        write(m.p("q", "settings.json"), '{"template": "qwen35", "max_tokens": 2, "temperature": 0}')
+        rc, _, err = sh("echo hi > q/message && cat q/reply", cwd=m.mnt, timeout=120)
+        st = read(m.p("q", "status"))
+        check(rc == 0 and st.startswith("done"), "the built-in qwen35: %r %r" % (err, st))
+
+
 def test_real_engine_six_at_once():
     """six conversations with one system prompt, their messages written at once (six
     threads): each reply is the one the conversation gets alone, on a fresh mount"""

@@ -118,6 +118,15 @@ static int text_is(const char *path, const char *want) {
     return ok;
 }
 
+static int text_is_prefix(const char *path, const char *want) {
+    int rc;
+    char *t = cat(path, &rc);
+    int ok = t && !strncmp(t, want, strlen(want));
+    if (!ok) fprintf(stderr, "  %s: got %s, want it to begin \"%s\"\n", path, t ? t : "(error)", want);
+    free(t);
+    return ok;
+}
+
 /* echo TEXT > path, as bash does it: open(O_TRUNC), empty flush (dup2), write, flush,
  * release. Returns the first error (open, write or flush). */
 static int echo_to(const char *path, const char *text) {
@@ -262,6 +271,24 @@ static void test_writes_and_errors(void) {
     fs_release(fs, h);
     s = cat("w/settings.json", &rc);
     CHECK(s && strstr(s, "\"seed\": null"), "reset: %s", s);
+    free(s);
+    /* templates: a built-in by name, Jinja text checked by compiling it */
+    CHECK(echo_to("w/settings.json", "{\"template\": \"vicuna\"}") == -EINVAL &&
+              text_is_prefix("w/error", "template must be null (the model's own) or one of chatml, qwen3, qwen35"),
+          "an unknown built-in template");
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": \"{% for m in messages %}{{ m.content }\"}") == -EINVAL &&
+              text_is_prefix("w/error", "chat_template does not compile: line 1: "),
+          "a chat_template that does not compile");
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": 7}") == -EINVAL, "chat_template must be text");
+    CHECK(echo_to("w/settings.json", "{\"template\": \"qwen35\", \"chat_template\": \"{{ messages[0].content }}\"}") == 0,
+          "a built-in and a chat_template");
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"template\": \"qwen35\"") && strstr(s, "\"chat_template\": \"{{ messages[0].content }}\""),
+          "both shown: %s", s);
+    free(s);
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": null}") == 0, "back to the model's own");
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"chat_template\": null") && strstr(s, "\"template\": null"), "reset: %s", s);
     free(s);
     CHECK(echo_to("w/ctl", "jump\n") == -EINVAL, "unknown verb");
     /* several verbs in one write: stop, then regenerate (was refused at the write with
