@@ -45,7 +45,8 @@ typedef struct request {
 
     /* checkpoints (prefix_cache.h) */
     pc_render tmpl;           /* the template the prompt was rendered with (a reference), its
-                                 switches, and the prompt's text (owned) and tokens (prompt) */
+                                 switches, and the prompt's text (owned) and tokens (prompt's,
+                                 until a (c) job replaces prompt) */
     chat_msg *msgs;           /* a copy of the conversation, for (c) */
     int n_msgs;
     uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */

@@ -167,6 +167,7 @@ static int start_post_job(chat_engine *e, request *r) {
                 (unsigned long long)r->id, nc, have, same ? "continues" : "diverges", n_past);
     /* from here the state consumed c[0..n_past): c is the job's prompt */
     free(r->prompt);
+    r->tmpl.ids = NULL, r->tmpl.n_ids = 0; /* they were the prompt's */
     r->prompt = c;
     r->n_prompt = nc;
     free(r->h);
