@@ -13,6 +13,7 @@
  *  - the model's own template from a GGUF, ChatML when it has none, the family hint;
  *  - the published templates of the supported models (llama.cpp's models/templates/, via
  *    tools/llama-cpp-src.sh) rendered from chatfs messages, against python3-jinja2;
+ *  - Qwen1.5/2/2.5's default system turn, from their own templates only;
  *  - one template rendered from four threads;
  *  - the boundary search's cost, where the engine does it (pc_plan): a 50-turn
  *    conversation under Qwen3.5's template must take under 2 ms (optimised build). */
@@ -607,7 +608,8 @@ static void test_published_against_python(void) {
     static const char *const names[] = {
         "Qwen3.5-4B", "Qwen-Qwen3-0.6B", "Qwen3-Coder", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "NVIDIA-Nemotron-Nano-v2",
         "LFM2-8B-A1B", "LFM2.5-8B-A1B", "LFM2.5-Instruct", "ibm-granite-granite-4.0", "ibm-granite-granite-4.1",
-        "meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct"};
+        "meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct",
+        "Qwen-Qwen2.5-7B-Instruct"};
     const char *src = llama_src();
     CHECK(src != NULL, "llama.cpp's source (tools/llama-cpp-src.sh) is needed for the published templates");
     if (!src) return;
@@ -642,6 +644,86 @@ static void test_published_against_python(void) {
            sizeof names / sizeof *names, same, cases);
     tokenizer_free(tok);
     gguf_close(f);
+}
+
+/* ------------------------------------------------------------------ Qwen1.5/2/2.5 */
+
+/* Qwen1.5-Chat's and Qwen2-Instruct's template (their tokenizer_config.json) */
+static const char *const QWEN2_TEMPLATE =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+#define QWEN2_SYSTEM "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+#define QWEN25_SYSTEM "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+
+/* Qwen1.5/2/2.5's templates open with a default system turn when the first message is not
+ * a system one. Nothing in chatfs knows that turn: it comes from the model's own
+ * template, as in llama.cpp (expectations as python3-jinja2 renders these templates). A
+ * Qwen2 file whose template is plain ChatML (the qwen2-tiny fixture, `chatfs synth`'s
+ * files), or that has none, renders without it, as llama.cpp renders it. */
+static void test_qwen2(void) {
+    const chat_msg ua[] = {{"user", "U", NULL}, {"assistant", "A", NULL}},
+                   us[] = {{"user", "U", NULL}, {"system", "S2", NULL}};
+    /* Qwen1.5 / Qwen2, from a GGUF carrying the template */
+    char err[256];
+    gguf_file *f;
+    gguf_build gb;
+    tokenizer *tok = tiny_tokenizer("<s>", "</s>", 0, 0, &f, &gb, QWEN2_TEMPLATE);
+    chat_template *t = template_from_gguf(f, tok, err, sizeof err);
+    REQUIRE(t != NULL, "the Qwen2 template from a GGUF: %s", err);
+    expect(t, ua, 2, 1,
+           QWEN2_SYSTEM "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n<|im_start|>assistant\n",
+           "Qwen2: the default system turn");
+    expect(t, SUA, 3, 1,
+           "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+           "<|im_start|>assistant\n",
+           "Qwen2: a system message of its own");
+    expect(t, us, 2, 1,
+           QWEN2_SYSTEM "<|im_start|>user\nU<|im_end|>\n<|im_start|>system\nS2<|im_end|>\n<|im_start|>assistant\n",
+           "Qwen2: a later system message is a turn");
+    size_t len;
+    const char *text = template_text(t, &len);
+    CHECK(!strcmp(template_resembles(text, len), "chatml"), "Qwen2's template resembles chatml");
+    template_unref(t);
+    tokenizer_free(tok);
+    gguf_close(f);
+    gb_free(&gb);
+
+    /* Qwen2.5-Instruct's published template */
+    const char *src = llama_src();
+    CHECK(src != NULL, "llama.cpp's source (tools/llama-cpp-src.sh) is needed for Qwen2.5's template");
+    if (src) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja", src);
+        char *t25 = read_text(path, &len);
+        REQUIRE(t25 != NULL, "%s", path);
+        t = jinja(t25, NULL);
+        free(t25);
+        expect(t, ua, 1, 1, QWEN25_SYSTEM "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n",
+               "Qwen2.5: its default system turn");
+        const chat_msg empty_sys[] = {{"system", "", NULL}, {"user", "U", NULL}};
+        expect(t, empty_sys, 2, 0, "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n",
+               "Qwen2.5: an empty system message stays");
+        template_unref(t);
+    }
+
+    /* the qwen2-tiny fixture's own template is plain ChatML; the built-in chatml neither */
+    gguf_file *q = gguf_open("tests/fixtures/qwen2-tiny-f32.gguf", err, sizeof err);
+    REQUIRE(q != NULL, "qwen2 fixture: %s", err);
+    tok = tokenizer_load(q, err, sizeof err);
+    REQUIRE(tok != NULL, "qwen2 fixture tokenizer: %s", err);
+    t = template_from_gguf(q, tok, err, sizeof err);
+    REQUIRE(t != NULL, "the qwen2 fixture's template: %s", err);
+    expect(t, ua, 1, 1, "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n",
+           "a Qwen2 file with plain ChatML: no system turn added");
+    template_unref(t);
+    tokenizer_free(tok);
+    gguf_close(q);
+    t = builtin("chatml", NULL);
+    expect(t, ua, 1, 0, "<|im_start|>user\nU<|im_end|>\n", "the built-in chatml adds no system turn");
+    template_unref(t);
 }
 
 /* ------------------------------------------------------------------ threads */
@@ -786,6 +868,7 @@ static void test_boundary_search_cost(void) {
 
 int main(void) {
     test_chatml();
+    test_qwen2();
     test_qwen3();
     test_qwen35();
     test_llama3();

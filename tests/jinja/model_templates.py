@@ -18,7 +18,10 @@ the model's tokenizer adds BOS). Then:
     Qwen3.5's): real runs (`chatfs ask --stats`) reuse exactly up to the real message
     boundaries: a second turn restores the checkpoint where the new user message begins,
     and another conversation with the same system prompt the one where its first user
-    message begins.
+    message begins;
+  - with Qwen2.5-Instruct's template on the attention-only qwen2-tiny: a real run without
+    a system prompt has the template's default system turn in its prompt (the prompt is
+    the reference text's tokens), while the fixture's own plain ChatML has none.
 
   model_templates.py --chatfs ./chatfs --templates DIR --fixtures tests/fixtures --work DIR
 """
@@ -41,6 +44,7 @@ MODELS = [
     ("NVIDIA-Nemotron-Nano-v2", "nemotron_h-tiny-f32", None),
     ("Qwen3.5-4B", "qwen35-tiny-f32", None),
     ("Qwen-Qwen3-0.6B", "qwen3-tiny-f32", None),
+    ("Qwen-Qwen2.5-7B-Instruct", "qwen2-tiny-f32", None),
     ("meta-llama-Llama-3.1-8B-Instruct", "llama-tiny-f32", True),
     ("meta-llama-Llama-3.2-3B-Instruct", "llama-tiny-f32", True),
     ("LFM2.5-Instruct", "lfm2-tiny-f32", True),
@@ -197,6 +201,29 @@ def boundaries(args):
           f"turn ends at {want_sys})")
 
 
+def qwen2_default_system(args, env):
+    """Qwen2.5's default system turn comes from its template, in a real run."""
+    gguf, tokens = make_fixture(args, "Qwen-Qwen2.5-7B-Instruct", "qwen2-tiny-f32", None)
+    with open(os.path.join(args.templates, "Qwen-Qwen2.5-7B-Instruct.jinja"), encoding="utf-8") as f:
+        text = f.read()
+    msgs = [{"role": "user", "content": "What is 2 + 2?"}]
+    want, _ = reference(env, text, msgs, tokens, True)
+    check(want is not None and want.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."),
+          f"Qwen2.5's reference render: {want!r}")
+    db = os.path.join(args.work, "qwen2.db")
+    _, with_template = ask(args, gguf, db, "q25", msgs[0]["content"])
+    n_want = len(tokens_of(args, gguf, want))
+    check(with_template["prompt_tokens"] == n_want,
+          f"Qwen2.5's template: a prompt of {with_template['prompt_tokens']} tokens, the reference text {n_want}")
+    plain = os.path.join(args.fixtures, "qwen2-tiny-f32.gguf")
+    _, own = ask(args, plain, os.path.join(args.work, "plain.db"), "chatml", msgs[0]["content"])
+    n_plain = len(tokens_of(args, plain, "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n"))
+    check(own["prompt_tokens"] == n_plain < n_want,
+          f"plain ChatML: a prompt of {own['prompt_tokens']} tokens, the text without a system turn {n_plain}")
+    print(f"  Qwen2.5's template on qwen2-tiny: a question without a system prompt is {with_template['prompt_tokens']} "
+          f"prompt tokens with its default system turn, {own['prompt_tokens']} under the fixture's plain ChatML")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--chatfs", required=True)
@@ -209,6 +236,7 @@ def main():
     parity(args, env)
     refusal_and_ids(args)
     boundaries(args)
+    qwen2_default_system(args, env)
     return 1 if FAILED else 0
 
 
