@@ -739,7 +739,7 @@ static const chat_msg THREAD_CONV[] = {
 
 static void *render_many(void *arg) {
     worker *w = arg;
-    chat_template *t = template_ref(w->t); /* a request's own reference */
+    chat_template *t = w->t; /* a request's own reference, taken before it was handed over */
     for (int i = 0; i < 200; i++) {
         char err[256];
         char *out = template_render(t, THREAD_CONV, 4, 1, i & 1, NULL, err, sizeof err);
@@ -759,7 +759,9 @@ static void test_threads(void) {
     worker w[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        w[i] = (worker){t, {want[0], want[1]}, 0};
+        /* the reference is taken here, as a request takes it before the worker sees it:
+         * taken in the thread, it could come after the unref below freed the template */
+        w[i] = (worker){template_ref(t), {want[0], want[1]}, 0};
         pthread_create(&th[i], NULL, render_many, &w[i]);
     }
     template_unref(t); /* the threads' references keep it */
