@@ -49,6 +49,12 @@ static float *rnd_floats(size_t n, float scale) {
     return x;
 }
 
+static unsigned long long fnv1a(const void *p, size_t n) {
+    unsigned long long h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -264,8 +270,12 @@ static void bench_attention(int pairs) {
                 const double d = fabs((double)O0[i] - O1[i]);
                 worst = d > worst ? d : worst;
             }
-            printf("  OpenBLAS's outputs differ from ours (llama.cpp's order) in %zu of %d values, by up to %.2g\n",
-                   differ, T * 8 * hd, worst);
+            /* the outputs' hashes tell runs under other kernel sets apart (CHATFS_ISA for
+             * ours, OPENBLAS_CORETYPE for OpenBLAS) */
+            printf("  OpenBLAS's outputs differ from ours (llama.cpp's order) in %zu of %d values, by up to %.2g;"
+                   " hashes ours %016llx, openblas %016llx\n",
+                   differ, T * 8 * hd, worst, fnv1a(O0, sizeof(float) * T * 8 * hd),
+                   fnv1a(O1, sizeof(float) * T * 8 * hd));
             free(Q), free(O0), free(O1), free(cc.scratch);
         }
         free(K), free(V);
