@@ -339,6 +339,10 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     char *copy = cfs_memdup0(text, len), *save = NULL;
     if (!copy) return -ENOMEM;
     int rc = 0, stopped = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
+    /* a good command says the last failure is over - cleared before the verbs run, not
+     * after: a regenerate's reply may already have failed (and said why) by the time
+     * the write returns */
+    if (final) cfs_clear_error(c);
     for (char *w = strtok_r(copy, " \t\r\n", &save); w && !rc; w = strtok_r(NULL, " \t\r\n", &save)) {
         int last = !final && !trailing_space && w + strlen(w) == copy + len;
         if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
@@ -417,8 +421,8 @@ static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t l
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
     /* a good write says the last failure is over (a message or a turn edit clears it when its
-     * reply starts) */
-    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN) cfs_clear_error(c);
+     * reply starts, ctl before its verbs run) */
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN && nd->kind != K_CTL) cfs_clear_error(c);
     return rc;
 }
 

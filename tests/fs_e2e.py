@@ -6,7 +6,8 @@ under /tmp), with a per-test alarm, and always unmounts with `fusermount3 -uz` a
 kills the daemon it started. Most tests use the fake engine (`--fake-engine`:
 deterministic words at a set pace, see fs/backend.h); the last ones use the real engine
 with tests/fixtures/qwen35-tiny-f32.gguf (random weights: gibberish, deterministic),
-among them six conversations written at once against the same six sent one by one.
+among them six conversations written at once against the same six sent one by one, and
+one with the attention-only qwen2-tiny-f32.gguf (an edit reuses up to the changed word).
 
 Usage: fs_e2e.py [-v] [NAME_SUBSTRING ...]
 """
@@ -30,6 +31,7 @@ TMP = os.path.join(ROOT, "tests", "tmp", "fs")
 if os.path.realpath(ROOT).startswith(("/tmp/", os.path.realpath(os.environ.get("TMPDIR", "/tmp")) + "/")):
     TMP = "/var/tmp/chatfs-fs-tests-%d" % os.getuid()
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
+QWEN2_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen2-tiny-f32.gguf")  # attention only
 DEFAULT_MODEL = "default"  # Mount(model=DEFAULT_MODEL): no -m, chatfs finds models/chatfs-default.gguf
 VERBOSE = "-v" in sys.argv
 NUMBERS = {}
@@ -1110,6 +1112,37 @@ def test_real_engine():
         check(st.startswith("done"), "stopped: " + st)
         size = os.stat(m.p("long", "reply")).st_size
         check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
+
+
+def test_real_engine_attention_only():
+    """Qwen2 (attention in every layer) through the files: a rewritten user turn reuses
+    everything before the first changed word - its KV pages cut back there, more than any
+    checkpoint placed at a message boundary covers - and replies as a new conversation with
+    the same text, which reuses the whole prompt"""
+    with Mount("qwen2", model=QWEN2_MODEL, extra=["-t", "2"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 8, "temperature": 0}')
+        os.mkdir(m.p("a"))
+        write(m.p("a", "system"), "You are terse.")
+        rc, out, err = sh("echo 'Tell me about the rivers of Europe, from the Danube to the Rhine.' > a/message && "
+                          "cat a/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and out and read(m.p("a", "status")).startswith("done 8 tokens"), "qwen2 reply: %r %r" % (out, err))
+        edited = "Tell me about the rivers of Europe, from the Danube to the Volga."
+        rc, r1, err = sh("echo '%s' > a/turns/001-user.md && cat a/reply" % edited, cwd=m.mnt, timeout=120)
+        st = read(m.p("a", "status"))
+        reused = re.search(r"reused (\d+)/(\d+)", st)
+        # the prompt after the change: "Volga." and the assistant header, about 14 tokens
+        # with the fixture's byte-level vocabulary; a checkpoint at the message's start
+        # would leave the whole message (over 60 tokens) to compute
+        check(rc == 0 and reused and int(reused.group(2)) - int(reused.group(1)) <= 20,
+              "the edit reused less than the unchanged prefix: %r" % st)
+        os.mkdir(m.p("c"))
+        write(m.p("c", "system"), "You are terse.")
+        rc, r2, err = sh("echo '%s' > c/message && cat c/reply" % edited, cwd=m.mnt, timeout=120)
+        st = read(m.p("c", "status"))
+        reused = re.search(r"reused (\d+)/(\d+)", st)
+        check(rc == 0 and r1 == r2 and r1, "the edited turn's reply %r, a new conversation's %r" % (r1, r2))
+        check(reused and reused.group(1) == reused.group(2), "the same prompt again is not all reused: %r" % st)
+        NUMBERS["qwen2_edit_status"] = read(m.p("a", "status")).strip()
 
 
 def test_real_engine_six_at_once():
