@@ -240,7 +240,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 bench-cache: chatfs $(BUILD)/bench/cache_bench
 	bench/cache.sh
-# OpenBLAS side by side with our kernels (docs/performance.md, "OpenBLAS"; about ten
+# OpenBLAS side by side with our kernels (docs/performance.md, "OpenBLAS"; two to three
 # minutes). chatfs does not use OpenBLAS: this measurement alone links it (Debian:
 # libopenblas-dev).
 BLAS_PAIRS ?= 5
