@@ -4,16 +4,17 @@
 #   make run          install what is missing, build, and run chatfs on the bundled model
 #   make test         install what is missing, build, and run every test (the command CI runs)
 #   make bench        benchmarks on synthetic models (see bench/)
+#   make bench-blas   OpenBLAS side by side with our own kernels (docs/performance.md)
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
 #   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #   make fuzz-jinja   libFuzzer target for the chat templates' Jinja interpreter (clang)
 #
-# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson libcurl.
+# Dependencies come from pkg-config: fuse3 sqlite3 libcjson libcurl.
 
 CC      ?= cc
-PKGS    := fuse3 openblas sqlite3 libcjson libcurl
+PKGS    := fuse3 sqlite3 libcjson libcurl
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
@@ -51,7 +52,7 @@ $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx51
 VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
 $(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
 
-.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs fuzz-jinja clean
+.PHONY: all run test check deps bench bench-cache bench-blas asan tsan fuzz fuzz-chatfs fuzz-jinja clean
 all: chatfs
 
 deps:
@@ -244,6 +245,17 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 bench-cache: chatfs $(BUILD)/bench/cache_bench
 	bench/cache.sh
+# OpenBLAS side by side with our kernels (docs/performance.md, "OpenBLAS"; two to three
+# minutes). chatfs does not use OpenBLAS: this measurement alone links it (Debian:
+# libopenblas-dev).
+BLAS_PAIRS ?= 5
+$(BUILD)/bench/blas_bench: bench/blas_bench.c $(BUILD)/libchatfs.a
+	@pkg-config --exists openblas || { echo "make bench-blas: needs OpenBLAS (Debian: libopenblas-dev)"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags openblas 2>/dev/null) -o $@ $^ $(LDLIBS) \
+	    $(shell pkg-config --libs openblas 2>/dev/null)
+bench-blas: $(BUILD)/bench/blas_bench
+	$(BUILD)/bench/blas_bench $(BLAS_PAIRS)
 
 clean:
 	rm -rf build build-* chatfs chatfs-asan
