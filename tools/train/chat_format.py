@@ -78,24 +78,51 @@ def check_turn(messages, answer, reasoning, thinking):
     assert whole == ours, (whole, ours)
 
 
-def encode_turn(tok, messages, answer, reasoning, thinking, cut=None):
+def encode_prompt(tok, messages, thinking, history_loss=False):
+    """Token ids of the generation prompt for messages, and a mask that is 1 on the earlier assistant answers as
+    the template renders them in the history (each answer and its <|im_end|>) when history_loss is set: an extra
+    training signal on the answers the prompt contains anyway (0 everywhere otherwise)."""
+    text = render(messages, True, thinking)
+    if not history_loss:
+        ids = tok.encode(text)
+        return ids, [0] * len(ids)
+    ids, mask, pos = [], [], 0
+    for m in messages:
+        if m["role"] != "assistant":
+            continue
+        head = "<|im_start|>assistant\n"
+        i = text.index(head + m["content"] + EOT, pos) + len(head)
+        j = i + len(m["content"]) + len(EOT)
+        for seg, target in ((text[pos:i], 0), (text[i:j], 1)):
+            t = tok.encode(seg)
+            ids += t
+            mask += [target] * len(t)
+        pos = j
+    t = tok.encode(text[pos:])
+    ids += t
+    mask += [0] * len(t)
+    return ids, mask
+
+
+def encode_turn(tok, messages, answer, reasoning, thinking, cut=None, history_loss=False):
     """Token ids of one training example and its loss mask (1 = a token the model must generate).
 
     messages: the conversation up to the user message being answered. cut = (u, newline): the reasoning is cut
     after a share u (0 <= u < 1) of its tokens, at least one and not the last, by a forced "\n</think>"
     (newline true) or "</think>" (false), as a thinking budget cuts it; the forced tokens are not targets, the
-    "\n\n" and the answer after them are. A reasoning of fewer than 3 tokens is not cut."""
-    prompt = tok.encode(render(messages, True, thinking))
+    "\n\n" and the answer after them are. A reasoning of fewer than 3 tokens is not cut. history_loss: the
+    earlier answers in the prompt are targets too (encode_prompt)."""
+    prompt, pmask = encode_prompt(tok, messages, thinking, history_loss)
     reply = tok.encode(reply_text(answer, reasoning, thinking))
     j = reply.index(tok.end_think) if thinking else 0
     if cut is None or j < 3:
-        return prompt + reply, [0] * len(prompt) + [1] * len(reply)
+        return prompt + reply, pmask + [1] * len(reply)
     u, newline = cut
     k = 1 + int(u * (j - 2))
     forced = tok.encode("\n</think>" if newline else "</think>")
     tail = tok.encode("\n\n" + answer + EOT)
     ids = prompt + reply[:k] + forced + tail
-    return ids, [0] * len(prompt) + [1] * k + [0] * len(forced) + [1] * len(tail)
+    return ids, pmask + [1] * k + [0] * len(forced) + [1] * len(tail)
 
 
 def reasoning_tokens(tok, answer, reasoning):

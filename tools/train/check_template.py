@@ -10,12 +10,15 @@ code (engine/template.c). This compares the two renderings, byte for byte, on
     prompt: "REASONING\\n</think>\\n\\nANSWER" with thinking on), then a follow-up question, and without a
     generation prompt;
 and, with --chatfs, chatfs's tokenization of the held-out prompts against tokenizer.py (`chatfs run --ids`).
+--write FILE saves a sample of the Jinja renders (JSON lines: messages, thinking, add_generation_prompt, text) for
+tests/test_default_template.c, which repeats the comparison in `make test` without Python.
 
 Usage: /usr/bin/python3 tools/train/check_template.py [--model models/chatfs-default.gguf] [-n 500] [--chatfs ./chatfs]
 (builds tools/train/template_render.c with engine/template.c in a temporary directory; needs cc)
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -73,6 +76,7 @@ def main():
     ap.add_argument("-n", type=int, default=500, help="training conversations")
     ap.add_argument("--chatfs", help="a chatfs binary: also compare its tokenization of the held-out prompts")
     ap.add_argument("--show", type=int, default=3, help="differences shown")
+    ap.add_argument("--write", metavar="FILE", help="save every 8th render as a fixture for tests/test_default_template.c")
     a = ap.parse_args()
     import gguf
     meta, _ = gguf.read(a.model)
@@ -97,6 +101,13 @@ def main():
                 cases.append(("conversation, no generation prompt", hist, False, th, chat_format.render(hist, False, th)))
             more = hist + [{"role": "user", "content": "Add 5 to that."}]
             cases.append(("conversation + follow-up", more, True, th, chat_format.render(more, True, th)))
+
+    if a.write:
+        with open(a.write, "w", encoding="utf-8") as f:
+            for what, m, gen, th, want in cases[::8]:
+                f.write(json.dumps({"what": what, "messages": m, "thinking": th, "add_generation_prompt": gen,
+                                    "text": want}, ensure_ascii=False) + "\n")
+        print("wrote %d renders to %s" % (len(cases[::8]), a.write))
 
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "template.jinja")

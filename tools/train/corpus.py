@@ -291,7 +291,7 @@ SUM3_Q = ["What is {a} + {b} + {c}?", "What is {a} plus {b} plus {c}?", "Calcula
           "{a} + {b} + {c} = ?", "Add {a}, {b} and {c}."]
 STEP_PRE = ["Think step by step. ", "Think step by step: "]
 STEP_POST = [" Think step by step.", " Let's think step by step."]
-SUM3_MAX = 40
+SUM3_MAX = 30
 
 
 def t_sum3(rng, mode, a=None, b=None, c=None):
@@ -308,14 +308,15 @@ def t_sum3(rng, mode, a=None, b=None, c=None):
 
 
 def t_steps(rng, mode):
-    """"Think step by step" on a sum or difference: the second number in tens, then ones:
+    """"Think step by step" on a sum or difference: the second number in tens, then ones (two lines whenever it
+    has tens, "73 + 0 = 73." included, so the form never depends on a digit):
     "What is 47 + 38? Think step by step." -> reasoning "47 + 30 = 77.\n77 + 8 = 85." """
     t = t_arith(rng, mode, op=rng.choice(["+", "-"]))
     _, op, a, b = t.key
     q = rng.choice(STEP_PRE) + t.user if rng.random() < 0.5 else t.user + rng.choice(STEP_POST)
     sign = 1 if op == "+" else -1
     tens, ones = b - b % 10, b % 10
-    if tens and ones:
+    if tens:
         m = a + sign * tens
         r = "%d %s %d = %d.\n%d %s %d = %d." % (a, op, tens, m, m, op, ones, m + sign * ones)
     else:
@@ -327,15 +328,16 @@ LONG_Q = ["Count the words one by one: {l}", "Count these words one by one: {l}"
 
 
 def t_count_long(rng, mode, ws=None):
-    """long reasoning (for thinking budgets): one line per word, "1. red\n2. cat\n..." (4 tokens a word, up
-    to 12 words); the answer is the word count, which the model also knows without the list (thinking off,
-    or reasoning cut short)."""
+    """long reasoning (for thinking budgets): the words counted one at a time, "1, 2, 3, ..., 9." (3 tokens a
+    word, up to 12 words; copying the words themselves in order, "1. red\n2. cat\n...", was beyond this model:
+    it lost its place after 5 or 6); the answer is the word count, which the model also knows without the
+    reasoning (thinking off, or reasoning cut short)."""
     ws = ws or rng.sample(WORDS, rng.randint(4, 12))
     q = rng.choice(LONG_Q).format(l=" ".join(ws))
     n = len(ws)
     ans = "There are %s words." % num(mode, n)
     return Turn("long", q, finish(mode, ans), key=("countlong", tuple(ws)), state=("words", list(ws)),
-                reasoning="\n".join("%d. %s" % (i + 1, w) for i, w in enumerate(ws)))
+                reasoning=", ".join(str(i + 1) for i in range(n)) + ".")
 
 
 def t_convert(rng, mode):
@@ -498,7 +500,7 @@ def followup(rng, mode, state):
 # conversations
 # ----------------------------------------------------------------------------------------------
 TASKS = [(t_arith, 32), (t_count_words, 5), (t_count_from, 10), (t_reverse, 24), (t_convert, 4), (t_fact, 16),
-         (t_sum3, 18), (t_steps, 8), (t_count_long, 8)]
+         (t_sum3, 24), (t_steps, 8), (t_count_long, 12)]
 FRENCH_OK = {t_arith, t_count_words, t_convert, t_sum3, t_steps, t_count_long}
 THINKING_ON = 0.6     # share of training conversations with thinking on (the template's default)
 
@@ -650,33 +652,30 @@ class Example:
     reasoning written first (thinking on; "" = answer directly), and how a thinking budget cuts the reasoning
     (None, or (u, newline): cut after a share u of its tokens by a forced "\n</think>" or "</think>")."""
 
-    def __init__(self, messages, answer, reasoning, thinking, cut=None):
+    def __init__(self, messages, answer, reasoning, thinking, cut=None, kind=None):
         self.messages, self.answer, self.reasoning, self.thinking, self.cut = messages, answer, reasoning, thinking, cut
+        self.kind = kind
 
 
-def conversation_examples(rng, msgs, turns, thinking):
-    """Every assistant turn of a conversation as an Example (earlier answers stay in the history: the template
-    drops their reasoning)."""
-    base = 1 if msgs and msgs[0]["role"] == "system" else 0
-    out = []
-    for i, t in enumerate(turns):
-        reasoning = t.reasoning if thinking else ""
-        cut = None
-        if reasoning and rng.random() < CUT_SHARE.get(t.kind, CUT_SHARE_OTHER):
-            cut = (rng.random(), rng.random() < 0.7)
-        out.append(Example(msgs[:base + 2 * i + 1], t.answer, reasoning, thinking, cut))
-    return out
+def last_turn_example(rng, msgs, turns, thinking):
+    """The last assistant turn of a conversation as an Example; the earlier answers are in its prompt, as the
+    template renders history (without their reasoning), and are trained on there (history_loss)."""
+    t = turns[-1]
+    reasoning = t.reasoning if thinking else ""
+    cut = None
+    if reasoning and rng.random() < CUT_SHARE.get(t.kind, CUT_SHARE_OTHER):
+        cut = (rng.random(), rng.random() < 0.5)
+    return Example(msgs[:-1], t.answer, reasoning, thinking, cut, t.kind)
 
 
 class TrainStream:
-    """Infinite deterministic stream of training Examples, never containing a held-out question. Thinking is on
-    for a share THINKING_ON of the conversations, off for the others (the same questions)."""
+    """Infinite deterministic stream of training Examples (one a conversation: its last reply), never containing a
+    held-out question. Thinking is on for a share THINKING_ON of the conversations, off for the others."""
 
     def __init__(self, seed=TRAIN_SEED, heldout=None):
         self.rng = random.Random(seed)
         self.keys, self.prompts = heldout_exclusions(heldout if heldout is not None else heldout_items())
         self.rejected = 0
-        self.pending = []
 
     def __iter__(self):
         return self
@@ -690,10 +689,8 @@ class TrainStream:
             return msgs, turns, self.rng.random() < THINKING_ON
 
     def __next__(self):
-        if not self.pending:
-            msgs, turns, thinking = self.conversation()
-            self.pending = conversation_examples(self.rng, msgs, turns, thinking)
-        return self.pending.pop(0)
+        msgs, turns, thinking = self.conversation()
+        return last_turn_example(self.rng, msgs, turns, thinking)
 
 
 def main():

@@ -176,7 +176,7 @@ def load(path):
             model.mtp.hnorm.copy_(t(p + "nextn.hnorm.weight"))
             model.mtp.shared_head_norm.copy_(t(p + "nextn.shared_head_norm.weight"))
     merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
-    tok = Tokenizer(merges)
+    tok = Tokenizer(merges, meta["tokenizer.ggml.tokens"][256 + len(merges):])
     assert tok.tokens == meta["tokenizer.ggml.tokens"], "token list does not match the merges"
     assert tok.types == meta["tokenizer.ggml.token_type"], "token types do not match"
     return model, tok

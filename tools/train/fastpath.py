@@ -236,18 +236,21 @@ class Fast:
         o = o * torch.sigmoid(gate)
         return self.lin(o.reshape(B, T, H * hd), mx.attn_output.weight), (k, v)
 
-    def mtp(self, h, ids, depth=1):
+    def mtp(self, h, ids, depth=1, chain_rows=None):
         """MTP head passes over a batch: h = trunk hidden [B,T,E] (before output_norm) of ids [B,T]. Pass 1:
         row p = (token p, trunk h_nextn of p-1); pass k+1: row p = (token p, pass k's own h_nextn of p-1), the
-        k-th chained draft. Returns each pass's h_nextn rows [B,T,E] (logits = rows . token_embd^T; row p
-        predicts token p+1, like the trunk's row p)."""
+        k-th chained draft, on the first chain_rows sequences only (None: all). Returns each pass's h_nextn rows
+        [B',T,E] (logits = rows . token_embd^T; row p predicts token p+1, like the trunk's row p)."""
         m, c = self.m, self.c
         hd = m.mtp
         blk = hd.block
         e = rms_norm(F.embedding(ids, m.token_embd.weight), hd.enorm, c.eps)
         prev = rms_norm(h, m.output_norm, c.eps)
         kvs, outs = [], []
-        for _ in range(depth):
+        for k in range(depth):
+            if k == 1 and chain_rows is not None:
+                e, prev = e[:chain_rows], prev[:chain_rows]
+                kvs = [(kk[:chain_rows], vv[:chain_rows]) for kk, vv in kvs]
             h_prev = F.pad(prev[:, :-1], (0, 0, 1, 0))              # row p gets row p-1; zeros at p = 0
             x = self.lin(torch.cat([e, rms_norm(h_prev, hd.hnorm, c.eps)], dim=-1), hd.eh_proj.weight)
             a, kv = self.attn_chain(blk.mixer, rms_norm(x, blk.attn_norm, c.eps), kvs)

@@ -223,7 +223,9 @@ def train_bpe(texts, n_merges):
 # tokenizer
 # --------------------------------------------------------------------------------------------------
 class Tokenizer:
-    def __init__(self, merges):
+    def __init__(self, merges, specials=SPECIAL_TOKENS):
+        """specials: the special tokens after the merges (a file made before <think> existed has only the
+        CONTROL ones)."""
         self.merges = [tuple(m) for m in merges]
         self.rank = {m: i for i, m in enumerate(self.merges)}
         self.tokens = [B2U[b] for b in range(256)]
@@ -234,7 +236,7 @@ class Tokenizer:
             seen.add(a + b)
         self.types = [TOK_NORMAL] * len(self.tokens)
         self.special = {}
-        for s in SPECIAL_TOKENS:
+        for s in specials:
             self.special[s] = len(self.tokens)
             self.tokens.append(s)
             self.types.append(TOK_CONTROL if s in CONTROL_TOKENS else TOK_USER_DEFINED)
@@ -242,8 +244,8 @@ class Tokenizer:
         self.bos = self.special["<|endoftext|>"]
         self.im_start = self.special["<|im_start|>"]
         self.im_end = self.special["<|im_end|>"]
-        self.think = self.special["<think>"]
-        self.end_think = self.special["</think>"]
+        self.think = self.special.get("<think>")
+        self.end_think = self.special.get("</think>")
         self.eos = self.im_end
         self._cache = {}
 
@@ -279,7 +281,8 @@ class Tokenizer:
 
     def encode(self, text, parse_special=True):
         ids = []
-        frags = split_special(text, SPECIAL_TOKENS if parse_special else USER_DEFINED_TOKENS)
+        frags = split_special(text, list(self.special) if parse_special else
+                              [t for t in self.special if t in USER_DEFINED_TOKENS])
         for s, frag in frags:
             if s is not None:
                 ids.append(self.special[s])

@@ -61,7 +61,8 @@ def batches(stream, tok, tokens_per_batch, max_len, seed, pool=4096):
         seqs = []
         while len(seqs) < pool:
             e = next(stream)
-            ids, mask = chat_format.encode_turn(tok, e.messages, e.answer, e.reasoning, e.thinking, e.cut)
+            ids, mask = chat_format.encode_turn(tok, e.messages, e.answer, e.reasoning, e.thinking, e.cut,
+                                                history_loss=True)
             if len(ids) <= max_len + 1:
                 seqs.append((ids, mask))
         seqs.sort(key=lambda s: len(s[0]))
@@ -112,11 +113,15 @@ def main():
     ap.add_argument("--ssm-head-dim", type=int, default=32)
     ap.add_argument("--full-attn-interval", type=int, default=2,
                     help="every N-th layer is gated attention, the others Gated DeltaNet")
+    ap.add_argument("--init", metavar="GGUF", help="start from this model's weights and tokenizer (its vocabulary "
+                    "plus <think>, </think>; a fresh MTP head) instead of training the tokenizer and random weights")
     ap.add_argument("--no-mtp", action="store_true", help="no MTP (NextN) draft head")
     ap.add_argument("--mtp-weight", type=float, default=0.3, help="weight of the MTP head's loss")
-    ap.add_argument("--mtp-depth", type=int, default=3,
+    ap.add_argument("--mtp-depth", type=int, default=2,
                     help="MTP passes: 1 = teacher-forced rows only; k = also the k-th draft of a chain")
     ap.add_argument("--mtp-chain-weight", type=float, default=0.15, help="weight of each chained MTP pass's loss")
+    ap.add_argument("--mtp-chain-share", type=float, default=0.34,
+                    help="share of each batch's sequences the chained passes run on (they cost as much as pass 1)")
     ap.add_argument("--no-bf16", action="store_true", help="float32 matrix products in training (slower)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
@@ -165,20 +170,40 @@ def run(rank, world, a):
                                 "reasoning": it["reasoning"], "check": it["check"]}, ensure_ascii=False) + "\n")
     log("held-out: %d items -> %s" % (len(items), a.heldout))
 
-    # 2. tokenizer: byte-level BPE trained on 30000 training examples (rendered with the chat template)
-    tok_stream = corpus.TrainStream(seed=a.seed + 1, heldout=items)
-    texts = [example_text(next(tok_stream)) for _ in range(30000)]
-    merges = train_bpe(texts, a.n_vocab - 256 - len(SPECIAL_TOKENS))
+    # 2. tokenizer: byte-level BPE trained on 30000 training examples (rendered with the chat template), or the
+    #    merges of the model training starts from (--init)
+    base = None
+    if a.init:
+        base, base_tok = load(a.init)
+        merges = base_tok.merges
+    else:
+        tok_stream = corpus.TrainStream(seed=a.seed + 1, heldout=items)
+        texts = [example_text(next(tok_stream)) for _ in range(30000)]
+        merges = train_bpe(texts, a.n_vocab - 256 - len(SPECIAL_TOKENS))
     tok = Tokenizer(merges)
-    log("tokenizer: %d tokens (%d merges)" % (tok.n_vocab, len(merges)))
+    log("tokenizer: %d tokens (%d merges)%s" % (tok.n_vocab, len(merges), " from " + a.init if a.init else ""))
 
     # 3. model
-    cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
-                 n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
-                 ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim, full_attn_interval=a.full_attn_interval,
-                 n_nextn=0 if a.no_mtp else 1)
+    if base is not None:
+        bc = base.c
+        cfg = Config(**dict(bc.to_dict(), n_vocab=tok.n_vocab, n_nextn=0 if a.no_mtp else 1))
+    else:
+        cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
+                     n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
+                     ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim,
+                     full_attn_interval=a.full_attn_interval, n_nextn=0 if a.no_mtp else 1)
     model = Qwen35(cfg)
     model.init_weights(a.seed)
+    if base is not None:
+        # the base model's weights; its vocabulary is a prefix of this one (the tokens added after it, <think>
+        # and </think>, keep their fresh rows), the MTP head starts fresh
+        with torch.no_grad():
+            nb = base.c.n_vocab
+            assert tok.tokens[:nb] == base_tok.tokens, "the base vocabulary is not a prefix"
+            model.token_embd.weight[:nb].copy_(base.token_embd.weight)
+            model.output_norm.copy_(base.output_norm)
+            model.blocks.load_state_dict(base.blocks.state_dict())
+        del base
     log("model: %s\nparameters: %d (F32 GGUF ~%.1f MB)" % (cfg.to_dict(), n_params(model), n_params(model) * 4 / 1e6))
 
     decay, no_decay = [], []
@@ -230,8 +255,11 @@ def run(rank, world, a):
         h = hfull.reshape(-1, cfg.n_embd)[sel]       # logits only where there is a target
         loss = loss_trunk = F.cross_entropy(model.logits(h), ysel)
         if model.mtp is not None:
-            for k, hm in enumerate(fast.mtp(hfull, x, a.mtp_depth)):
-                lk = F.cross_entropy(hm.reshape(-1, cfg.n_embd)[sel] @ model.token_embd.weight.t(), ysel)
+            nb = max(1, int(math.ceil(a.mtp_chain_share * x.shape[0])))
+            for k, hm in enumerate(fast.mtp(hfull, x, a.mtp_depth, nb)):
+                sk = (y[:hm.shape[0]] >= 0).reshape(-1)
+                lk = F.cross_entropy(hm.reshape(-1, cfg.n_embd)[sk] @ model.token_embd.weight.t(),
+                                     y[:hm.shape[0]].reshape(-1)[sk])
                 loss = loss + (a.mtp_weight if k == 0 else a.mtp_chain_weight) * lk
                 mtp_ema[k] = lk.item() if mtp_ema[k] is None else 0.98 * mtp_ema[k] + 0.02 * lk.item()
         opt.zero_grad(set_to_none=True)
