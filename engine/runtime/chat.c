@@ -48,6 +48,7 @@ void gen_settings_defaults(gen_settings *s) {
     s->checkpoint_interval = 1024;
     s->checkpoints = 1;
     s->enable_thinking = 1;
+    s->thinking_budget = -1;
 }
 
 /* ---------------------------------------------------------------- rendering */
@@ -167,6 +168,17 @@ int engine_default_context(const model *m) {
     return (int)n;
 }
 const model *engine_model(const chat_engine *e) { return e->m; }
+
+/* (first versions: the engine side of issue 25 reads general.sampling.* and the template) */
+void engine_settings_defaults(const chat_engine *e, gen_settings *s) {
+    (void)e;
+    gen_settings_defaults(s);
+}
+
+int engine_can_think(const chat_engine *e) {
+    (void)e;
+    return 0;
+}
 
 /* ---------------------------------------------------------------- text out */
 
