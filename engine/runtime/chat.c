@@ -625,7 +625,7 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
     run_wait w = {.on_text = on_text, .ud = ud};
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.done_cv, NULL);
-    gen_callbacks cb = {run_text, NULL, run_done, &w};
+    gen_callbacks cb = {.on_text = run_text, .on_done = run_done, .ud = &w};
     int rc = -1;
     if (engine_submit(e, msgs, n, s, &cb, err, errlen)) {
         pthread_mutex_lock(&w.lock);
