@@ -287,8 +287,9 @@ static int begin(chat_engine *e, request *r, const char **error) {
     r->t_prefill = now_ms();
     if (restore_prompt(e, r)) {
         r->r.phase = decode_phase(r);
+        int how = accept_token(e, r, sample_token(e, r)); /* first: it may open a reasoning block */
         progress(r);
-        return accept_token(e, r, sample_token(e, r));
+        return how;
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
     progress(r);
@@ -462,8 +463,8 @@ static void after_slice(chat_engine *e, request *r, int k) {
     if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
     hand_over(e, r); /* before the state moves on */
     r->r.phase = decode_phase(r);
+    int how = accept_token(e, r, sample_token(e, r)); /* before the report: it may open a reasoning block */
     progress(r);
-    int how = accept_token(e, r, sample_token(e, r));
     checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
