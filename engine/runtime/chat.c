@@ -180,15 +180,17 @@ static const char *const think_pairs[][2] = {
     {"<|START_THINKING|>", "<|END_THINKING|>"}, /* Command A Reasoning */
 };
 
-static void find_think_markers(chat_engine *e) {
-    e->think_open = e->think_close = -1;
+/* The vocabulary's first pair of reasoning markers: 1 with their ids, else 0 (-1 in both). */
+static int find_think_markers(const tokenizer *tok, int *open, int *close) {
+    *open = *close = -1;
     for (size_t i = 0; i < sizeof think_pairs / sizeof *think_pairs; i++) {
-        int open = tokenizer_find(e->m->tok, think_pairs[i][0]), close = tokenizer_find(e->m->tok, think_pairs[i][1]);
-        if (open >= 0 && close >= 0) {
-            e->think_open = open, e->think_close = close;
-            return;
+        int o = tokenizer_find(tok, think_pairs[i][0]), c = tokenizer_find(tok, think_pairs[i][1]);
+        if (o >= 0 && c >= 0) {
+            *open = o, *close = c;
+            return 1;
         }
     }
+    return 0;
 }
 
 /* 1 when token id's text is whitespace only (and not empty) */
@@ -251,33 +253,32 @@ static int reasoning_end_ids(const chat_engine *e, const chat_template *t, int e
     return 1;
 }
 
-/* engine_can_think: the model's template reacts to enable_thinking (a one-message
- * conversation renders differently with it on and off), or its vocabulary has a pair of
- * reasoning markers. */
-static int model_can_think(const chat_engine *e) {
-    if (e->think_open >= 0) return 1;
-    if (!e->m->tmpl) return 0;
-    const chat_msg m = {"user", "Hi", NULL};
+int chat_model_can_think(const model *m) {
+    int open, close;
+    if (find_think_markers(m->tok, &open, &close)) return 1;
+    if (!m->tmpl) return 0;
+    const chat_msg msg = {"user", "Hi", NULL};
     char err[256];
     size_t n_on = 0, n_off = 0;
-    char *on = template_render(e->m->tmpl, &m, 1, 1, 1, &n_on, err, sizeof err);
-    char *off = template_render(e->m->tmpl, &m, 1, 1, 0, &n_off, err, sizeof err);
+    char *on = template_render(m->tmpl, &msg, 1, 1, 1, &n_on, err, sizeof err);
+    char *off = template_render(m->tmpl, &msg, 1, 1, 0, &n_off, err, sizeof err);
     const int differ = on && off && (n_on != n_off || memcmp(on, off, n_on) != 0);
     free(on);
     free(off);
     return differ;
 }
 
-/* The sampling the file recommends (general.sampling.*, the keys llama.cpp reads as its
- * defaults), each one taken when present with a sane value; the rest as gen_settings_defaults. */
-static void read_sampling_defaults(const gguf_file *f, gen_settings *s) {
+/* the keys llama.cpp takes its sampling defaults from (common.cpp, LLAMA_MODEL_META_KEY_SAMPLING_*) */
+int chat_model_sampling(const model *m, gen_settings *s) {
     gen_settings_defaults(s);
     float v;
     int64_t k;
-    if (gguf_get_f32(f, "general.sampling.temp", &v) == 1 && v >= 0 && v <= 100) s->temperature = v;
-    if (gguf_get_i64(f, "general.sampling.top_k", &k) == 1 && k >= 0 && k <= INT32_MAX) s->top_k = (int)k;
-    if (gguf_get_f32(f, "general.sampling.top_p", &v) == 1 && v > 0 && v <= 1) s->top_p = v;
-    if (gguf_get_f32(f, "general.sampling.min_p", &v) == 1 && v >= 0 && v <= 1) s->min_p = v;
+    int n = 0;
+    if (gguf_get_f32(m->gguf, "general.sampling.temp", &v) == 1 && v >= 0 && v <= 100) s->temperature = v, n++;
+    if (gguf_get_i64(m->gguf, "general.sampling.top_k", &k) == 1 && k >= 0 && k <= INT32_MAX) s->top_k = (int)k, n++;
+    if (gguf_get_f32(m->gguf, "general.sampling.top_p", &v) == 1 && v > 0 && v <= 1) s->top_p = v, n++;
+    if (gguf_get_f32(m->gguf, "general.sampling.min_p", &v) == 1 && v >= 0 && v <= 1) s->min_p = v, n++;
+    return n;
 }
 
 void engine_settings_defaults(const chat_engine *e, gen_settings *s) { *s = e->defaults; }
@@ -727,9 +728,9 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     }
     for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
         if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
-    find_think_markers(e);
-    e->can_think = model_can_think(e);
-    read_sampling_defaults(e->m->gguf, &e->defaults);
+    find_think_markers(e->m->tok, &e->think_open, &e->think_close);
+    e->can_think = chat_model_can_think(e->m);
+    chat_model_sampling(e->m, &e->defaults);
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : engine_default_context(e->m);
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;

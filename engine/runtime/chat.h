@@ -127,6 +127,13 @@ void engine_settings_defaults(const chat_engine *e, gen_settings *s);
 /* 1 when the model's template has a thinking mode (it marks reasoning it can be asked to
  * write or to skip), else 0. */
 int engine_can_think(const chat_engine *e);
+/* The same for a loaded model without an engine (chatfs info): 1 when the vocabulary has a
+ * pair of reasoning markers (<think> </think>, ...) or the template renders a one-message
+ * conversation differently with enable_thinking on and off. */
+int chat_model_can_think(const model *m);
+/* gen_settings_defaults with the model file's general.sampling.{temp,top_k,top_p,min_p}
+ * where present and sane; returns how many of those keys were taken. */
+int chat_model_sampling(const model *m, gen_settings *s);
 
 /* Queues a request; messages and settings are copied, and rendered and tokenized here,
  * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible
