@@ -84,7 +84,7 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
 }
 
 static void submit(chat_engine *e, const chat_msg *m, int n, const gen_settings *s, job *j) {
-    gen_callbacks cb = {NULL, on_progress, on_done, j};
+    gen_callbacks cb = {.on_progress = on_progress, .on_done = on_done, .ud = j};
     char err[256];
     if (!engine_submit(e, m, n, s, &cb, err, sizeof err)) {
         fprintf(stderr, "concurrency_bench: %s\n", err);

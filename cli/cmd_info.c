@@ -2,7 +2,9 @@
  * The template line says which chat template chatfs renders conversations with (the
  * model's own Jinja text, or the built-in ChatML when the file has none, or a built-in
  * forced with --template), which built-in family it resembles, and whether it renders:
- * it is compiled and tried on a short conversation, without and with a system prompt. */
+ * it is compiled and tried on a short conversation, without and with a system prompt.
+ * Then whether the model can think (chat_model_can_think) and the sampling the file
+ * recommends (general.sampling.*), which new conversations start from. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,9 @@ int cmd_info(int argc, char **argv) {
     template_report tr;
     check_template(m, force != NULL, &tr);
     size_t kv_token = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
+    const int can_think = chat_model_can_think(m);
+    gen_settings sampling;
+    const int n_sampling = chat_model_sampling(m, &sampling);
 
     if (json) {
         cJSON *o = cJSON_CreateObject(), *tt = cJSON_CreateObject();
@@ -102,6 +107,16 @@ int cmd_info(int argc, char **argv) {
         if (!tr.renders) cJSON_AddStringToObject(o, "template_error", tr.error);
         cJSON_AddBoolToObject(o, "template_system_prompt", tr.with_system);
         cJSON_AddBoolToObject(o, "template_enable_thinking", tr.thinking);
+        cJSON_AddBoolToObject(o, "thinking", can_think);
+        if (n_sampling) {
+            cJSON *sp = cJSON_AddObjectToObject(o, "sampling");
+            cJSON_AddNumberToObject(sp, "temp", sampling.temperature);
+            cJSON_AddNumberToObject(sp, "top_k", sampling.top_k);
+            cJSON_AddNumberToObject(sp, "top_p", sampling.top_p);
+            cJSON_AddNumberToObject(sp, "min_p", sampling.min_p);
+        } else {
+            cJSON_AddNullToObject(o, "sampling");
+        }
         cJSON_AddBoolToObject(o, "tied_embeddings", m->tied);
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
@@ -131,6 +146,10 @@ int cmd_info(int argc, char **argv) {
         if (!tr.renders) printf(": %s%s\n", tr.bytes && m->tmpl ? "does not render: " : "", tr.error);
         else if (!tr.with_system) printf(": renders, but not with a system prompt: %s\n", tr.system_error);
         else printf(": renders%s\n", tr.thinking ? " (reads enable_thinking)" : "");
+        printf("thinking:      %s\n", can_think ? "yes" : "no");
+        if (n_sampling)
+            printf("sampling:      the file recommends temp %g, top_k %d, top_p %g, min_p %g\n", sampling.temperature,
+                   sampling.top_k, sampling.top_p, sampling.min_p);
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
     }
     model_free(m);

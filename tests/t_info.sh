@@ -190,5 +190,29 @@ n_kv=$(u64 $src 16)
 } >"$TMP/granite-moe.gguf"
 expect_fail "$TMP/granite-moe.gguf" granitehybrid "mixture-of-experts"
 
+# thinking and the recommended sampling: the default model thinks (its vocabulary has
+# <think> </think>, its template reads enable_thinking), a tiny ChatML fixture does not; a
+# copy of the default model with general.sampling.* shows them (text and --json)
+out=$($CHATFS info models/chatfs-default.gguf 2>&1)
+has "$out" "thinking:      yes
+" || fail "default model: not 'thinking: yes': $out"
+has "$out" "sampling:" && fail "default model: a sampling line without general.sampling.*: $out"
+out=$($CHATFS info $FX/llama-tiny-f32.gguf 2>&1)
+has "$out" "thinking:      no
+" || fail "llama-tiny: not 'thinking: no': $out"
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+if $PY tests/jinja/gguf_set_template.py models/chatfs-default.gguf - "$TMP/sampling.gguf" \
+    --f32 general.sampling.temp=0.7 --i32 general.sampling.top_k=20 --f32 general.sampling.top_p=0.8 >/dev/null; then
+    out=$($CHATFS info "$TMP/sampling.gguf" 2>&1)
+    has "$out" "sampling:      the file recommends temp 0.7, top_k 20, top_p 0.8, min_p 0.05
+" || fail "general.sampling.*: $out"
+    out=$($CHATFS info --json "$TMP/sampling.gguf" 2>&1)
+    has "$out" '"thinking":true,"sampling":{"temp":0.699999988079071,"top_k":20,"top_p":0.800000011920929,"min_p":0.05000000074505806}' ||
+        fail "general.sampling.* in --json: $out"
+else
+    fail "gguf_set_template.py could not add general.sampling.*"
+fi
+
 [ "$failed" -eq 0 ] && echo "t_info.sh                    ok" || echo "t_info.sh                    FAIL ($failed)"
 [ "$failed" -eq 0 ]

@@ -135,7 +135,7 @@ static void cancel_and_close(void) {
                    {PTHREAD_MUTEX_INITIALIZER, 0, 0}};
     uint64_t id[3];
     for (int i = 0; i < 3; i++) {
-        gen_callbacks cb = {NULL, NULL, on_done, &w[i]};
+        gen_callbacks cb = {.on_done = on_done, .ud = &w[i]};
         id[i] = engine_submit(e, &msg, 1, &s, &cb, err, sizeof err);
         CHECK(id[i] > 0, "%s", err);
     }

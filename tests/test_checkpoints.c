@@ -368,7 +368,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     free(mk);
     add(c, "assistant", a.buf);
     c->n--; /* the (c) prefix renders [..., assistant(reply), user(x)] */
-    int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, &ct);
+    int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, NULL, &ct);
     c->n++;
     if (nc > 0) ledger_add(&g->led, ct, nc, 0);
     free(ct);

@@ -170,7 +170,7 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
 /* Queues c as j; 0 when refused (the reason in j->error). */
 static uint64_t submit(chat_engine *e, const conv *c, const gen_settings *s, job *j) {
     j->e = e;
-    gen_callbacks cb = {on_text, on_progress, on_done, j};
+    gen_callbacks cb = {.on_text = on_text, .on_progress = on_progress, .on_done = on_done, .ud = j};
     char err[256] = "";
     uint64_t id = engine_submit(e, c->m, c->n, s, &cb, err, sizeof err);
     pthread_mutex_lock(&mu);
@@ -339,7 +339,7 @@ static void burst(const char *path, chat_engine *ref) {
             jobs[i].text[jobs[i].n] = 0;
             free(next[i]);
             pc_render as_engine = {m->tmpl, 1, NULL, 0, NULL, 0};
-            n_next[i] = pc_next_turn_prefix(m, &as_engine, c[i].m, c[i].n, jobs[i].text, &next[i]);
+            n_next[i] = pc_next_turn_prefix(m, &as_engine, c[i].m, c[i].n, jobs[i].text, NULL, &next[i]);
             conv_add(&c[i], "assistant", jobs[i].text);
             free(p[i]);
         }
@@ -465,7 +465,7 @@ static void no_stall(const char *path) {
     s.max_tokens = 2000;
     job running = {0}, longer = {0};
     staller_of = &running;
-    gen_callbacks cb = {NULL, on_running_progress, on_done, &running};
+    gen_callbacks cb = {.on_progress = on_running_progress, .on_done = on_done, .ud = &running};
     uint64_t id = engine_submit(e, &run_msg, 1, &s, &cb, err, sizeof err);
     REQUIRE(id, "%s", err);
     for (;;) { /* generating */
@@ -477,7 +477,7 @@ static void no_stall(const char *path) {
     }
     s.max_tokens = 1;
     s.checkpoints = 0; /* no marks: slices of exactly one chunk */
-    gen_callbacks cb2 = {NULL, on_long_progress, on_done, &longer};
+    gen_callbacks cb2 = {.on_progress = on_long_progress, .on_done = on_done, .ud = &longer};
     uint64_t id2 = engine_submit(e, long_msg, 2, &s, &cb2, err, sizeof err);
     REQUIRE(id2, "%s", err);
     pthread_mutex_lock(&mu);

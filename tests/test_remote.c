@@ -154,7 +154,7 @@ static void test_stream(void) {
         "data: [DONE]\n\n";
     for (size_t piece = 1; piece <= strlen(body); piece *= 3) {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
         remote_stream_init(&st, &cb, s_reasoning, remote_now_ms());
         CHECK(st.rep.prompt_tokens == -1 && st.rep.phase == GEN_QUEUED, "unknown until the server says");
@@ -177,7 +177,7 @@ static void test_stream(void) {
     /* the prefill as llama-server reports it, before any token */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
         remote_stream_init(&st, &cb, NULL, remote_now_ms());
         const char *p = "data: {\"choices\":[],\"prompt_progress\":{\"total\":100,\"cache\":40,\"processed\":70}}\n\n";
@@ -194,7 +194,7 @@ static void test_stream(void) {
     /* reasoning with no hook is dropped, never put into the text */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
         remote_stream_init(&st, &cb, NULL, remote_now_ms());
         const char *r = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n"
@@ -482,7 +482,7 @@ static uint64_t submit_text(fs_backend *b, const char *text, req_sink *s) {
     chat_msg m = {"user", text, NULL};
     gen_settings gs;
     gen_settings_defaults(&gs);
-    gen_callbacks cb = {r_text, r_progress, r_done, s};
+    gen_callbacks cb = {.on_text = r_text, .on_progress = r_progress, .on_done = r_done, .ud = s};
     char err[256];
     uint64_t id = b->submit(b, &m, 1, &gs, &cb, err, sizeof err);
     CHECK(id, "submit: %s", err);

@@ -54,6 +54,9 @@ typedef struct {
     const char *chat_template; /* Jinja text to render with instead of the model's own template (and
                                   instead of template_name); NULL: none */
     int enable_thinking;     /* the templates' enable_thinking: 1 (the default, as llama.cpp) or 0 */
+    int thinking_budget;     /* most reasoning tokens; after them the engine closes the reasoning
+                                itself (the way the template marks its end) and the answer follows;
+                                -1: no limit (the default) */
     int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
     const char *session;     /* who the request belongs to (a conversation id), for budgets and
                                 engine_forget_session; may be NULL */
@@ -63,7 +66,9 @@ typedef struct {
 
 void gen_settings_defaults(gen_settings *s);
 
-enum gen_phase { GEN_QUEUED = 0, GEN_PREFILL, GEN_GENERATING, GEN_DONE, GEN_FAILED };
+/* GEN_THINKING: generating the reasoning (the text goes to on_reasoning), then
+ * GEN_GENERATING: the answer (on_text) */
+enum gen_phase { GEN_QUEUED = 0, GEN_PREFILL, GEN_THINKING, GEN_GENERATING, GEN_DONE, GEN_FAILED };
 enum gen_finish {
     FINISH_NONE = 0,      /* still running */
     FINISH_EOG,           /* the model ended its turn */
@@ -86,7 +91,8 @@ typedef struct {
     int prefill_done;        /* reused + computed so far */
     int prefill_passes;      /* model passes the computed tokens took (a checkpoint mark ends a
                                 pass only when a second one lies ahead in the same chunk) */
-    int generated_tokens;
+    int generated_tokens;    /* all of them: reasoning_tokens + the answer's */
+    int reasoning_tokens;    /* of those, the reasoning's (its markers included) */
     const char *source;      /* where the reused state came from: "ram", "disk" or "none" */
     char miss_reason[96];    /* empty on a hit; else "none stored", "diverged at position X",
                                 "evicted", "fingerprint mismatch", "corrupt", "disabled" */
@@ -100,10 +106,12 @@ typedef struct {
  * while it waits for a slot in the batch, and while it waits for another request that
  * is computing the same prefix (then on_progress says so). */
 typedef struct {
-    void (*on_text)(void *ud, const char *text, size_t len);   /* whole UTF-8 characters */
+    void (*on_text)(void *ud, const char *text, size_t len);   /* the answer: whole UTF-8 characters */
     void (*on_progress)(void *ud, const gen_report *r);        /* phase changes, prefill chunks, decode steps */
     void (*on_done)(void *ud, const gen_report *r, const char *error); /* exactly once; error NULL unless failed */
     void *ud;
+    void (*on_reasoning)(void *ud, const char *text, size_t len); /* the reasoning (without its markers),
+                                                                     in order with on_text; NULL: dropped */
 } gen_callbacks;
 
 /* Loads the model, attaches it to the checkpoint store, starts the worker. NULL on
@@ -112,6 +120,20 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
 /* Cancels whatever runs (on_done with FINISH_CANCELLED), stops the worker, closes. */
 void engine_close(chat_engine *e);
 const model *engine_model(const chat_engine *e);
+
+/* gen_settings_defaults, then the model's recommended sampling where its file carries it
+ * (general.sampling.* keys: temperature, top_k, top_p, min_p). */
+void engine_settings_defaults(const chat_engine *e, gen_settings *s);
+/* 1 when the model's template has a thinking mode (it marks reasoning it can be asked to
+ * write or to skip), else 0. */
+int engine_can_think(const chat_engine *e);
+/* The same for a loaded model without an engine (chatfs info): 1 when the vocabulary has a
+ * pair of reasoning markers (<think> </think>, ...) or the template renders a one-message
+ * conversation differently with enable_thinking on and off. */
+int chat_model_can_think(const model *m);
+/* gen_settings_defaults with the model file's general.sampling.{temp,top_k,top_p,min_p}
+ * where present and sane; returns how many of those keys were taken. */
+int chat_model_sampling(const model *m, gen_settings *s);
 
 /* Queues a request; messages and settings are copied, and rendered and tokenized here,
  * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible

@@ -341,11 +341,11 @@ int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs
 }
 
 int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
-                        int **out) {
+                        const char *reasoning, int **out) {
     chat_msg *copy = malloc(sizeof *copy * (size_t)(n_msgs + 2));
     if (!copy) return -1;
     memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
-    copy[n_msgs] = (chat_msg){"assistant", reply, NULL};
+    copy[n_msgs] = (chat_msg){"assistant", reply, reasoning && *reasoning ? reasoning : NULL};
     copy[n_msgs + 1] = (chat_msg){"user", "", NULL};
     static const char *const dummies[2] = {"A", "7"};
     int *ids[2] = {NULL, NULL}, len[2], k = -1;

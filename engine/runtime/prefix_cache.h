@@ -86,12 +86,13 @@ typedef struct {
 int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, int interval, pc_mark **out);
 
 /* (c): the tokens the next prompt will start with after this reply: the common
- * prefix of [msgs..., assistant(reply), user(x)] for two different one-character x,
- * with the generation prompt. Rendering the history this way (not msgs alone) is
- * what makes templates that drop reasoning from history still hit. Returns the count
- * and malloc'd tokens in *out, or -1. */
+ * prefix of [msgs..., assistant(reply, reasoning), user(x)] for two different
+ * one-character x, with the generation prompt. Rendering the history this way (not msgs
+ * alone) is what makes templates that drop reasoning from history still hit. reasoning:
+ * the reply's reasoning_content (NULL or empty: none). Returns the count and malloc'd
+ * tokens in *out, or -1. */
 int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
-                        int **out);
+                        const char *reasoning, int **out);
 
 /* Length of the longest common prefix of two token lists. */
 int pc_common_prefix(const int *a, int na, const int *b, int nb);

@@ -139,7 +139,7 @@ static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row)
 static int start_post_job(chat_engine *e, request *r) {
     if (!use_cache(e, r) || !r->state) return 0;
     int *c = NULL;
-    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", &c);
+    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", r->reasoning, &c);
     uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
     pc_mark *mk = hc ? malloc(sizeof *mk) : NULL;
     if (!mk) {
@@ -286,9 +286,10 @@ static int begin(chat_engine *e, request *r, const char **error) {
     }
     r->t_prefill = now_ms();
     if (restore_prompt(e, r)) {
-        r->r.phase = GEN_GENERATING;
+        r->r.phase = decode_phase(r);
+        int how = accept_token(e, r, sample_token(e, r)); /* first: it may open a reasoning block */
         progress(r);
-        return accept_token(e, r, sample_token(e, r));
+        return how;
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
     progress(r);
@@ -359,10 +360,13 @@ static int plan_rows(chat_engine *e, int *n_decode) {
     int n = 0;
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
-        if (r->r.phase != GEN_GENERATING) continue;
+        if (r->r.phase != GEN_GENERATING && r->r.phase != GEN_THINKING) continue;
         const int fail = r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
-        e->rows[n] = (batch_seq){
-            .state = r->state, .tokens = fail ? &broken : &r->last_token, .n_tokens = 1, .logits = 1, .out = r->logits};
+        e->rows[n] = (batch_seq){.state = r->state,
+                                 .tokens = fail ? &broken : r->feed,
+                                 .n_tokens = fail ? 1 : r->n_feed,
+                                 .logits = 1,
+                                 .out = r->logits};
         e->row_of[n++] = r;
     }
     *n_decode = n;
@@ -410,15 +414,17 @@ static void forward_rows(chat_engine *e, int n) {
     for (int i = 0; i < n; i++) e->row_ok[i] = model_forward(e->m, &e->rows[i], 1, &e->arena) == 0;
 }
 
-/* A decode row: the token fed is kept for (c), the next one sampled and streamed. */
+/* A decode row: the tokens fed are kept for (c), the next one sampled and streamed. */
 static void after_decode(chat_engine *e, request *r) {
-    if (r->n_gen == r->cap_gen) {
+    if (r->n_gen + r->n_feed > r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 64;
         int *g = realloc(r->gen, sizeof *g * (size_t)cap);
         if (g) r->gen = g, r->cap_gen = cap;
     }
-    if (r->n_gen < r->cap_gen) r->gen[r->n_gen++] = r->last_token;
-    else { /* cannot track the tokens: no post-generation checkpoint */
+    if (r->n_gen + r->n_feed <= r->cap_gen) {
+        memcpy(r->gen + r->n_gen, r->feed, sizeof *r->feed * (size_t)r->n_feed);
+        r->n_gen += r->n_feed;
+    } else { /* cannot track the tokens: no post-generation checkpoint */
         free(r->h);
         r->h = NULL;
     }
@@ -456,9 +462,9 @@ static void after_slice(chat_engine *e, request *r, int k) {
     double ms = now_ms() - r->t_prefill;
     if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
     hand_over(e, r); /* before the state moves on */
-    r->r.phase = GEN_GENERATING;
+    r->r.phase = decode_phase(r);
+    int how = accept_token(e, r, sample_token(e, r)); /* before the report: it may open a reasoning block */
     progress(r);
-    int how = accept_token(e, r, sample_token(e, r));
     checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
@@ -467,7 +473,8 @@ static void row_failed(chat_engine *e, request *r) {
     if (r->post) end_post_job(e, r);
     else
         end_request(e, r, FINISH_ERROR,
-                    r->r.phase == GEN_GENERATING ? "the model failed while generating" : "the model failed on the prompt");
+                    r->r.phase == GEN_GENERATING || r->r.phase == GEN_THINKING ? "the model failed while generating"
+                                                                               : "the model failed on the prompt");
 }
 
 /* The decode rows' next tokens. Each draw reads its row's whole logits (1 MB for a

@@ -3,6 +3,11 @@ fixtures for models whose published templates chatfs must render, made at test t
 the tiny fixtures and llama.cpp's models/templates/ (neither copied into the repository).
 
   gguf_set_template.py IN.gguf TEMPLATE.jinja OUT.gguf [--add-bos true|false]
+                       [--f32 KEY=VALUE] [--i32 KEY=VALUE] [--token ID=TEXT]
+
+TEMPLATE.jinja "-" keeps the file's template. --f32 / --i32 set a metadata key (for
+example general.sampling.temp), --token gives token ID another text (the thinking tests
+make a model whose ordinary tokens are its reasoning markers); each may be repeated.
 
 Also prints the tokenizer's BOS and EOS texts as JSON on stdout ({"bos": ..., "eos": ...,
 "add_bos": ...}), which the caller passes to the reference renderer.
@@ -63,17 +68,32 @@ def put_value(out, t, v):
 def main():
     args = sys.argv[1:]
     add_bos = None
-    if "--add-bos" in args:
-        i = args.index("--add-bos")
-        add_bos = args[i + 1] == "true"
-        del args[i:i + 2]
+    extra, tokens = [], []
+    for opt in ("--add-bos", "--f32", "--i32", "--token"):
+        while opt in args:
+            i = args.index(opt)
+            if i + 1 >= len(args):
+                sys.exit(f"{opt} needs a value")
+            value = args[i + 1]
+            del args[i:i + 2]
+            if opt == "--add-bos":
+                add_bos = value == "true"
+            elif opt == "--token":
+                tid, text = value.split("=", 1)
+                tokens.append((int(tid), text.encode("utf-8")))
+            else:
+                key, v = value.split("=", 1)
+                extra.append((key.encode(), 6 if opt == "--f32" else 5, float(v) if opt == "--f32" else int(v)))
     if len(args) != 3:
-        sys.exit("usage: gguf_set_template.py IN.gguf TEMPLATE.jinja OUT.gguf [--add-bos true|false]")
+        sys.exit("usage: gguf_set_template.py IN.gguf TEMPLATE.jinja|- OUT.gguf [--add-bos true|false] "
+                 "[--f32 KEY=VALUE] [--i32 KEY=VALUE] [--token ID=TEXT]")
     src, template_path, dst = args
     with open(src, "rb") as f:
         data = f.read()
-    with open(template_path, "rb") as f:
-        template = f.read()
+    template = None
+    if template_path != "-":
+        with open(template_path, "rb") as f:
+            template = f.read()
     r = Reader(data)
     magic, version, n_tensors, n_kv = r.take("IIQQ")
     if magic != 0x46554747 or version != 3:
@@ -101,7 +121,12 @@ def main():
                 return
         kvs.append([key, t, v])
 
-    set_kv(b"tokenizer.chat_template", STRING, template)
+    if template is not None:
+        set_kv(b"tokenizer.chat_template", STRING, template)
+    for key, t, v in extra:
+        set_kv(key, t, v)
+    for tid, text in tokens:
+        kv[b"tokenizer.ggml.tokens"][1][1][tid] = text
     if add_bos is not None:
         set_kv(b"tokenizer.ggml.add_bos_token", 7, add_bos)
     out = bytearray(struct.pack("<IIQQ", magic, version, n_tensors, len(kvs)))
