@@ -179,7 +179,7 @@ static void test_stream(void) {
     /* the prefill as llama-server reports it, before any token */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
         remote_stream_init(&st, &cb, remote_now_ms());
         const char *p = "data: {\"choices\":[],\"prompt_progress\":{\"total\":100,\"cache\":40,\"processed\":70}}\n\n";
@@ -196,7 +196,7 @@ static void test_stream(void) {
     /* reasoning with no hook is dropped, never put into the text */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
         remote_stream_init(&st, &cb, remote_now_ms());
         const char *r = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n"
