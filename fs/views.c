@@ -55,6 +55,8 @@ static void add_turn_text(sbuf *b, const char *t, size_t n) {
 /* the reasoning set apart from the answer: a Markdown quote under a "thinking" line; a
  * reasoning still growing (growing: no answer yet) ends where it has got to */
 static void add_reasoning_quote(sbuf *b, const char *t, size_t n, int growing) {
+    if (!growing)
+        while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--; /* servers end it with a line break */
     sb_str(b, "> *thinking*\n>\n> ");
     for (size_t i = 0; i < n; i++) {
         sb_add(b, t + i, 1);
