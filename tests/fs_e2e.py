@@ -168,7 +168,7 @@ def test_echo_cat():
         os.mkdir(m.p("a"))
         names = sorted(os.listdir(m.p("a")))
         check(names == sorted(["message", "reply", "system", "settings.json", "transcript.md", "messages.json",
-                               "status", "error", "ctl", "turns"]), "conversation listing %s" % names)
+                               "status", "error", "ctl", "thinking", "turns"]), "conversation listing %s" % names)
         rc, out, err = sh("echo 'hello world' > a/message && cat a/reply", cwd=m.mnt)
         check(rc == 0 and out == expected("hello world"), "echo/cat: %r %r" % (out, err))
         check(read(m.p("a", "status")).startswith("done 12 tokens"), "status: " + read(m.p("a", "status")))
@@ -444,7 +444,7 @@ def test_copy_into_mount():
             check(read(m.p("a", "status")).startswith("done"), "%s: nothing generated" % tool)
             # what the tool reports: the views refuse the copy, nothing else fails
             bad = [l for l in err.replace("), (", ")\n(").splitlines() if "denied" in l or "Errno" in l]
-            check(rc == 0 or (bad and all(re.search(r"/(reply|transcript\.md|status|error)\b", l) for l in bad)),
+            check(rc == 0 or (bad and all(re.search(r"/(reply|thinking|transcript\.md|status|error)\b", l) for l in bad)),
                   "%s: %r" % (tool, err[-600:]))
             check(rc == 0 or "is read-only" in read(m.p("a", "error")), "%s: error says why: %r" %
                   (tool, read(m.p("a", "error"))))
