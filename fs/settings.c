@@ -19,6 +19,17 @@ void settings_builtin(conv_settings *s) {
     s->top_k = 40;
     s->seed = -1;
     s->checkpoints = 1;
+    s->thinking = -1;
+    s->thinking_budget = -1;
+}
+
+void settings_recommend(conv_settings *s, const gen_settings *r) {
+    gen_settings base;
+    gen_settings_defaults(&base);
+    if (r->temperature != base.temperature) s->temperature = r->temperature;
+    if (r->top_k != base.top_k) s->top_k = r->top_k;
+    if (r->top_p != base.top_p) s->top_p = r->top_p;
+    if (r->min_p != base.min_p) s->min_p = r->min_p;
 }
 
 void settings_free(conv_settings *s) {
@@ -136,6 +147,15 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
                 }
                 s.stop[s.n_stop++] = strdup(e->valuestring);
             }
+        } else if (!strcmp(k, "thinking")) {
+            if (cJSON_IsNull(v)) s.thinking = -1;
+            else rc = boolean(v, "thinking (or null for the model's default)", &s.thinking, err, errlen) ? -1 : 1;
+        } else if (!strcmp(k, "thinking_budget")) {
+            if (cJSON_IsNull(v)) s.thinking_budget = -1;
+            else {
+                rc = integer(v, "thinking_budget (or null for none)", 0, 1 << 24, &d, err, errlen) ? -1 : 1;
+                s.thinking_budget = (int)d;
+            }
         } else if (!strcmp(k, "template")) {
             free(s.template_name);
             s.template_name = NULL;
@@ -166,7 +186,7 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, checkpoints, ignore_eos, template, chat_template)",
+                     "checkpoint_interval, checkpoints, ignore_eos, thinking, thinking_budget, template, chat_template)",
                      k);
             rc = -1;
         }
@@ -202,6 +222,10 @@ char *settings_render(const conv_settings *s) {
     cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
     cJSON_AddBoolToObject(o, "checkpoints", s->checkpoints);
     cJSON_AddBoolToObject(o, "ignore_eos", s->ignore_eos);
+    if (s->thinking < 0) cJSON_AddNullToObject(o, "thinking");
+    else cJSON_AddBoolToObject(o, "thinking", s->thinking);
+    if (s->thinking_budget < 0) cJSON_AddNullToObject(o, "thinking_budget");
+    else cJSON_AddNumberToObject(o, "thinking_budget", s->thinking_budget);
     if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
     else cJSON_AddNullToObject(o, "template");
     if (s->chat_template) cJSON_AddStringToObject(o, "chat_template", s->chat_template);
@@ -250,4 +274,6 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->chat_template = s->chat_template;
     g->checkpoints = s->checkpoints;
     g->ignore_eog = s->ignore_eos;
+    g->enable_thinking = s->thinking != 0; /* null: the model's default, 1 as llama.cpp */
+    g->thinking_budget = s->thinking_budget;
 }

@@ -26,9 +26,16 @@ typedef struct {
                                 of template_name); NULL: none */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
     int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
+    int thinking;            /* 1 / 0: the template's thinking switch; -1 (JSON null): the model's default,
+                                which is enable_thinking 1 as llama.cpp passes it */
+    int thinking_budget;     /* most reasoning tokens, then the engine closes the reasoning; -1 (null): none */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);
+/* The sampling a backend recommends (engine_settings_defaults: the model's
+ * general.sampling.* keys) over s: each of temperature, top_k, top_p, min_p that
+ * `recommended` sets differently from gen_settings_defaults replaces s's. */
+void settings_recommend(conv_settings *s, const gen_settings *recommended);
 void settings_copy(conv_settings *dst, const conv_settings *src);
 void settings_free(conv_settings *s);
 int settings_equal(const conv_settings *a, const conv_settings *b);

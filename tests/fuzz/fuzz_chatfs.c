@@ -129,8 +129,10 @@ static uint64_t gated_submit(fs_backend *b, const chat_msg *msgs, int n, const g
     pthread_mutex_lock(&gate.mu);
     gate.jobs++;
     pthread_mutex_unlock(&gate.mu);
-    const gen_callbacks gated = {.on_text = gated_text, .on_progress = gated_progress, .on_done = gated_done, .ud = inner};
-    uint64_t id = fake_submit(b, m, n, s, &gated, err, errlen);
+    uint64_t id = fake_submit(b, m, n, s, &(gen_callbacks){.on_text = gated_text, .on_progress = gated_progress,
+                                                                  .on_done = gated_done, .ud = inner,
+                                                                  .on_reasoning = NULL /* the fuzzed fake does not think */},
+                              err, errlen);
     if (!id) { /* refused: no callback comes */
         pthread_mutex_lock(&gate.mu);
         gate.jobs--;
