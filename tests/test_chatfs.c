@@ -1,6 +1,6 @@
 /* test_chatfs.c - the filesystem's logic without FUSE (fs/chatfs.h) on the fake engine:
- * the commit rules as shells and editors exercise them (the syscall sequences of
- * shared/reference/fuse-interface.md replayed as calls), fresh copies, errnos, imports,
+ * the commit rules as shells and editors exercise them (the syscall sequences that echo,
+ * cp, vim, nano, emacs, rsync and tar make, replayed as calls), fresh copies, errnos, imports,
  * turns, persistence across a reopen, a random-operation soak and concurrent readers
  * (also meant for ASan/UBSan and TSan builds). */
 #define _GNU_SOURCE

@@ -14,8 +14,7 @@ thinking on and thinking off:
       PyTorch head's draft chain from the same state, and the speculative run's drafted / accepted tokens
       (llama.cpp's measured acceptance on the model's own replies) next to PyTorch's (model.Qwen35.speculate).
 
-Usage (build llref first: cp -r shared/oracle /work/llref && cd /work/llref &&
-       npm install --ignore-scripts --omit=optional && make):
+Usage (needs llref, a llama.cpp-linked reference program built outside the repository):
   /usr/bin/python3 tools/train/check_llref.py [--llref /work/llref/build/llref] [--model models/chatfs-default.gguf]
                                               [-n 40] [--thinking on|off|both] [--mtp-draft 3]
 """
