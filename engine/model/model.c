@@ -122,7 +122,10 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         }
         if (b->ffn_norm && rows > 0) {
             rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
-            ffn_forward(&b->ffn, rows, E, x, y, a);
+            if (b->moe.n_expert > 0)
+                moe_forward(&b->moe, rows, E, x, y, a);
+            else
+                ffn_forward(&b->ffn, rows, E, x, y, a);
             add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         }
     }

@@ -37,6 +37,7 @@ typedef struct {
     };
     const float *ffn_norm;     /* [n_embd]; NULL when the block has no FFN */
     ffn_layer ffn;
+    moe_layer moe;             /* the FFN is a mixture of experts when moe.n_expert > 0 */
 } block;
 
 typedef struct model {
