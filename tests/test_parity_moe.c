@@ -21,7 +21,9 @@ static const struct {
     float tol;
 } fixtures[] = {
     {"qwen35moe-tiny-f32", 1e-4f},         {"qwen35moe-tiny-q8_0", 0.1f},
-    {"qwen3next-tiny-f32", 1e-4f},
+    {"qwen3next-tiny-f32", 1e-4f},         {"nemotron_h_moe-tiny-f32", 1e-4f},
+    {"nemotron_h_moe-tiny-latent-f32", 1e-4f}, {"granitehybrid-tiny-moe-f32", 1e-4f},
+    {"lfm2moe-tiny-f32", 1e-4f},
 };
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
