@@ -147,6 +147,11 @@ int ld_moe_shape(loader *L, int i, moe_layer *p) {
     memset(p, 0, sizeof *p);
     const int64_t n_expert = ld_u32(L, "expert_count", 0, 0);
     if (L->failed || n_expert == 0) return 0;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_used_count", L->m->arch);
+    if (!gguf_find(L->m->gguf, key))
+        return ld_fail(L, "architecture '%s' with %lld experts: metadata '%s' is missing", L->m->arch,
+                       (long long)n_expert, key);
     const int64_t n_used = ld_layer_i64(L, "expert_used_count", i, 0);
     int64_t n_ff = ld_layer_i64(L, "expert_feed_forward_length", i, 0);
     if (n_ff == 0 && n_used > 0) n_ff = ld_layer_i64(L, "feed_forward_length", i, 0) / n_used;
