@@ -30,6 +30,7 @@ TMP = os.path.join(ROOT, "tests", "tmp", "fs")
 if os.path.realpath(ROOT).startswith(("/tmp/", os.path.realpath(os.environ.get("TMPDIR", "/tmp")) + "/")):
     TMP = "/var/tmp/chatfs-fs-tests-%d" % os.getuid()
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
+MOE_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35moe-tiny-f32.gguf")
 DEFAULT_MODEL = "default"  # Mount(model=DEFAULT_MODEL): no -m, chatfs finds models/chatfs-default.gguf
 VERBOSE = "-v" in sys.argv
 NUMBERS = {}
@@ -773,6 +774,27 @@ def test_real_engine():
         check(st.startswith("done"), "stopped: " + st)
         size = os.stat(m.p("long", "reply")).st_size
         check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
+
+
+def test_real_engine_moe():
+    """a mixture-of-experts model through the files: the reply `chatfs ask` gives without
+    checkpoints, a fork that continues like the original and reuses its checkpoints"""
+    db = os.path.join(TMP, "moe-ask.db")
+    rc, ref, err = sh("'%s' ask -m '%s' --db '%s' --no-checkpoints -n 12 -t 1 'Hello there'" % (CHATFS, MOE_MODEL, db),
+                      timeout=120)
+    check(rc == 0 and ref, "ask on the MoE model: %d %r" % (rc, err))
+    with Mount("moe", model=MOE_MODEL, extra=["-t", "1"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 12, "temperature": 0}')
+        os.mkdir(m.p("a"))
+        rc, out, err = sh("echo 'Hello there' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and out.rstrip("\n") == ref.rstrip("\n"), "MoE reply %r is not ask's %r" % (out, ref))
+        check(read(m.p("a", "status")).startswith("done 12 tokens"), "status " + read(m.p("a", "status")))
+        check(sh("cp -r a b", cwd=m.mnt)[0] == 0, "fork")
+        r1 = sh("echo next > a/message && cat a/reply", cwd=m.mnt, timeout=120)[1]
+        r2 = sh("echo next > b/message && cat b/reply", cwd=m.mnt, timeout=120)[1]
+        check(r1 == r2 and r1, "MoE fork and original agree: %r %r" % (r1, r2))
+        reused = re.search(r"reused (\d+)/(\d+)", read(m.p("b", "status")))
+        check(reused and int(reused.group(1)) > 0, "the MoE fork reused a's checkpoints")
 
 
 def test_real_engine_six_at_once():

@@ -7,7 +7,8 @@
  *  - reuse through engine_run: 5 user messages after one long system prompt, ten
  *    turns, an edit of message 3 of 6, a fork - each reuses what a checkpoint covers
  *    before the first changed token (asserted against an independent account of the
- *    checkpoints placed), and answers exactly as with checkpoints off;
+ *    checkpoints placed), and answers exactly as with checkpoints off (the 5 messages and
+ *    the ten turns on a mixture-of-experts model too);
  *  - placement (a) to (e), one by one;
  *  - a corrupted blob in the database: the next request notices and answers right;
  *  - bytes of a 10-turn conversation against one KV copy. */
@@ -356,10 +357,12 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     return r;
 }
 
+static const char *rig_model = MODEL; /* the model the conversation rigs run */
+
 static void rig_open(rig *g, const char *db, int with_plain) {
     memset(g, 0, sizeof *g);
     engine_config cfg = {
-        .model_path = MODEL, .threads = 2, .n_ctx = 4096, .db_path = db, .prefill_chunk = PREFILL_CHUNK};
+        .model_path = rig_model, .threads = 2, .n_ctx = 4096, .db_path = db, .prefill_chunk = PREFILL_CHUNK};
     char err[256];
     g->e = engine_open(&cfg, err, sizeof err);
     REQUIRE(g->e, "%s", err);
@@ -706,6 +709,12 @@ int main(int argc, char **argv) {
     ten_turns(db, "qwen35");
     rm_db(db);
     ten_turns(NULL, NULL);
+    /* the same conversations on a mixture-of-experts model */
+    rig_model = FIXTURES "qwen35moe-tiny-f32.gguf";
+    printf("  on qwen35moe-tiny-f32:\n");
+    five_messages(NULL);
+    ten_turns(NULL, NULL);
+    rig_model = MODEL;
     storage_bytes();
     corrupt_blob();
     return check_report("test_checkpoints");
