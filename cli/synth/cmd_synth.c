@@ -89,7 +89,7 @@ static const shape shapes[] = {
      .head_dim = 128, .n_ff = 3072, .n_vocab = 151936, .tied = 1, .ctx = 40960, .rope_base = 1e6f, .eps = 1e-6f},
     {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
      .head_dim = 64, .n_ff = 8192, .n_vocab = 128256, .tied = 1, .ctx = 131072, .rope_base = 5e5f, .eps = 1e-5f},
-    /* mixture-of-experts hybrids (docs/engine-math.md §6; their published configs) */
+    /* mixture-of-experts hybrids (docs/engine-math.md §11; their published configs) */
     {.name = "qwen3.5-35b-a3b", .arch = "qwen35moe", .n_embd = 2048, .n_layer = 40, .n_head = 16, .n_head_kv = 2,
      .head_dim = 256, .n_vocab = 248320, .tied = 0, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f, .rope_dim = 64,
      .lin_k = 16, .lin_v = 32, .lin_dk = 128, .conv_k = 4, .n_expert = 256, .n_used = 8, .n_ff_exp = 512,

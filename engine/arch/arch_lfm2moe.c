@@ -1,4 +1,4 @@
-/* arch_lfm2moe.c - Liquid LFM2-8B-A1B and LFM2-24B-A2B (docs/engine-math.md §6; llama.cpp
+/* arch_lfm2moe.c - Liquid LFM2-8B-A1B and LFM2-24B-A2B (docs/engine-math.md §11; llama.cpp
  * src/models/lfm2moe.cpp, graph of src/models/lfm2.cpp): LFM2's blocks (gated short
  * convolution, or attention with q/k norm and NEOX rope) whose FFN is a SwiGLU in the
  * first leading_dense_block_count blocks and a mixture of experts after them:

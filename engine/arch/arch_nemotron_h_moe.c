@@ -1,5 +1,5 @@
 /* arch_nemotron_h_moe.c - Nemotron-3-Nano-30B-A3B and Nemotron-3-Super-120B-A12B
- * (docs/engine-math.md §6; llama.cpp src/models/nemotron-h.cpp build_ffn_layer): Nemotron-H's
+ * (docs/engine-math.md §11; llama.cpp src/models/nemotron-h.cpp build_ffn_layer): Nemotron-H's
  * blocks, each exactly one of a Mamba-2 mixer ('M'), attention without rope ('*') or a
  * mixture of experts ('E'), behind the block's one norm:
  *

@@ -1,5 +1,5 @@
 /* arch_qwen35moe.c - Qwen3.5 with mixture-of-experts FFNs: Qwen3.5-35B-A3B, -122B-A10B,
- * -397B-A17B, Qwen3.6-35B-A3B (docs/engine-math.md §6; llama.cpp src/models/qwen35moe.cpp).
+ * -397B-A17B, Qwen3.6-35B-A3B (docs/engine-math.md §11; llama.cpp src/models/qwen35moe.cpp).
  * The blocks of qwen35 (three Gated DeltaNet blocks, then one gated attention block) with
  * an MoE FFN in every block:
  *

@@ -1,4 +1,4 @@
-/* arch_qwen3next.c - Qwen3-Next-80B-A3B and Qwen3-Coder-Next (docs/engine-math.md §6;
+/* arch_qwen3next.c - Qwen3-Next-80B-A3B and Qwen3-Coder-Next (docs/engine-math.md §11;
  * llama.cpp src/models/qwen3next.cpp): the blocks and the MoE FFN of qwen35moe, with
  * Qwen3-Next's own Gated DeltaNet layouts (ld_gdn's qwen3next: beta and alpha in one
  * ssm_ba, value head h reading key head h / (Hv/Hk), or the older fused ssm_in):

@@ -1,4 +1,4 @@
-/* moe.c - the mixture-of-experts FFN (layers.h moe_layer; docs/engine-math.md §6; llama.cpp
+/* moe.c - the mixture-of-experts FFN (layers.h moe_layer; docs/engine-math.md §11; llama.cpp
  * src/llama-graph.cpp build_moe_ffn, and ggml-cpu.c ggml_compute_forward_mul_mat_id for
  * how the experts' products are computed).
  *
