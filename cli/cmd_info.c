@@ -36,7 +36,7 @@ int cmd_info(int argc, char **argv) {
     const char *tmpl = template_family_name(m->tmpl.family);
     size_t kv_token = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
     model_usage u;
-    model_usage_of(m, &u);
+    model_usage_of(m, 1, &u);
 
     if (json) {
         cJSON *o = cJSON_CreateObject(), *tt = cJSON_CreateObject();

@@ -2,6 +2,7 @@
  * sequences, and what `chatfs info` asks of a loaded model. */
 #include "engine/model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static int tensor_block(const char *name) {
     return end != name + 4 && *end == '.' && i >= 0 && i < (1 << 20) ? (int)i : -1;
 }
 
-void model_usage_of(const model *m, model_usage *u) {
+void model_usage_of(const model *m, int tokens, model_usage *u) {
     memset(u, 0, sizeof *u);
     for (int i = 0; i < m->n_layer; i++) {
         const moe_layer *l = &m->blocks[i].moe;
@@ -59,9 +60,9 @@ void model_usage_of(const model *m, model_usage *u) {
         if (blk >= m->n_layer) {
             share = 0; /* a block that is not run */
         } else if (!strcmp(t->name, "token_embd.weight") && !m->tied) {
-            share = 1.0 / (double)t->ne[1];
+            share = (double)tokens / (double)t->ne[1];
         } else if (blk >= 0 && strstr(t->name, "_exps") && m->blocks[blk].moe.n_expert == t->ne[2]) {
-            share = (double)m->blocks[blk].moe.n_used / (double)t->ne[2];
+            share = 1.0 - pow(1.0 - (double)m->blocks[blk].moe.n_used / (double)t->ne[2], tokens);
         }
         u->params_active += (uint64_t)((double)n * share + 0.5);
         u->bytes_active += (uint64_t)((double)t->nbytes * share + 0.5);
