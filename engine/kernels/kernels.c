@@ -388,31 +388,49 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
 typedef struct {
     const matmul_part *parts;
     int n;
-    int64_t total; /* rows over all parts */
+    int64_t units; /* work over all parts */
+    int64_t rows;  /* rows over all parts */
 } parts_job;
 
 static int64_t part_rows(const matmul_part *p) { return p->x.T > 0 && p->r1 > p->r0 ? p->r1 - p->r0 : 0; }
 
-/* each chunk takes a contiguous share of the concatenated rows of all parts */
+/* What a row of a part costs, in units: its tokens' products and the row's own read.
+ * Parts differ a lot in tokens in a prompt (an expert chosen by a few tokens, the shared
+ * expert by all of them), so the threads' shares are counted in work, not rows. */
+static int64_t row_units(const matmul_part *p) { return (int64_t)p->x.T + 2; }
+
+/* the first row of a part whose work starts at or after unit u of the part, rounded up to
+ * whole groups of 16 rows (the kernels' row pairs and quarters) */
+static int64_t row_at(int64_t u, int64_t rows, int64_t w) {
+    if (u <= 0) return 0;
+    const int64_t r = (u + w - 1) / w, r16 = (r + 15) / 16 * 16;
+    return r16 < rows ? r16 : rows;
+}
+
+/* each chunk takes a contiguous share of the work of all parts one after the other; a
+ * row goes to the chunk its first unit falls in */
 static void parts_chunk(void *arg, int ith, int nth) {
     const parts_job *j = arg;
     long b, e;
-    pool_split_guided(j->total, ith, nth, 16, &b, &e);
+    pool_split_guided(j->units, ith, nth, 1, &b, &e);
     int64_t base = 0;
-    for (int i = 0; i < j->n && b < e; i++) {
+    for (int i = 0; i < j->n && base < e; i++) {
         const matmul_part *p = &j->parts[i];
-        const int64_t rows = part_rows(p);
-        const int64_t lo = b > base ? b - base : 0, hi = e - base < rows ? e - base : rows;
+        const int64_t rows = part_rows(p), w = row_units(p), lo = row_at(b - base, rows, w),
+                      hi = row_at(e - base, rows, w);
         if (lo < hi) kernels_gemm(&p->W, p->r0 + lo, p->r0 + hi, &p->x, p->Y, p->ldy);
-        base += rows;
+        base += rows * w;
     }
 }
 
 void matmul_parts(const matmul_part *parts, int n) {
     parts_job j = {.parts = parts, .n = n};
-    for (int i = 0; i < n; i++) j.total += part_rows(&parts[i]);
-    if (j.total <= 0) return;
-    int chunks = (int)((j.total + 31) / 32), most = 8 * pool_threads(); /* as run_multi */
+    for (int i = 0; i < n; i++) {
+        j.rows += part_rows(&parts[i]);
+        j.units += part_rows(&parts[i]) * row_units(&parts[i]);
+    }
+    if (j.rows <= 0) return;
+    int chunks = (int)((j.rows + 31) / 32), most = 8 * pool_threads(); /* as run_multi */
     if (chunks > most) chunks = most;
     pool_run_n(parts_chunk, &j, chunks);
 }
