@@ -25,7 +25,7 @@
 
 static const char *const fixtures[] = {"qwen35-tiny-f32",     "nemotron_h-tiny-f32",    "mamba2-tiny-f32",
                                        "mamba-tiny-f32",      "granitehybrid-tiny-f32", "lfm2-tiny-f32",
-                                       "qwen3-tiny-f32",      "llama-tiny-f32",
+                                       "qwen3-tiny-f32",      "qwen2-tiny-f32",         "llama-tiny-f32",
                                        /* mixture of experts: the 3-D expert tensors converted too */
                                        "qwen35moe-tiny-f32",  "nemotron_h_moe-tiny-latent-f32",
                                        "granitehybrid-tiny-moe-f32"};
