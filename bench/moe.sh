@@ -48,7 +48,7 @@ for spec in $MODELS; do
             echo "$theirs"
             awk -v a="$(echo "$ours" | num pp_tps)" -v b="$(echo "$theirs" | num pp_tps)" \
                 -v c="$(echo "$ours" | num tg_tps)" -v d="$(echo "$theirs" | num tg_tps)" -v r="$r" \
-                'BEGIN { printf "{\"round\":%d,\"pp_vs_llama\":%.2f,\"tg_vs_llama\":%.2f}\n", r, b > 0 ? a / b : 0, d > 0 ? c / d : 0 }'
+                'BEGIN { printf "{\"round\":%d,\"pp_vs_llama\":%.2f,\"tg_vs_llama\":%.2f}\n", r, (b > 0 ? a / b : 0), (d > 0 ? c / d : 0) }'
         fi
     done
     "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch "$BATCH" --reps "$REPS" --no-bandwidth
