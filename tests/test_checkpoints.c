@@ -845,8 +845,7 @@ int main(int argc, char **argv) {
     rm_db(db);
     ten_turns(MODEL, NULL, NULL);
     /* the same conversations on a mixture-of-experts model */
-    printf("  on qwen35moe-tiny-f32:
-");
+    printf("  on qwen35moe-tiny-f32:\n");
     five_messages(MOE_MODEL, NULL);
     ten_turns(MOE_MODEL, NULL, NULL);
     storage_bytes();
