@@ -950,7 +950,7 @@ def test_daemon_mode_and_errors():
         rc, _, err = sh("echo hi > a/message", cwd=m.mnt)
         check(rc != 0 and "Read-only file system" in err, "-o ro refuses writes: %r" % err)
         check(read(m.p("a", "reply")) == expected("hi"), "and reads")
-    rc, _, err = sh("'%s' mount '%s' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt))
+    rc, _, err = sh("'%s' mount '%s' --fake-engine '' --db '%s/bad-o.db' -o no_such_option" % (CHATFS, m.mnt, TMP))
     check(rc == 1 and "no_such_option" in err and not os.path.ismount(m.mnt), "bad -o: %r" % err)
 
 
