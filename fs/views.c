@@ -144,7 +144,9 @@ static const char *finish_note(int finish) {
 
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
-    if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
+    if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
+        sb_fmt(b, "error: %s", c->error ? c->error : "the last reply is not stored yet");
+    else if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL && r->prompt_tokens < 0)
         sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
