@@ -199,7 +199,8 @@ static const char readme_text[] =
     "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
     "the context EFBIG, a bad settings.json or messages.json, a message the chat template\n"
     "refuses (at the close) or text that is not UTF-8 (or has a NUL) EINVAL, an import that\n"
-    "would change a turn EPERM, a file no editor makes EPERM; the reason is in error.\n";
+    "would change a turn EPERM, a file no editor makes EPERM, a change the database cannot\n"
+    "store because the disk is full ENOSPC (nothing changes); the reason is in error.\n";
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {

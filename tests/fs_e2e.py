@@ -1048,6 +1048,59 @@ def test_full_disk():
         check(integrity(db) == "ok", "integrity_check after unmount: %r" % integrity(db))
 
 
+def test_full_disk_checkpoints():
+    """Checkpoints are a cache: on a disk with room for the conversation but not for a
+    checkpoint of the default model (57 KiB of recurrent state, 1.5 KiB of KV per token),
+    the checkpoint write fails, the reply still arrives and is stored, the next message
+    reuses the checkpoint from RAM; once there is room the checkpoints reach the database
+    with the next ones, and after kill -9 the turns are there."""
+    name = "fulldisk-ckpt"
+    with SmallDisk(name, 1024) as disk:
+        db = os.path.join(disk.dir, "chatfs.db")
+        m = Mount(name, model=DEFAULT_MODEL, db=db, extra=["-t", "1"]).start()
+        write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 24, "thinking": false}')
+        os.mkdir(m.p("c"))
+        slack = os.path.join(disk.dir, "slack")
+        with open(slack, "wb") as f:
+            f.write(b"\0" * 40960)
+        disk.fill("filler")
+        os.unlink(slack)
+        r1 = sh("echo 'What is 17 + 25?' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        check("42" in r1, "the reply arrives: %r" % r1)
+        wait_done(m, "c")
+        def engine():
+            return json.loads(read(m.p("stats.json")))["engine"]
+
+        check(wait_for(lambda: engine()["write_errors"] > 0, 60),
+              "the checkpoint write found no room: %s" % {k: engine()[k] for k in ("disk", "write_errors")})
+        check(read(m.p("c", "status")).startswith("done") and read(m.p("c", "error")) == "",
+              "the reply is stored: %r %r" % (read(m.p("c", "status")), read(m.p("c", "error"))))
+        r2 = sh("echo 'Add 5 to that.' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        st2 = read(m.p("c", "status"))
+        reused = re.search(r"reused (\d+)/", st2)
+        check("47" in r2 and reused and int(reused.group(1)) > 0, "the follow-up from RAM: %r %r" % (r2, st2))
+        NUMBERS["full_disk_checkpoint_followup"] = st2.strip()
+        stored = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(len(stored) == 4 and stored["004-assistant.md"] == r2, "four turns: %s" % sorted(stored))
+        check(engine()["disk"]["entries"] == 0, "no checkpoint on the full disk: %s" % engine()["disk"])
+        # room again: the checkpoints kept in RAM reach the database with the next ones
+        os.unlink(os.path.join(disk.dir, "filler"))
+        r3 = sh("echo 'What is 2 + 3?' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        check(wait_for(lambda: engine()["disk"]["entries"] > 0, 60), "checkpoints on disk: %s" % engine()["disk"])
+        NUMBERS["full_disk_checkpoints_later"] = engine()["disk"]["entries"]
+        stored = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(len(stored) == 6 and stored["006-assistant.md"] == r3, "six turns: %s" % sorted(stored))
+        time.sleep(0.5)
+        os.kill(m.pid, signal.SIGKILL)
+        m.proc.wait()
+        m.stop()
+        check(integrity(db) == "ok", "integrity_check: %r" % integrity(db))
+        m = Mount(name, model=DEFAULT_MODEL, db=db, extra=["-t", "1"]).start()
+        got = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(got == stored, "after kill -9: %s" % sorted(got))
+        m.stop(lazy=False)
+
+
 def test_second_mount_refused():
     """Issue "Hardening" 2: one process writes a database. A second mount on it is refused,
     naming the first (pid, mount point); so is a mount while a chatfs ask runs; a failed
