@@ -87,7 +87,11 @@ static void save_failed(chatfs *fs, int64_t conv_id, int idx, int rc, const char
                       rc == -ENOSPC ? "the disk is full" : "the database failed", name, err);
         c->unsaved = idx + 1;
     }
-    if (fs->saver_stop || queued(fs->retries, conv_id, idx)) return;
+    if (fs->saver_stop) { /* the last try, at the unmount: the database keeps the reply as far as it took it */
+        cfs_log(fs, 1, "%s: the reply could not be stored before the unmount (%s)", c->name, err);
+        return;
+    }
+    if (queued(fs->retries, conv_id, idx)) return;
     save_req *q = calloc(1, sizeof *q);
     if (!q) return;
     *q = (save_req){fs->retries, conv_id, idx};
