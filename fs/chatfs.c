@@ -235,7 +235,11 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     char *json = settings_render(&fs->defaults);
     if (fs->st) {
         id = convs_create(fs->st, name, "", json ? json : "{}", cfs_now_ns(), err, sizeof err);
-        if (id < 0) rc = -EIO;
+        if (id < 0) { /* no conversation, so no error file: the log says why */
+            rc = (int)id;
+            cfs_log(fs, 1, "%s: %s was not stored (%s)", name, rc == -ENOSPC ? "the disk is full: the conversation"
+                                                                             : "the database failed: the conversation", err);
+        }
     } else {
         for (int i = 0; i < fs->n_convs; i++)
             if (fs->convs[i]->id > id) id = fs->convs[i]->id;
@@ -280,8 +284,8 @@ int fs_rmdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     }
     if (cfs_busy(c)) cfs_stop_gen(fs, c);
     char err[256];
-    if (fs->st && convs_delete(fs->st, c->id, err, sizeof err)) {
-        rc = -EIO;
+    if (fs->st && (rc = convs_delete(fs->st, c->id, err, sizeof err))) {
+        cfs_store_failed(c, rc, "the removal of the conversation", err);
         goto out;
     }
     char session[32];
@@ -314,10 +318,12 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
         if (nd.turn < c->n_turns) {
             cfs_keep_removed(fs, tid, c, nd.turn); /* tar unlinks a turn to create it again */
             cfs_turns_truncate(c, nd.turn);
-            cfs_save_turns(fs, c, nd.turn, 0);
-            cfs_reset_reply(c);
-            c->state = ST_IDLE;
-            c->mtime = c->mtime_hist = cfs_now_ns();
+            rc = cfs_save_turns(fs, c, nd.turn, 0, "the removal of the turns");
+            if (!rc) {
+                cfs_reset_reply(c);
+                c->state = ST_IDLE;
+                c->mtime = c->mtime_hist = cfs_now_ns();
+            }
         }
         break;
     }
@@ -328,8 +334,10 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
             rc = -EBUSY;
         } else if (!(rc = cfs_set_reasoning(&c->turns[nd.turn], "", 0))) {
             char err[256];
-            if (fs->st && convs_update_reasoning(fs->st, c->id, nd.turn + 1, "", 0, err, sizeof err))
-                cfs_set_error(c, "%s", err);
+            if (fs->st && (rc = convs_update_reasoning(fs->st, c->id, nd.turn + 1, "", 0, err, sizeof err))) {
+                cfs_store_failed(c, rc, "the removal of the reasoning", err);
+                cfs_reload(fs, c);
+            }
             if (!cfs_busy(c)) cfs_reset_reply(c);
             c->mtime = c->mtime_hist = cfs_now_ns();
         }
@@ -406,7 +414,8 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
         else {
             char err[256], *n = strdup(newname);
             if (!n) rc = -ENOMEM;
-            else if (fs->st && convs_rename(fs->st, src.c->id, newname, err, sizeof err)) rc = -EIO, free(n);
+            else if (fs->st && (rc = convs_rename(fs->st, src.c->id, newname, err, sizeof err)))
+                cfs_store_failed(src.c, rc, "the new name", err), free(n);
             else {
                 cfs_log(fs, 2, "%s: renamed to %s", src.c->name, n);
                 free(src.c->name);
@@ -463,13 +472,13 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
                 pending = idx > c->n_turns && cfs_young(c); /* it waits for the turns before it */
                 if (pending) rc = 0;
                 else if (idx != c->n_turns || cfs_busy(c)) rc = cfs_busy(c) ? -EBUSY : -EACCES;
-                else if (!(rc = cfs_turn_push(c, user, "", 0, 1, cfs_now_ns()))) {
-                    cfs_save_turns(fs, c, idx, 0);
+                else if (!(rc = cfs_turn_push(c, user, "", 0, 1, cfs_now_ns())) &&
+                         !(rc = cfs_save_turns(fs, c, idx, 0, "the new turn"))) {
                     node t = {K_TURN, c, idx, NULL};
                     rc = cfs_commit(fs, &t, COMMIT_NEW_TURN, s->data ? s->data : "", s->len);
                     if (rc) {
                         cfs_turns_truncate(c, idx);
-                        cfs_save_turns(fs, c, idx, 0);
+                        cfs_save_turns(fs, c, idx, 0, "the removal of the refused turn");
                     } else {
                         cfs_scratch_unlink(fs, s);
                         cfs_adopt_pending(fs, c);

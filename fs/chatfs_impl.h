@@ -76,6 +76,8 @@ typedef struct conv {
     int finish;       /* of the last reply (enum gen_finish) */
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
+    int unsaved;      /* 1 + the index of a reply turn the database refused (a full disk), which
+                         the saver writes again every second until it fits; 0: none */
     stream *reply;    /* the current or last reply */
     stream *thinking; /* its reasoning: ends when the answer starts (or the reply ends) */
     uint32_t fresh_tid;   /* cp or mv made it: that thread sees its files as it creates them */
@@ -134,6 +136,7 @@ struct chatfs {
     void *undo;       /* unlinks a copy tool may take back (copyin.c) */
     /* the saver thread (generation.c): replies' turns due for the database */
     struct save_req *saves;
+    struct save_req *retries; /* saves the database refused (a full disk): tried again every second */
     pthread_cond_t save_cv;
     pthread_t saver;
     int saver_running, saver_stop, saving;
@@ -328,8 +331,16 @@ void cfs_turns_truncate(conv *c, int n);
 /* The reply and thinking files show the last assistant turn again (after an edit or a load). */
 void cfs_reset_reply(conv *c);
 int cfs_busy(const conv *c); /* a reply is being generated */
-/* Persists turns[from..] (0-based); errors only land in the error file. */
-void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system);
+/* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
+ * -ENOSPC (the disk is full) / -EIO: then the error file says `what` ("the message")
+ * was not stored, and c is put back to what the database holds. */
+int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what);
+/* A change the database refused (rc -ENOSPC or -EIO, err its reason): the error file
+ * says what was not stored; returns rc. */
+int cfs_store_failed(conv *c, int rc, const char *what, const char *err);
+/* c in memory becomes what the database holds of it again (turns, reasoning, system
+ * prompt); not while it generates. */
+void cfs_reload(chatfs *fs, conv *c);
 
 /* ---- generation.c ---- */
 

@@ -68,10 +68,15 @@ static int set_turn_text(turn *t, const char *text, size_t len) {
     return 0;
 }
 
-static void save_one_turn(chatfs *fs, conv *c, int k) {
+/* 0, or -ENOSPC / -EIO with c back to what the database holds */
+static int save_one_turn(chatfs *fs, conv *c, int k) {
     char err[256];
-    if (fs->st && convs_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
-        cfs_set_error(c, "%s", err);
+    int rc = fs->st ? convs_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err) : 0;
+    if (rc) {
+        cfs_store_failed(c, rc, "the turn", err);
+        cfs_reload(fs, c);
+    }
+    return rc;
 }
 
 /* A turn file written: edited through the existing turn, filled as a new one, or
@@ -96,12 +101,12 @@ static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len
     cfs_turn_name(c, k, name, sizeof name);
     cfs_log(fs, 2, "%s: turns/%s %s", c->name, name, how == COMMIT_NEW_TURN ? "added" : "edited");
     if (how == COMMIT_NEW_TURN || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
-        save_one_turn(fs, c, k);
+        if ((rc = save_one_turn(fs, c, k))) return rc;
         cfs_reset_reply(c);
         return 0;
     }
     cfs_turns_truncate(c, k + 1);
-    cfs_save_turns(fs, c, k, 0);
+    if ((rc = cfs_save_turns(fs, c, k, 0, "the edited turn"))) return rc;
     c->mtime = cfs_now_ns();
     fs->n_regenerated++;
     return cfs_start_gen(fs, c, 0);
@@ -129,8 +134,11 @@ static int rewrite_thinking(chatfs *fs, conv *c, int k, const char *text, size_t
     c->mtime = c->mtime_hist = cfs_now_ns();
     cfs_log(fs, 2, "%s: turns/%s %s", c->name, name, how == COMMIT_EDIT ? "edited" : "added");
     char err[256];
-    if (fs->st && convs_update_reasoning(fs->st, c->id, k + 1, t->reasoning, t->reasoning_len, err, sizeof err))
-        cfs_set_error(c, "%s", err);
+    if (fs->st && (rc = convs_update_reasoning(fs->st, c->id, k + 1, t->reasoning, t->reasoning_len, err, sizeof err))) {
+        cfs_store_failed(c, rc, "the reasoning", err);
+        cfs_reload(fs, c);
+        return rc;
+    }
     if (!cfs_busy(c)) cfs_reset_reply(c);
     return 0;
 }
@@ -326,8 +334,9 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     cfs_import_free(&im);
     if (c->n_turns == from && !with_system) return 0; /* nothing new */
     c->mtime = cfs_now_ns();
+    int rc_save = cfs_save_turns(fs, c, from, with_system, "the import");
+    if (rc_save) return rc_save;
     c->state = ST_IDLE;
-    cfs_save_turns(fs, c, from, with_system);
     cfs_reset_reply(c);
     cfs_adopt_pending(fs, c);
     fs->n_imports++;
@@ -341,12 +350,17 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     if (strlen(c->system) == len && !memcmp(c->system, text, len)) return 0;
     char *p = cfs_memdup0(text, len);
     if (!p) return -ENOMEM;
+    int64_t mtime = cfs_now_ns();
+    char err[256];
+    int rc = fs->st ? convs_set_system(fs->st, c->id, p, mtime, err, sizeof err) : 0;
+    if (rc) { /* the old prompt stays */
+        free(p);
+        return cfs_store_failed(c, rc, "the system prompt", err);
+    }
     free(c->system);
     c->system = p;
-    c->mtime_system = cfs_now_ns();
+    c->mtime_system = mtime;
     cfs_log(fs, 2, "%s: system prompt of %zu bytes", c->name, len);
-    char err[256];
-    if (fs->st && convs_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
     return 0;
 }
 
@@ -380,16 +394,27 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
         settings_free(&st);
         return 0;
     }
+    char *json = settings_render(&st);
+    if (!json) {
+        settings_free(&st);
+        return -ENOMEM;
+    }
+    /* stored first: settings the database refused do not take effect */
+    rc = !fs->st ? 0 : c ? convs_set_settings(fs->st, c->id, json, err, sizeof err)
+                         : convs_set_global(fs->st, "settings", json, err, sizeof err);
+    if (rc) {
+        settings_free(&st);
+        free(json);
+        if (c) return cfs_store_failed(c, rc, "settings.json", err);
+        cfs_log(fs, 1, "(root): %s settings.json was not stored (%s)",
+                rc == -ENOSPC ? "the disk is full:" : "the database failed:", err);
+        return rc;
+    }
     settings_free(dst);
     *dst = st;
-    char *json = settings_render(dst);
-    cfs_log(fs, 2, "%s: settings.json %s", c ? c->name : "(root)", json ? json : "");
+    cfs_log(fs, 2, "%s: settings.json %s", c ? c->name : "(root)", json);
     if (c) c->mtime_settings = cfs_now_ns();
     else fs->mtime_settings = cfs_now_ns();
-    if (fs->st && json) {
-        if (c && convs_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
-        if (!c) convs_set_global(fs->st, "settings", json, err, sizeof err);
-    }
     free(json);
     return 0;
 }

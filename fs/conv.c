@@ -213,13 +213,74 @@ void cfs_reset_reply(conv *c) {
 
 int cfs_busy(const conv *c) { return c->gen != NULL; }
 
-/* Persists turns[from..] (0-based); errors only land in the error file: memory is the
- * truth while mounted. */
-void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
-    if (!fs->st) return;
+/* ---- the database refused a change ----
+ *
+ * A change the database did not take did not happen: the operation fails with ENOSPC
+ * (the disk is full) or EIO, the reason goes to the error file, and the conversation
+ * in memory is put back to what the database holds, so what the files show is what a
+ * remount would show. */
+
+int cfs_store_failed(conv *c, int rc, const char *what, const char *err) {
+    if (rc == -ENOSPC)
+        cfs_set_error(c, "the disk is full: %s was not stored (%s); free some space and try again", what, err);
+    else
+        cfs_set_error(c, "the database failed: %s was not stored (%s)", what, err);
+    return rc;
+}
+
+static int reload_conv(void *ud, int64_t id, const char *name, const char *system, const char *settings,
+                       int64_t mtime_ns) {
+    (void)id, (void)name, (void)settings, (void)mtime_ns;
+    conv *c = ud;
+    char *p = strdup(system ? system : "");
+    if (!p) return -1;
+    if (strcmp(p, c->system)) c->mtime_system = cfs_now_ns();
+    free(c->system);
+    c->system = p;
+    return 0;
+}
+
+static int reload_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
+    (void)id;
+    conv *c = ud;
+    if (idx != c->n_turns + 1) return 0; /* a gap cannot happen; skip rather than fail */
+    if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
+    if (!t->user && t->reasoning && t->reasoning_len &&
+        cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len))
+        return -1;
+    return 0;
+}
+
+void cfs_reload(chatfs *fs, conv *c) {
+    if (!fs->st || cfs_busy(c)) return;
+    /* a reply the database has not taken yet (generation.c: the saver retries it) is
+     * newer than the database's copy of its turn: it stays */
+    turn keep = {0};
+    int k = c->unsaved - 1;
+    if (k >= 0 && k < c->n_turns) keep = c->turns[k], c->turns[k] = (turn){0};
+    cfs_turns_truncate(c, 0);
+    convs_loader l = {c, reload_conv, reload_turn};
+    char err[256];
+    if (convs_load_one(fs->st, c->id, &l, err, sizeof err)) cfs_log(fs, 1, "%s: %s", c->name, err);
+    if (keep.text && k < c->n_turns && !c->turns[k].user && !c->turns[k].complete) {
+        cfs_turn_free(&c->turns[k]);
+        c->turns[k] = keep;
+    } else {
+        cfs_turn_free(&keep);
+        c->unsaved = 0;
+    }
+    cfs_reset_reply(c);
+    c->mtime = c->mtime_hist = cfs_now_ns();
+}
+
+/* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
+ * -ENOSPC / -EIO when the database refused: then the error file says that `what` was
+ * not stored and c is what the database holds again (cfs_reload). */
+int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what) {
+    if (!fs->st) return 0;
     int n = c->n_turns - from;
     convs_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
-    if (!t) return;
+    if (!t) return -ENOMEM;
     for (int i = 0; i < n; i++) {
         const turn *u = &c->turns[from + i];
         size_t len;
@@ -228,7 +289,11 @@ void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
         if (!u->user) t[i].reasoning = cfs_turn_reasoning(c, from + i, &t[i].reasoning_len);
     }
     char err[256];
-    if (convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
-        cfs_set_error(c, "%s", err);
+    int rc = convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err);
     free(t);
+    if (rc) {
+        cfs_store_failed(c, rc, what, err);
+        cfs_reload(fs, c);
+    }
+    return rc;
 }

@@ -186,7 +186,7 @@ int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user) {
     c->finish = u->finish;
     c->rep = u->rep;
     undo_free(u);
-    cfs_save_turns(fs, c, idx, 0);
+    cfs_save_turns(fs, c, idx, 0, "the turns put back");
     cfs_reset_reply(c);
     cfs_adopt_pending(fs, c);
     return 1;
@@ -215,7 +215,7 @@ void cfs_adopt_pending(chatfs *fs, conv *c) {
                         return;
                     }
                     free(text);
-                    cfs_save_turns(fs, c, think, 0);
+                    if (cfs_save_turns(fs, c, think, 0, "the copied reasoning")) return; /* it waits */
                     cfs_reset_reply(c);
                 }
                 cfs_scratch_unlink(fs, s);
@@ -239,7 +239,7 @@ void cfs_adopt_pending(chatfs *fs, conv *c) {
                     return;
                 }
                 free(text);
-                cfs_save_turns(fs, c, idx, 0);
+                if (cfs_save_turns(fs, c, idx, 0, "the copied turn")) return; /* it waits */
                 cfs_reset_reply(c);
             }
             cfs_scratch_unlink(fs, s);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/settings.h"
 
@@ -65,11 +66,72 @@ static void save_due(chatfs *fs, conv *c, int idx) {
     pthread_cond_broadcast(&fs->save_cv);
 }
 
+#define RETRY_INTERVAL_S 1
+
+static int queued(const save_req *list, int64_t conv, int idx) {
+    for (const save_req *q = list; q; q = q->next)
+        if (q->conv == conv && q->idx == idx) return 1;
+    return 0;
+}
+
+/* A reply the database refused stays in memory, marked unsaved: `status` and `error` say
+ * it is not stored, and the saver writes it again every second until the disk has room
+ * (then both clear). fs->mu held. */
+static void save_failed(chatfs *fs, int64_t conv_id, int idx, int rc, const char *err) {
+    conv *c = cfs_find_conv_id(fs, conv_id);
+    if (!c || idx >= c->n_turns) return;
+    if (c->unsaved != idx + 1) {
+        char name[64];
+        cfs_turn_name(c, idx, name, sizeof name);
+        cfs_set_error(c, "%s: the reply turns/%s is not stored yet (%s); it is written when there is room again",
+                      rc == -ENOSPC ? "the disk is full" : "the database failed", name, err);
+        c->unsaved = idx + 1;
+    }
+    if (fs->saver_stop) { /* the last try, at the unmount: the database keeps the reply as far as it took it */
+        cfs_log(fs, 1, "%s: the reply could not be stored before the unmount (%s)", c->name, err);
+        return;
+    }
+    if (queued(fs->retries, conv_id, idx)) return;
+    save_req *q = calloc(1, sizeof *q);
+    if (!q) return;
+    *q = (save_req){fs->retries, conv_id, idx};
+    fs->retries = q;
+}
+
+static void save_done(chatfs *fs, int64_t conv_id, int idx) {
+    conv *c = cfs_find_conv_id(fs, conv_id);
+    if (!c || c->unsaved != idx + 1) return;
+    c->unsaved = 0;
+    cfs_log(fs, 1, "%s: the reply that did not fit is stored now", c->name);
+    if (c->error && strstr(c->error, "is not stored yet")) cfs_clear_error(c);
+    c->mtime_hist = cfs_now_ns();
+}
+
+/* the refused saves due again: every RETRY_INTERVAL_S, and once more when stopping */
+static void retry_due(chatfs *fs) {
+    while (fs->retries) {
+        save_req *q = fs->retries;
+        fs->retries = q->next;
+        if (queued(fs->saves, q->conv, q->idx)) free(q);
+        else q->next = fs->saves, fs->saves = q;
+    }
+}
+
 static void *saver(void *arg) {
     chatfs *fs = arg;
     pthread_mutex_lock(&fs->mu);
     for (;;) {
-        while (!fs->saves && !fs->saver_stop) pthread_cond_wait(&fs->save_cv, &fs->mu);
+        while (!fs->saves && !fs->saver_stop) {
+            if (!fs->retries) {
+                pthread_cond_wait(&fs->save_cv, &fs->mu);
+                continue;
+            }
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += RETRY_INTERVAL_S;
+            if (pthread_cond_timedwait(&fs->save_cv, &fs->mu, &until) == ETIMEDOUT) retry_due(fs);
+        }
+        if (fs->saver_stop) retry_due(fs); /* a last try; save_failed queues nothing more */
         if (!fs->saves) break;
         save_req *q = fs->saves;
         fs->saves = q->next;
@@ -84,17 +146,21 @@ static void *saver(void *arg) {
             t = cfs_turn_reasoning(c, idx, &rlen);
             reasoning = cfs_memdup0(t, rlen);
             complete = c->turns[idx].complete;
-        }
+        } else if (c && c->unsaved == idx + 1) c->unsaved = 0; /* the turn is gone: nothing waits */
         fs->saving = 1;
         pthread_mutex_unlock(&fs->mu);
         free(q);
         char err[256];
-        int failed = text && reasoning &&
-                     convs_update_reply(fs->st, q_conv, idx + 1, text, len, reasoning, rlen, complete, err, sizeof err);
+        int wrote = text && reasoning;
+        int rc = wrote ?
+                 convs_update_reply(fs->st, q_conv, idx + 1, text, len, reasoning, rlen, complete, err, sizeof err) : 0;
         free(text);
         free(reasoning);
         pthread_mutex_lock(&fs->mu);
-        if (failed) cfs_log(fs, 2, "saving a reply: %s", err);
+        if (rc) {
+            cfs_log(fs, 2, "saving a reply: %s", err);
+            save_failed(fs, q_conv, idx, rc, err);
+        } else if (wrote) save_done(fs, q_conv, idx);
         fs->saving = 0;
         pthread_cond_broadcast(&fs->save_cv);
     }
@@ -329,6 +395,14 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
         free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
         return -ENOMEM;
     }
+    /* the message (and the empty reply it waits for) is stored before anything starts:
+     * one the database refuses (a full disk) is not sent, and c is as it was */
+    int rc = cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0,
+                            drop_user ? "the message" : "the request for a new reply");
+    if (rc) {
+        free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
+        return rc;
+    }
     /* the engine copies the request, but the texts may change once we unlock */
     for (int i = 0; i < n; i++) {
         m[i].content = copies[i] = strdup(m[i].content);
@@ -358,7 +432,6 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     cfs_clear_error(c);
     c->mtime_hist = cfs_now_ns();
     cfs_young_end(fs, c); /* in use: no copy is arriving */
-    cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0);
     fs->n_running++;
 
     gen_callbacks cb = {.on_text = on_text, .on_progress = on_progress, .on_done = on_done, .ud = g,
@@ -374,7 +447,6 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     free(copies);
     free(m);
     settings_free(&st);
-    int rc = 0;
     if (!id) {
         /* refused at once: no callback will come */
         fs->n_running--;
@@ -385,7 +457,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             c->gen = NULL;
             g->refs--;
             cfs_turns_truncate(c, c->n_turns - 1 - (drop_user ? 1 : 0));
-            cfs_save_turns(fs, c, c->n_turns, 0);
+            cfs_save_turns(fs, c, c->n_turns, 0, "the removal of the refused message");
             cfs_reset_reply(c);
             c->state = ST_IDLE;
             cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");

@@ -144,7 +144,9 @@ static const char *finish_note(int finish) {
 
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
-    if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
+    if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
+        sb_fmt(b, "error: %s", c->error ? c->error : "the last reply is not stored yet");
+    else if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL && r->prompt_tokens < 0)
         sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
@@ -197,7 +199,8 @@ static const char readme_text[] =
     "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
     "the context EFBIG, a bad settings.json or messages.json, a message the chat template\n"
     "refuses (at the close) or text that is not UTF-8 (or has a NUL) EINVAL, an import that\n"
-    "would change a turn EPERM, a file no editor makes EPERM; the reason is in error.\n";
+    "would change a turn EPERM, a file no editor makes EPERM, a change the database cannot\n"
+    "store because the disk is full ENOSPC (nothing changes); the reason is in error.\n";
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {

@@ -68,35 +68,45 @@ static int run(convs_store *s, const char *sql, const char *fmt, ...) {
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
-/* Every change is one transaction: begin, run..., end (which reports a failure). */
-static int begin(convs_store *s, char *err, size_t errlen) {
-    if (db_begin(s->db, err, errlen) == 0) return 1;
-    if (err) {
+/* Every change is one transaction: begin, run..., end (which reports a failure). Both
+ * return 0 or -errno (db.h: -ENOSPC when the disk is full, else -EIO), the reason in err
+ * naming the database: "/home/u/chatfs.db: database or disk is full". */
+static int failed(convs_store *s, int rc, const char *why, char *err, size_t errlen) {
+    if (err && errlen) {
         char e[256];
-        snprintf(e, sizeof e, "database: %s", err);
-        snprintf(err, errlen, "%s", e);
+        snprintf(e, sizeof e, "%s", why);
+        snprintf(err, errlen, "%s: %s", db_path(s->db), e);
     }
-    return 0;
+    return rc;
+}
+
+static int begin(convs_store *s, char *err, size_t errlen) {
+    char e[256] = "";
+    int rc = db_begin(s->db, e, sizeof e);
+    return rc ? failed(s, rc, e, err, errlen) : 0;
 }
 
 static int end(convs_store *s, int ok, char *err, size_t errlen) {
     char e[256] = "";
-    if (db_end(s->db, ok, e, sizeof e) == 0) return 0;
-    if (err) snprintf(err, errlen, "database: %s", e);
-    return -1;
+    int rc = db_end(s->db, ok, e, sizeof e);
+    return rc ? failed(s, rc, e, err, errlen) : 0;
 }
 
-int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen) {
+/* every conversation (only 0), or the one with id only */
+static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, size_t errlen) {
     db_enter(s->db);
     sqlite3_stmt *c = NULL, *t = NULL;
     int rc = -1;
-    if (sqlite3_prepare_v2(db_sql(s->db), "SELECT id, name, system, settings, mtime_ns FROM conversation ORDER BY id", -1, &c,
-                           NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(db_sql(s->db),
+                           "SELECT id, name, system, settings, mtime_ns FROM conversation WHERE ?1=0 OR id=?1 ORDER BY id",
+                           -1, &c, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db_sql(s->db),
                            "SELECT conversation, idx, role, content, complete, mtime_ns, reasoning FROM conversation_turn "
-                           "ORDER BY conversation, idx",
+                           "WHERE ?1=0 OR conversation=?1 ORDER BY conversation, idx",
                            -1, &t, NULL) != SQLITE_OK)
         goto out;
+    sqlite3_bind_int64(c, 1, only);
+    sqlite3_bind_int64(t, 1, only);
     while (sqlite3_step(c) == SQLITE_ROW)
         if (l->conversation(l->ud, sqlite3_column_int64(c, 0), (const char *)sqlite3_column_text(c, 1),
                             (const char *)sqlite3_column_text(c, 2), (const char *)sqlite3_column_text(c, 3),
@@ -118,6 +128,12 @@ out:
     return rc;
 }
 
+int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen) { return load(s, 0, l, err, errlen); }
+
+int convs_load_one(convs_store *s, int64_t id, const convs_loader *l, char *err, size_t errlen) {
+    return id > 0 ? load(s, id, l, err, errlen) : -1;
+}
+
 int convs_get_global(convs_store *s, const char *key, char **value) {
     *value = NULL;
     db_enter(s->db);
@@ -134,46 +150,54 @@ int convs_get_global(convs_store *s, const char *key, char **value) {
 }
 
 int convs_set_global(convs_store *s, const char *key, const char *value, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "INSERT OR REPLACE INTO conversation_global(key, value) VALUES(?, ?)", "tt", key, value);
     return end(s, ok, err, errlen);
 }
 
 int64_t convs_create(convs_store *s, const char *name, const char *system, const char *settings, int64_t mtime_ns,
                      char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "INSERT INTO conversation(name, system, settings, mtime_ns) VALUES(?, ?, ?, ?)", "ttti", name,
                   system, settings, mtime_ns);
     int64_t id = ok ? sqlite3_last_insert_rowid(db_sql(s->db)) : -1;
-    return end(s, ok, err, errlen) ? -1 : id;
+    rc = end(s, ok, err, errlen);
+    return rc ? rc : id;
 }
 
 int convs_rename(convs_store *s, int64_t id, const char *name, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     return end(s, !run(s, "UPDATE conversation SET name=? WHERE id=?", "ti", name, id), err, errlen);
 }
 
 int convs_delete(convs_store *s, int64_t id, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=?", "i", id) &&
              !run(s, "DELETE FROM conversation WHERE id=?", "i", id);
     return end(s, ok, err, errlen);
 }
 
 int convs_set_system(convs_store *s, int64_t id, const char *system, int64_t mtime_ns, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     return end(s, !run(s, "UPDATE conversation SET system=?, mtime_ns=? WHERE id=?", "tii", system, mtime_ns, id), err,
                errlen);
 }
 
 int convs_set_settings(convs_store *s, int64_t id, const char *settings, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     return end(s, !run(s, "UPDATE conversation SET settings=? WHERE id=?", "ti", settings, id), err, errlen);
 }
 
 int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *turns, int n, const char *system,
                         char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=? AND idx>=?", "ii", id, (int64_t)from);
     for (int i = 0; ok && i < n; i++)
         ok = !run(s,
@@ -188,7 +212,8 @@ int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *
 
 int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "UPDATE conversation_turn SET content=?, complete=? WHERE conversation=? AND idx=?", "biii", text,
                   len, (int64_t)complete, id, (int64_t)idx);
     return end(s, ok, err, errlen);
@@ -196,7 +221,8 @@ int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, siz
 
 int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, const char *reasoning,
                        size_t reasoning_len, int complete, char *err, size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s,
                   "UPDATE conversation_turn SET content=?, reasoning=?, complete=? WHERE conversation=? AND idx=? AND "
                   "complete=0",
@@ -207,7 +233,8 @@ int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, si
 
 int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text, size_t len, char *err,
                            size_t errlen) {
-    if (!begin(s, err, errlen)) return -1;
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
     int ok = !run(s, "UPDATE conversation_turn SET reasoning=? WHERE conversation=? AND idx=?", "bii", text, len, id,
                   (int64_t)idx);
     return end(s, ok, err, errlen);

@@ -42,12 +42,17 @@ typedef struct {
 convs_store *convs_open(store_db *db, char *err, size_t errlen);
 void convs_close(convs_store *s);
 int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen);
+/* The same for the conversation id alone: what the database holds of it, to put a
+ * conversation in memory back to it after a change the database refused. */
+int convs_load_one(convs_store *s, int64_t id, const convs_loader *l, char *err, size_t errlen);
 
-/* Each returns 0, or -1 with the reason in err. */
+/* Each change returns 0, or -errno with the reason in err and nothing changed (the
+ * transaction rolled back): -ENOSPC when the disk is full, -EIO for any other failure
+ * (db_end). convs_get_global returns 0 or -1. */
 int convs_get_global(convs_store *s, const char *key, char **value); /* *value NULL when unset */
 int convs_set_global(convs_store *s, const char *key, const char *value, char *err, size_t errlen);
 int64_t convs_create(convs_store *s, const char *name, const char *system, const char *settings, int64_t mtime_ns,
-                     char *err, size_t errlen); /* the new id, or -1 */
+                     char *err, size_t errlen); /* the new id, or -errno */
 int convs_rename(convs_store *s, int64_t id, const char *name, char *err, size_t errlen);
 int convs_delete(convs_store *s, int64_t id, char *err, size_t errlen);
 int convs_set_system(convs_store *s, int64_t id, const char *system, int64_t mtime_ns, char *err, size_t errlen);

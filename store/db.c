@@ -134,19 +134,30 @@ int db_exec(store_db *db, const char *sql, char *err, size_t errlen) {
     return 0;
 }
 
+/* SQLITE_FULL is the disk (or the file size limit); SQLite reports a write that the
+ * kernel refused for lack of space as SQLITE_FULL, and some paths (the shared-memory
+ * file) as an I/O error whose errno says so. */
+int db_errno(store_db *db) {
+    int code = sqlite3_extended_errcode(db->sql);
+    if ((code & 0xff) == SQLITE_FULL || ((code & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db->sql) == ENOSPC))
+        return ENOSPC;
+    return EIO;
+}
+
 int db_begin(store_db *db, char *err, size_t errlen) {
     db_enter(db);
     if (db_exec(db, "BEGIN IMMEDIATE", err, errlen) == 0) return 0;
+    int e = db_errno(db);
     db_leave(db);
-    return -1;
+    return -e;
 }
 
 int db_end(store_db *db, int ok, char *err, size_t errlen) {
     int rc = 0;
     if (!ok || db_exec(db, "COMMIT", err, errlen) != 0) {
         if (ok == 0 && err && errlen) snprintf(err, errlen, "%s", sqlite3_errmsg(db->sql));
+        rc = -db_errno(db); /* before the rollback, which resets the connection's error */
         db_exec(db, "ROLLBACK", NULL, 0);
-        rc = -1;
     }
     db_leave(db);
     return rc;

@@ -51,9 +51,14 @@ int db_module_version(store_db *db, const char *module);
  * between db_enter and db_leave. 0 or -1. */
 int db_exec(store_db *db, const char *sql, char *err, size_t errlen);
 /* BEGIN IMMEDIATE after db_enter; db_end commits (ok) or rolls back, then db_leave.
- * 0, or -1 with SQLite's message in err (then rolled back). */
+ * 0, or -errno with SQLite's message in err (then rolled back): -ENOSPC when the
+ * disk is full (a commit, or a statement of the transaction, found no room), -EIO for
+ * anything else. */
 int db_begin(store_db *db, char *err, size_t errlen);
 int db_end(store_db *db, int ok, char *err, size_t errlen);
+/* The errno the connection's last failure stands for: ENOSPC (SQLITE_FULL, or an I/O
+ * error whose system errno is ENOSPC) or EIO. Between db_enter and db_leave. */
+int db_errno(store_db *db);
 
 /* The default path: $XDG_DATA_HOME/chatfs/chatfs.db, else ~/.local/share/chatfs/chatfs.db.
  * Writes into buf; returns buf. */

@@ -856,6 +856,252 @@ def test_crash_with_second_reader():
         check(rc == 0 and out.strip() == "2", "chatfs ask stored its turn: %r" % out)
 
 
+class SmallDisk:
+    """a tmpfs of `kib` KiB at DIR/disk for a database (root only), unmounted on exit"""
+
+    def __init__(self, name, kib):
+        self.dir = os.path.join(TMP, name, "disk")
+        self.kib = kib
+
+    def __enter__(self):
+        check(os.geteuid() == 0, "a full disk needs root to mount a small tmpfs (CI runs as root)")
+        os.makedirs(self.dir, exist_ok=True)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk,mode=0700" % self.kib, "tmpfs", self.dir],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, "mount -t tmpfs: %s" % p.stderr)
+        return self
+
+    def __exit__(self, *a):
+        while MOUNTS:  # chatfs lets go of the database before the disk goes
+            MOUNTS.pop().stop()
+        subprocess.run(["umount", self.dir], capture_output=True)
+
+    def fill(self, name):
+        """writes DIR/disk/NAME until the disk is full; returns its size"""
+        n = 0
+        with open(os.path.join(self.dir, name), "wb", buffering=0) as f:
+            for chunk in (65536, 4096, 512):
+                try:
+                    while True:
+                        n += f.write(b"\0" * chunk)
+                except OSError as e:
+                    check(e.errno == errno.ENOSPC, "filling the disk: %s" % e)
+        return n
+
+    def free_kib(self):
+        st = os.statvfs(self.dir)
+        return st.f_bavail * st.f_frsize // 1024
+
+
+def write_errno(path, text):
+    """writes text to path and closes it (where chatfs stores it); 0 or the errno"""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def integrity(db):
+    rc, out, err = sh("sqlite3 '%s' 'PRAGMA integrity_check'" % db)
+    return out.strip() if rc == 0 else err
+
+
+def test_full_disk():
+    """Issue 22's third break: the database on a tmpfs that fills up. What could not be
+    stored fails with ENOSPC and "the disk is full: ..." in error and changes nothing; a
+    reply that does not fit stays readable but status says it is not stored; the mount
+    keeps serving; once there is room the reply is written and everything works again;
+    after kill -9 every turn that was reported stored is there, and integrity_check is ok."""
+    name = "fulldisk"
+    with SmallDisk(name, 1024) as disk:
+        db = os.path.join(disk.dir, "chatfs.db")
+        m = Mount(name, fake="delay=0,ctx=100000", db=db).start()
+        os.mkdir(m.p("a"))
+        check(send(m, "a", "first #tokens=20")[0] == 0, "a first message")
+        wait_done(m, "a")
+        write(m.p("a", "system"), "sys\n")
+        a_before = {t: read(m.p("a", "turns", t)) for t in turns(m, "a")}
+        # room for a message (its turn and the empty reply) but not for a 6000-word reply
+        slack = os.path.join(disk.dir, "slack")
+        with open(slack, "wb") as f:
+            f.write(b"\0" * 32768)
+        disk.fill("filler")
+        os.unlink(slack)
+        os.mkdir(m.p("b"))  # (a few hundred bytes of the slack)
+        rc, err = send(m, "b", "a long answer please #tokens=6000")
+        check(rc == 0, "the message fits: %r" % err)
+        wait_done(m, "b")
+        status = read(m.p("b", "status"))
+        check(status.startswith("error: the disk is full: the reply turns/002-assistant.md is not stored yet"),
+              "a reply that does not fit is not shown as done: %r" % status)
+        check(read(m.p("b", "error")) == status[len("error: "):], "error says the same: %r" % read(m.p("b", "error")))
+        long_reply = read(m.p("b", "reply"))
+        check(long_reply == expected("a long answer please #tokens=6000", 6000), "the reply is readable whole")
+        check(read(m.p("b", "turns", "002-assistant.md")) == long_reply, "its turn too")
+        # keep talking until nothing fits: each kind of change goes on until the database
+        # refuses it, and the refused one fails with ENOSPC, says why and changes nothing
+        disk.fill("filler2")
+
+        def snapshot(conv):
+            return {t: read(m.p(conv, "turns", t)) for t in turns(m, conv)}
+
+        def until_full(what, change, after=None):
+            for i in range(200):
+                before = snapshot("a")
+                rc = change(i)
+                check(rc in (0, errno.ENOSPC), "%s: errno %s" % (what, rc))
+                if rc:
+                    check(snapshot("a") == before, "%s refused but the turns changed" % what)
+                    return i
+                if after:
+                    after()
+            check(False, "%s: the disk never filled up" % what)
+
+        def sent(i):
+            rc, err = send(m, "a", "message %d #tokens=3" % i)
+            check(rc == 0 or "No space left on device" in err, "a message on a full disk: %r" % err)
+            return errno.ENOSPC if rc else 0
+
+        def replied():  # done, or shown but not stored yet (the reply did not fit)
+            check(wait_for(lambda: read(m.p("a", "status")).startswith(("done", "error: the disk is full: the reply")),
+                           10), "a's reply: %r" % read(m.p("a", "status")))
+
+        NUMBERS["full_disk_messages_until_full"] = until_full("a message", sent, replied)
+        e = read(m.p("a", "error"))
+        check(e.startswith("the disk is full: the message was not stored (%s: database or disk is full)" % db),
+              "the message's error: %r" % e)
+        system = read(m.p("a", "system"))
+
+        def new_system(i):
+            rc = write_errno(m.p("a", "system"), "system %d\n" % i)
+            if rc == 0:
+                check(read(m.p("a", "system")) == "system %d\n" % i, "a stored system prompt shows")
+            return rc
+
+        until_full("the system prompt", new_system)
+        check("the system prompt was not stored" in read(m.p("a", "error")), "why: %r" % read(m.p("a", "error")))
+        system = read(m.p("a", "system"))
+        check(system.startswith(("sys", "system")), "the last stored system prompt stays: %r" % system)
+        seed = json.loads(read(m.p("a", "settings.json")))["seed"]
+        until_full("settings.json", lambda i: write_errno(m.p("a", "settings.json"), '{"seed": %d}' % (100 + i)))
+        check("settings.json was not stored" in read(m.p("a", "error")), "why: %r" % read(m.p("a", "error")))
+        seed = json.loads(read(m.p("a", "settings.json")))["seed"]
+        check(seed is None or seed >= 100, "settings: %r" % seed)
+        until_full("the root settings.json",
+                   lambda i: write_errno(m.p("settings.json"), '{"temperature": 0.%d}' % (i + 1)))
+
+        def imported(i):
+            msgs = json.loads(read(m.p("a", "messages.json"))) + [{"role": "user", "content": "imported %d" % i},
+                                                                    {"role": "assistant", "content": "reply %d" % i}]
+            return write_errno(m.p("a", "messages.json"), json.dumps(msgs))
+
+        until_full("an import", imported)
+        check("the import was not stored" in read(m.p("a", "error")), "why: %r" % read(m.p("a", "error")))
+        until_full("a turn edit", lambda i: write_errno(m.p("a", "turns", "002-assistant.md"), "edited %d\n" % i))
+        check("the turn was not stored" in read(m.p("a", "error")), "why: %r" % read(m.p("a", "error")))
+
+        def made(i):
+            try:
+                os.mkdir(m.p("c%d" % i))
+                return 0
+            except OSError as ex:
+                check(not os.path.exists(m.p("c%d" % i)), "a refused conversation is not there")
+                return ex.errno
+
+        until_full("mkdir", made)
+        # the mount keeps serving what is stored
+        check(os.path.ismount(m.mnt) and "first" in read(m.p("a", "transcript.md")), "still serving")
+        check(read(m.p("b", "status")).startswith("error: the disk is full"), "b still not stored")
+        # room again: the waiting reply is written within a second or two, and everything works
+        os.unlink(os.path.join(disk.dir, "filler"))
+        os.unlink(os.path.join(disk.dir, "filler2"))
+        check(wait_for(lambda: read(m.p("b", "status")).startswith("done"), 10),
+              "the reply stored once there is room: %r" % read(m.p("b", "status")))
+        check(read(m.p("b", "error")) == "", "b's error cleared: %r" % read(m.p("b", "error")))
+        check(send(m, "a", "room again")[0] == 0, "a message after freeing space")
+        wait_done(m, "a")
+        check(read(m.p("a", "status")).startswith("done") and read(m.p("a", "error")) == "", "a works again")
+        check(write_errno(m.p("a", "system"), "new system\n") == 0, "the system prompt again")
+        os.mkdir(m.p("c"))
+        check(send(m, "c", "in c")[0] == 0, "c")
+        wait_done(m, "c")
+        stored = {}
+        for conv in os.listdir(m.mnt):
+            if os.path.isdir(m.p(conv)):
+                stored[conv] = {t: read(m.p(conv, "turns", t)) for t in turns(m, conv)}
+                check(not read(m.p(conv, "status")).startswith("error"), "%s: %s" % (conv, read(m.p(conv, "status"))))
+        check(len(stored["a"]) >= 4 and len(stored["b"]) == 2 and len(stored["c"]) == 2, "turns: %s" %
+              {k: sorted(v) for k, v in stored.items()})
+        NUMBERS["full_disk_reply_bytes"] = len(long_reply)
+        os.kill(m.pid, signal.SIGKILL)
+        m.proc.wait()
+        m.stop()
+        check(integrity(db) == "ok", "integrity_check after kill -9: %r" % integrity(db))
+        m = Mount(name, fake="delay=0,ctx=100000", db=db).start()
+        for conv, want in stored.items():
+            got = {t: read(m.p(conv, "turns", t)) for t in turns(m, conv)}
+            check(got == want, "%s after kill -9: %s vs %s" % (conv, sorted(got), sorted(want)))
+        check(read(m.p("a", "system")) == "new system\n", "the system prompt stored after the disk had room")
+        check(read(m.p("b", "status")).startswith("idle"), "b's reply complete: %r" % read(m.p("b", "status")))
+        m.stop(lazy=False)
+        check(integrity(db) == "ok", "integrity_check after unmount: %r" % integrity(db))
+
+
+def test_full_disk_checkpoints():
+    """Checkpoints are a cache: on a disk with room for the conversation but not for a
+    checkpoint of the default model (57 KiB of recurrent state, 1.5 KiB of KV per token),
+    the checkpoint write fails, the reply still arrives and is stored, the next message
+    reuses the checkpoint from RAM; once there is room the checkpoints reach the database
+    with the next ones, and after kill -9 the turns are there."""
+    name = "fulldisk-ckpt"
+    with SmallDisk(name, 1024) as disk:
+        db = os.path.join(disk.dir, "chatfs.db")
+        m = Mount(name, model=DEFAULT_MODEL, db=db, extra=["-t", "1"]).start()
+        write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 24, "thinking": false}')
+        os.mkdir(m.p("c"))
+        slack = os.path.join(disk.dir, "slack")
+        with open(slack, "wb") as f:
+            f.write(b"\0" * 40960)
+        disk.fill("filler")
+        os.unlink(slack)
+        r1 = sh("echo 'What is 17 + 25?' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        check("42" in r1, "the reply arrives: %r" % r1)
+        wait_done(m, "c")
+        def engine():
+            return json.loads(read(m.p("stats.json")))["engine"]
+
+        check(wait_for(lambda: engine()["write_errors"] > 0, 60),
+              "the checkpoint write found no room: %s" % {k: engine()[k] for k in ("disk", "write_errors")})
+        check(read(m.p("c", "status")).startswith("done") and read(m.p("c", "error")) == "",
+              "the reply is stored: %r %r" % (read(m.p("c", "status")), read(m.p("c", "error"))))
+        r2 = sh("echo 'Add 5 to that.' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        st2 = read(m.p("c", "status"))
+        reused = re.search(r"reused (\d+)/", st2)
+        check("47" in r2 and reused and int(reused.group(1)) > 0, "the follow-up from RAM: %r %r" % (r2, st2))
+        NUMBERS["full_disk_checkpoint_followup"] = st2.strip()
+        stored = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(len(stored) == 4 and stored["004-assistant.md"] == r2, "four turns: %s" % sorted(stored))
+        check(engine()["disk"]["entries"] == 0, "no checkpoint on the full disk: %s" % engine()["disk"])
+        # room again: the checkpoints kept in RAM reach the database with the next ones
+        os.unlink(os.path.join(disk.dir, "filler"))
+        r3 = sh("echo 'What is 2 + 3?' > c/message; cat c/reply", cwd=m.mnt, timeout=120)[1]
+        check(wait_for(lambda: engine()["disk"]["entries"] > 0, 60), "checkpoints on disk: %s" % engine()["disk"])
+        NUMBERS["full_disk_checkpoints_later"] = engine()["disk"]["entries"]
+        stored = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(len(stored) == 6 and stored["006-assistant.md"] == r3, "six turns: %s" % sorted(stored))
+        time.sleep(0.5)
+        os.kill(m.pid, signal.SIGKILL)
+        m.proc.wait()
+        m.stop()
+        check(integrity(db) == "ok", "integrity_check: %r" % integrity(db))
+        m = Mount(name, model=DEFAULT_MODEL, db=db, extra=["-t", "1"]).start()
+        got = {t: read(m.p("c", "turns", t)) for t in turns(m, "c")}
+        check(got == stored, "after kill -9: %s" % sorted(got))
+        m.stop(lazy=False)
+
+
 def test_second_mount_refused():
     """Issue "Hardening" 2: one process writes a database. A second mount on it is refused,
     naming the first (pid, mount point); so is a mount while a chatfs ask runs; a failed
