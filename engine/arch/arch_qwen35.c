@@ -6,6 +6,9 @@
  *   h += FFN(RMSNorm(h, post_attention_norm))     and partial NEOX rope (IMROPE for text)
  *
  * The converter already added 1 to the norm weights, so they are used as stored. */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "engine/arch/arch_common.h"
 
 /* recurrent_layers array when present, else every full_attention_interval-th layer is attention */
@@ -14,6 +17,64 @@ static int is_recurrent(loader *L, int i, int n_layer, uint32_t interval) {
     int64_t v;
     if (kv && gguf_arr_i64(kv, (uint64_t)i, &v)) return v != 0;
     return i < n_layer && (i + 1) % (int)interval != 0;
+}
+
+/* The gated attention of block i (a trunk block or the MTP block) with proto's shape. */
+static void qwen35_attention(loader *L, attn_layer *at, int i, const attn_layer *proto) {
+    const int E = L->m->n_embd, hd = proto->head_dim;
+    *at = *proto;
+    ld_matrix(L, &at->wq, 1, E, 2 * at->n_head * hd, "blk.%d.attn_q.weight", i);
+    ld_matrix(L, &at->wk, 1, E, at->n_head_kv * hd, "blk.%d.attn_k.weight", i);
+    ld_matrix(L, &at->wv, 1, E, at->n_head_kv * hd, "blk.%d.attn_v.weight", i);
+    ld_matrix(L, &at->wo, 1, at->n_head * hd, E, "blk.%d.attn_output.weight", i);
+    at->q_norm = ld_vector(L, 1, hd, "blk.%d.attn_q_norm.weight", i);
+    at->k_norm = ld_vector(L, 1, hd, "blk.%d.attn_k_norm.weight", i);
+}
+
+/* The dense SwiGLU FFN of block i and the norm before it. */
+static void qwen35_ffn(loader *L, block *b, int i) {
+    const int E = L->m->n_embd, n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
+    if (!L->failed && (n_ff <= 0 || n_ff > (1 << 20))) {
+        ld_fail(L, "layer %d: feed_forward_length %d", i, n_ff);
+        return;
+    }
+    b->ffn_norm = ld_vector(L, 1, E, "blk.%d.post_attention_norm.weight", i);
+    b->ffn = (ffn_layer){.kind = FFN_SWIGLU, .n_ff = n_ff};
+    ld_matrix(L, &b->ffn.gate, 1, E, n_ff, "blk.%d.ffn_gate.weight", i);
+    ld_matrix(L, &b->ffn.up, 1, E, n_ff, "blk.%d.ffn_up.weight", i);
+    ld_matrix(L, &b->ffn.down, 1, n_ff, E, "blk.%d.ffn_down.weight", i);
+}
+
+/* The MTP head (model.h), block n_layer - the first of the nextn blocks after the trunk
+ * (llama.cpp runs only one): a gated attention block with the trunk's shape and its FFN,
+ * plus nextn.eh_proj, enorm, hnorm and the optional shared_head_norm, embed_tokens and
+ * shared_head_head (Qwen3.5 has none of those three: then output_norm, token_embd and the
+ * output head). Its KV slot is registered only by mtp_enable, so that a model that does not
+ * speculate keeps the state layout (and the checkpoints) it has without the head. A file
+ * converted without the head (no nextn.eh_proj) just has none. */
+static int qwen35_mtp(loader *L, const attn_layer *proto) {
+    model *m = L->m;
+    const int i = m->n_layer, E = m->n_embd;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", i);
+    if (!gguf_find_tensor(m->gguf, name)) return 1;
+    mtp_head *p = calloc(1, sizeof *p);
+    if (!p) return ld_fail(L, "out of memory");
+    m->mtp = p;
+    block *b = &p->blk;
+    b->mixer = MIX_ATTN;
+    b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
+    qwen35_attention(L, &b->attn, i, proto);
+    b->attn.kv_slot = -1;
+    qwen35_ffn(L, b, i);
+    ld_matrix(L, &p->eh_proj, 1, 2 * E, E, "blk.%d.nextn.eh_proj.weight", i);
+    p->enorm = ld_vector(L, 1, E, "blk.%d.nextn.enorm.weight", i);
+    p->hnorm = ld_vector(L, 1, E, "blk.%d.nextn.hnorm.weight", i);
+    p->head_norm = ld_vector(L, 0, E, "blk.%d.nextn.shared_head_norm.weight", i);
+    if (!p->head_norm) p->head_norm = m->output_norm;
+    if (!ld_matrix(L, &p->embed, 0, E, m->n_vocab, "blk.%d.nextn.embed_tokens.weight", i)) p->embed = m->tok_embd;
+    if (!ld_matrix(L, &p->head, 0, E, m->n_vocab, "blk.%d.nextn.shared_head_head.weight", i)) p->head = m->output;
+    return !L->failed;
 }
 
 static int qwen35_load(loader *L) {
@@ -36,12 +97,14 @@ static int qwen35_load(loader *L) {
         conv_k < 1 || conv_k > 16 || dk <= 0 || Hk <= 0 || Hv <= 0 || Hv % Hk || inner != Hv * dk || interval == 0 ||
         nextn < 0 || nextn >= m->n_layer)
         return ld_fail(L, "inconsistent qwen35 hyper-parameters");
-    /* MTP blocks (nextn) are appended after the trunk and not run */
+    /* MTP blocks (nextn) are appended after the trunk: not part of its stack */
     m->n_layer -= nextn;
+    const attn_layer attn = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .gated = 1,
+                             .rope = ROPE_NEOX, .n_rot = n_rot, .rope_base = rope_base, .rope_freq_scale = 1.0f,
+                             .kq_scale = 1.0f / sqrtf((float)hd), .eps = m->eps};
 
     for (int i = 0; i < m->n_layer; i++) {
         block *b = &m->blocks[i];
-        const int n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
         b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
         if (is_recurrent(L, i, m->n_layer, interval)) {
             gdn_layer *g = &b->gdn;
@@ -59,27 +122,15 @@ static int qwen35_load(loader *L) {
             g->norm = ld_vector(L, 1, dk, "blk.%d.ssm_norm.weight", i);
             g->rec_slot = ld_rec_slot(L, gdn_conv_floats(g), gdn_ssm_floats(g));
         } else {
-            attn_layer *at = &b->attn;
             b->mixer = MIX_ATTN;
-            *at = (attn_layer){.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .gated = 1,
-                               .rope = ROPE_NEOX, .n_rot = n_rot, .rope_base = rope_base, .rope_freq_scale = 1.0f,
-                               .kq_scale = 1.0f / sqrtf((float)hd), .eps = m->eps};
-            ld_matrix(L, &at->wq, 1, E, 2 * n_head * hd, "blk.%d.attn_q.weight", i);
-            ld_matrix(L, &at->wk, 1, E, n_head_kv * hd, "blk.%d.attn_k.weight", i);
-            ld_matrix(L, &at->wv, 1, E, n_head_kv * hd, "blk.%d.attn_v.weight", i);
-            ld_matrix(L, &at->wo, 1, n_head * hd, E, "blk.%d.attn_output.weight", i);
-            at->q_norm = ld_vector(L, 1, hd, "blk.%d.attn_q_norm.weight", i);
-            at->k_norm = ld_vector(L, 1, hd, "blk.%d.attn_k_norm.weight", i);
-            at->kv_slot = ld_kv_slot(L, n_head_kv * hd);
+            qwen35_attention(L, &b->attn, i, &attn);
+            if (!L->failed) b->attn.kv_slot = ld_kv_slot(L, n_head_kv * hd);
         }
-        b->ffn_norm = ld_vector(L, 1, E, "blk.%d.post_attention_norm.weight", i);
-        b->ffn = (ffn_layer){.kind = FFN_SWIGLU, .n_ff = n_ff};
-        ld_matrix(L, &b->ffn.gate, 1, E, n_ff, "blk.%d.ffn_gate.weight", i);
-        ld_matrix(L, &b->ffn.up, 1, E, n_ff, "blk.%d.ffn_up.weight", i);
-        ld_matrix(L, &b->ffn.down, 1, n_ff, E, "blk.%d.ffn_down.weight", i);
+        qwen35_ffn(L, b, i);
         if (L->failed) return 0;
     }
-    return ld_embeddings(L, "output_norm.weight");
+    if (!ld_embeddings(L, "output_norm.weight")) return 0;
+    return nextn > 0 ? qwen35_mtp(L, &attn) : 1;
 }
 
 const arch_desc arch_qwen35 = {"qwen35", qwen35_load};

@@ -127,12 +127,12 @@ static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
  * it, so the checkpoint cost no pass of its own): the checkpoint of that mark, from
  * the capture and the KV rows below it. */
 static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
-    if (row->capture <= 0 || !use_cache(e, r)) return;
+    if (row->n_capture <= 0 || !use_cache(e, r)) return;
     const int at = r->state->n_past - row->n_tokens + row->capture;
     const pc_mark *mk = take_mark(r, at);
     if (!mk) return;
     pthread_mutex_lock(&e->cache_lock);
-    int rc = pc_save_rec(e->cs, r->state, row->capture_rec, r->prompt, r->h, at, mk->kind, r->s.session);
+    int rc = pc_save_rec(e->cs, r->state, row->capture_rec[0], r->prompt, r->h, at, mk->kind, r->s.session);
     pthread_mutex_unlock(&e->cache_lock);
     if (debug_ckpt())
         fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
@@ -399,7 +399,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             if (capture > done && capture < done + k) {
                 if (capture_room(e, n)) {
                     e->rows[n].capture = capture - done;
-                    e->rows[n].capture_rec = e->capture[n];
+                    e->rows[n].n_capture = 1;
+                    e->rows[n].capture_rec = &e->capture[n];
                 } else { /* no memory for a capture: the slice stops at the mark */
                     k = capture - done;
                     e->rows[n].n_tokens = k;
