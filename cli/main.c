@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 
 static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
@@ -42,6 +43,17 @@ model *cli_load_model(const char *path) {
     model *m = model_load(path, err, sizeof err);
     if (!m) cli_error("%s", err);
     return m;
+}
+
+int cli_speculation(model *m, long *draft) {
+    char err[256];
+    const int n = spec_configure(m, (int)*draft, err, sizeof err);
+    if (n < 0) {
+        cli_error("%s", err);
+        return 0;
+    }
+    *draft = n;
+    return 1;
 }
 
 int cli_force_template(model *m, const char *name) {
