@@ -3,7 +3,7 @@
  *
  *   chatfs ask -m MODEL [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [--stats] [--no-checkpoints] [-t THREADS]
- *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] TEXT|@FILE
+ *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N] TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
  * the conversation is this one turn and is not stored), prints the reply on stdout
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 #include "engine/runtime/chat.h"
 #include "store/ckpt_store.h"
 #include "store/db.h"
@@ -155,7 +156,7 @@ static void on_text(void *ud, const char *t, size_t n) {
 
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
-    long max_tokens = 256, threads = 0, interval = 0;
+    long max_tokens = 256, threads = 0, interval = 0, draft = -1;
     int stats = 0, no_ckpt = 0;
     size_t ram_budget = 0, disk_budget = 0;
     for (int i = 1; i < argc; i++) {
@@ -169,6 +170,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--no-checkpoints")) no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
@@ -216,7 +218,8 @@ int cmd_ask(int argc, char **argv) {
 
     char err[512];
     engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
-                         .ram_budget = ram_budget, .disk_budget = disk_budget};
+                         .ram_budget = ram_budget, .disk_budget = disk_budget,
+                         .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft};
     e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         cli_error("%s", err);
@@ -246,6 +249,10 @@ int cmd_ask(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "ttft_ms", r.ttft_ms);
         cJSON_AddNumberToObject(o, "decode_tokens_per_s", r.decode_tokens_per_s);
         cJSON_AddNumberToObject(o, "generated_tokens", r.generated_tokens);
+        cJSON_AddNumberToObject(o, "draft", engine_draft(e));
+        cJSON_AddNumberToObject(o, "drafted_tokens", r.drafted_tokens);
+        cJSON_AddNumberToObject(o, "accepted_tokens", r.accepted_tokens);
+        cJSON_AddNumberToObject(o, "decode_passes", r.decode_passes);
         char *js = cJSON_PrintUnformatted(o);
         fprintf(stderr, "%s\n", js ? js : "{}");
         free(js);

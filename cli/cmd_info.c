@@ -57,6 +57,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddBoolToObject(o, "tied_embeddings", m->tied);
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
+        cJSON_AddBoolToObject(o, "mtp_head", m->mtp != NULL);
         char *s = cJSON_PrintUnformatted(o);
         puts(s);
         cJSON_free(s);
@@ -75,6 +76,7 @@ int cmd_info(int argc, char **argv) {
         printf("template:      %s%s\n", tmpl,
                force ? " (forced)" : m->tmpl.known ? "" : " (fallback: template not recognised)");
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
+        printf("MTP head:      %s\n", m->mtp ? "yes (speculative decoding drafts with it: --draft)" : "no");
     }
     model_free(m);
     return 0;

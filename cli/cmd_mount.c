@@ -1,11 +1,12 @@
 /* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N]
- *                [--chunk N] [--ram-budget B] [--disk-budget B] [-f] [-o OPTS]` */
+ *                [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N] [-f] [-o OPTS]` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 #include "fs/mount.h"
 
 /* models/chatfs-default.gguf next to the executable or in the current directory */
@@ -25,7 +26,7 @@ static const char *default_model(char *buf, size_t n) {
 
 int cmd_mount(int argc, char **argv) {
     mount_opts o = {0};
-    long threads = 0, batch = 0, chunk = 0;
+    long threads = 0, batch = 0, chunk = 0, draft = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
@@ -40,6 +41,9 @@ int cmd_mount(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--chunk")) {
             if (!cli_int(a, v, 16, 1 << 16, &chunk)) return 1;
+            i++;
+        } else if (!strcmp(a, "--draft")) {
+            if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1;
             i++;
         } else if (!strcmp(a, "--ram-budget")) {
             if (!cli_size(a, v, &o.ram_budget)) return 1;
@@ -70,5 +74,6 @@ int cmd_mount(int argc, char **argv) {
     o.threads = (int)threads;
     o.max_batch = (int)batch;
     o.prefill_chunk = (int)chunk;
+    o.draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft;
     return chatfs_mount(&o);
 }

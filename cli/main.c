@@ -12,22 +12,25 @@ static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
     "\n"
     "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N] [--chunk N]\n"
-    "        [--ram-budget B] [--disk-budget B] [-f] [-o FUSE_OPTIONS]\n"
+    "        [--ram-budget B] [--disk-budget B] [--draft N] [-f] [-o FUSE_OPTIONS]\n"
     "      conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
     "  info MODEL.gguf [--json] [--template NAME]\n"
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
     "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
-    "      [--dump-logits FILE] [-t THREADS]   generate a continuation (greedy by default)\n"
+    "      [--dump-logits FILE] [--draft N] [-t THREADS]   generate a continuation (greedy by default)\n"
     "  ask -m MODEL.gguf [--db DB] [--system TEXT|@FILE] [--conversation NAME] [-n MAX_TOKENS]\n"
-    "      [--stats] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B] TEXT|@FILE\n"
+    "      [--stats] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B] [--draft N]\n"
+    "      TEXT|@FILE\n"
     "      one user turn of a stored conversation, with checkpoints\n"
-    "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
+    "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R] [--draft N]\n"
     "      prompt/decode speed, memory bandwidth, RSS as one JSON line\n"
     "  synth --shape SHAPE --type TYPE --out FILE [--seed S]\n"
     "      a random-weight GGUF of a real model's shape (e.g. qwen3.5-0.8b, q4_k)\n"
     "\n"
     "  --template NAME forces a chat template family instead of the one recognised in the\n"
-    "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n";
+    "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
+    "  --draft N decodes speculatively, the model's MTP head drafting up to N tokens a step\n"
+    "  (default 3 for a model with the head; 0 turns it off). Greedy output is the same.\n";
 
 void cli_error(const char *fmt, ...) {
     va_list ap;

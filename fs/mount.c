@@ -100,6 +100,7 @@ int chatfs_mount(const mount_opts *o) {
         cfg.max_batch = o->max_batch;
         cfg.ram_budget = o->ram_budget;
         cfg.disk_budget = o->disk_budget;
+        cfg.draft = o->draft;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;

@@ -23,6 +23,8 @@ typedef struct {
     char *template_name;     /* NULL: the model's own template */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
     int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
+    int speculative;         /* drafts per step with the model's MTP head: -1 (JSON null) the mount's
+                                --draft, 0 none, N up to N (only where the mount speculates) */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);

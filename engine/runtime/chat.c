@@ -27,6 +27,8 @@
 
 #define TEXT_CAP 4096
 
+_Static_assert(GEN_MAX_DRAFT == SPEC_MAX_DRAFT, "chat.h and speculative.h disagree on the longest draft");
+
 double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -44,6 +46,7 @@ void gen_settings_defaults(gen_settings *s) {
     s->seed = p.seed;
     s->checkpoint_interval = 1024;
     s->checkpoints = 1;
+    s->speculative = -1; /* the engine's */
 }
 
 /* ---------------------------------------------------------------- rendering */
@@ -78,6 +81,7 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char 
 }
 
 int engine_context(const chat_engine *e) { return e->n_ctx; }
+int engine_draft(const chat_engine *e) { return e->draft; }
 const model *engine_model(const chat_engine *e) { return e->m; }
 
 /* ---------------------------------------------------------------- text out */
@@ -150,6 +154,10 @@ void request_free(request *r) {
     free(r->strings);
     free(r->held);
     state_free(r->state);
+    if (r->spec) { /* not handed back to the engine's spares */
+        spec_free(r->spec);
+        free(r->spec);
+    }
     free(r->logits);
     sampler_free(&r->smp);
     if (r->msgs)
@@ -208,7 +216,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         s = &defaults;
     }
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
-        s->test_fail_after < 0) {
+        s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT) {
         snprintf(err, errlen, "invalid generation settings");
         return 0;
     }
@@ -309,6 +317,8 @@ void finish(chat_engine *e, request *r, int how, const char *error) {
     e->stats.generated_tokens += (uint64_t)r->r.generated_tokens;
     e->stats.computed_tokens += (uint64_t)r->r.computed_tokens;
     e->stats.prompt_tokens += (uint64_t)r->r.prompt_tokens;
+    e->stats.drafted += (uint64_t)r->r.drafted_tokens;
+    e->stats.accepted += (uint64_t)r->r.accepted_tokens;
     pthread_mutex_unlock(&e->lock);
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
@@ -341,6 +351,11 @@ static void engine_free(chat_engine *e) {
     free(e->row_ok);
     for (int i = 0; e->capture && i < e->max_batch; i++) free(e->capture[i]);
     free(e->capture);
+    for (int i = 0; i < e->n_spec_spare; i++) {
+        spec_free(e->spec_spare[i]);
+        free(e->spec_spare[i]);
+    }
+    free(e->spec_spare);
     model_free(e->m);
     free(e);
 }
@@ -361,6 +376,13 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         free(e);
         return NULL;
     }
+    /* the MTP head's share of the sequence state: before any state or checkpoint exists */
+    e->draft = spec_configure(e->m, cfg->draft == 0 ? -1 : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
+    if (e->draft < 0) {
+        model_free(e->m);
+        free(e);
+        return NULL;
+    }
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
@@ -370,7 +392,8 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
     e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
     e->capture = calloc((size_t)e->max_batch, sizeof *e->capture);
-    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture) {
+    e->spec_spare = calloc((size_t)e->max_batch, sizeof *e->spec_spare);
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture || !e->spec_spare) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return NULL;
@@ -426,19 +449,20 @@ void engine_forget_session(chat_engine *e, const char *session) {
 }
 
 char *engine_stats_json(chat_engine *e) {
-    char *s = malloc(1024);
+    char *s = malloc(1280);
     if (!s) return NULL;
     pthread_mutex_lock(&e->lock);
     /* busy: requests waiting or running, including a finished one's checkpoint job */
     int queued = 0;
     for (request *r = e->queue; r; r = r->next) queued++;
-    snprintf(s, 1024,
+    snprintf(s, 1280,
              "{\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
              "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
              "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
-             "\"post_jobs\":%llu,\"post_tokens\":%llu}",
+             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"draft\":%d,\"speculative_steps\":%llu,"
+             "\"drafted_tokens\":%llu,\"accepted_tokens\":%llu}",
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
@@ -447,7 +471,8 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.prefill_rows, (unsigned long long)e->stats.retried_steps,
              (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
              (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
-             (unsigned long long)e->stats.post_tokens);
+             (unsigned long long)e->stats.post_tokens, e->draft, (unsigned long long)e->stats.spec_steps,
+             (unsigned long long)e->stats.drafted, (unsigned long long)e->stats.accepted);
     pthread_mutex_unlock(&e->lock);
     /* then the checkpoint counters, as members of the same object */
     pthread_mutex_lock(&e->cache_lock);

@@ -14,6 +14,7 @@
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/speculative.h"
 #include "engine/model/state.h"
 #include "store/db.h"
 
@@ -38,6 +39,9 @@ typedef struct request {
     detok_stream ds;
     int last_token;           /* sampled, not yet fed to the model */
     int drawn;                /* the token a step's sampling pass drew from logits */
+    spec_seq *spec;           /* speculative decoding (NULL: one token a step) */
+    int step_tokens[SPEC_MAX_DRAFT + 1]; /* a speculative step's tokens (spec_accept)... */
+    int n_step;               /* ...and their count */
     int max_stop;             /* longest stop string */
     char *held;               /* text held back because it may start a stop string */
     size_t n_held;
@@ -67,6 +71,11 @@ struct chat_engine {
     model *m;
     engine_config cfg;
     int n_ctx, chunk, max_batch;
+    int draft;                   /* drafts per speculative step by default; 0: the engine does not
+                                    speculate (the model's MTP head is off) */
+    spec_seq **spec_spare;       /* worker: speculation buffers of ended requests, for the next ones
+                                    (a few recurrent states each: fresh pages cost faults) */
+    int n_spec_spare;
     pthread_t worker;
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -95,6 +104,7 @@ struct chat_engine {
         uint64_t steps, decode_rows, prefill_rows, retried_steps, max_active;
         uint64_t flight_requests, flight_tokens; /* single flight: followers, tokens not computed */
         uint64_t post_jobs, post_tokens;         /* (c) jobs and the tokens they computed */
+        uint64_t spec_steps, drafted, accepted;  /* speculative decoding: verify rows, drafts, accepted */
     } stats;
 };
 
@@ -107,6 +117,8 @@ int accept_token(chat_engine *e, request *r, int tok);
 /* The end for the caller: the last text, the report, on_done (once). */
 void finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);
+/* scheduler.c: a request's speculation buffers go back to the engine's spares */
+void spec_release(chat_engine *e, request *r);
 
 /* scheduler.c: the worker thread */
 void *engine_worker(void *arg);

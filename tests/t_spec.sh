@@ -1,0 +1,65 @@
+#!/bin/sh
+# Speculative decoding from the command line (issue "Speculative decoding"): `chatfs run
+# --draft N` gives llama.cpp's greedy tokens for every N on the MTP fixture (and the default,
+# which speculates, too); sampling with a seed is reproducible; `ask --stats` reports the
+# drafted and accepted tokens and passes, and a follow-up turn restores its checkpoint and
+# speculates to the plain reply; --draft on a model without the head is one clear error.
+set -u
+cd "$(dirname "$0")/.."
+CHATFS=${CHATFS:-./chatfs}
+M=tests/fixtures/qwen35-tiny-mtp-f32.gguf
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+check() { # check NAME CONDITION...
+    what=$1; shift
+    if "$@"; then :; else echo "FAIL t_spec: $what"; fail=$((fail + 1)); fi
+}
+
+want="generated: 260 248 27 177 54 50 44 261 440 112 392 471 328 478 387 316"
+for d in "" "--draft 0" "--draft 1" "--draft 2" "--draft 3" "--draft 4" "--draft 8"; do
+    g=$($CHATFS run -m $M -p "Hello world! The quick brown fox" --ids $d | sed -n 2p)
+    check "run $d: llama.cpp's greedy tokens" [ "$g" = "$want" ]
+done
+a=$($CHATFS run -m $M -p @tests/fixtures/long.txt -n 64 --ids --draft 0 | sed -n 2p)
+b=$($CHATFS run -m $M -p @tests/fixtures/long.txt -n 64 --ids --draft 3 | sed -n 2p)
+check "long prompt, 64 tokens: speculative == plain" [ "$a" = "$b" ]
+s1=$($CHATFS run -m $M -p "Hello" -n 24 --temp 0.8 --seed 7 --ids --draft 3 | sed -n 2p)
+s2=$($CHATFS run -m $M -p "Hello" -n 24 --temp 0.8 --seed 7 --ids --draft 3 | sed -n 2p)
+check "sampling: the same seed, the same tokens" [ "$s1" = "$s2" ]
+
+# ask: the same replies with and without speculation, over two turns with checkpoints
+for d in 0 3; do
+    $CHATFS ask -m $M --db "$T/$d.db" --conversation c -n 32 --stats --draft $d "Hello world! The quick brown fox" \
+        > "$T/r1.$d" 2> "$T/s1.$d"
+    $CHATFS ask -m $M --db "$T/$d.db" --conversation c -n 32 --stats --draft $d "And then?" > "$T/r2.$d" 2> "$T/s2.$d"
+done
+check "ask turn 1: the same reply" cmp -s "$T/r1.0" "$T/r1.3"
+check "ask turn 2: the same reply" cmp -s "$T/r2.0" "$T/r2.3"
+check "ask --stats: drafted and accepted" python3 - "$T/s1.3" "$T/s2.3" "$T/s1.0" <<'PY'
+import json, sys
+a, b, plain = (json.loads(open(p).read()) for p in sys.argv[1:])
+ok = a["draft"] == 3 and a["drafted_tokens"] > 0 and a["accepted_tokens"] > 0
+ok &= a["decode_passes"] + a["accepted_tokens"] == a["generated_tokens"] - 1
+ok &= b["reused_tokens"] > 0 and b["source"] == "disk" and b["accepted_tokens"] > 0
+ok &= plain["draft"] == 0 and plain["drafted_tokens"] == 0 and plain["decode_passes"] == plain["generated_tokens"] - 1
+sys.exit(0 if ok else 1)
+PY
+
+# errors: one line starting with "chatfs: ", exit 1
+err_case() { # NAME EXPECTED-SUBSTRING CMD...
+    case_name=$1 want=$2; shift 2
+    "$@" > "$T/out" 2> "$T/err"
+    rc=$?
+    check "$case_name exits 1" [ $rc -eq 1 ]
+    check "$case_name: one line" [ "$(wc -l < "$T/err")" -eq 1 ]
+    check "$case_name: message" grep -q -- "^chatfs: .*$want" "$T/err"
+}
+err_case "--draft without a head" "needs a model with an MTP head" $CHATFS run -m tests/fixtures/qwen35-tiny-f32.gguf -p hi --draft 2
+err_case "--draft 9" "--draft needs an integer between 0 and 8" $CHATFS run -m $M -p hi --draft 9
+err_case "ask --draft without a head" "MTP head" $CHATFS ask -m tests/fixtures/qwen35-tiny-f32.gguf --db "$T/x.db" --draft 1 hi
+check "info names the head" sh -c "$CHATFS info $M | grep -q '^MTP head:      yes'"
+check "info --json mtp_head" sh -c "$CHATFS info $M --json | grep -q '\"mtp_head\":true'"
+
+[ $fail -eq 0 ] && echo "t_spec.sh                    ok" || echo "t_spec.sh                    FAIL ($fail)"
+[ $fail -eq 0 ]

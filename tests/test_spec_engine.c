@@ -1,0 +1,248 @@
+/* test_spec_engine.c - speculative decoding through the engine API (chat.h) and its
+ * scheduler, on llama.cpp's MTP fixture (issue "Speculative decoding"):
+ *   - the default: an engine on a model with the head drafts 3 tokens a step; replies are
+ *     those of plain decoding (settings.speculative 0, and an engine with draft -1), and the
+ *     report counts drafts, accepted tokens and passes (fewer passes than tokens);
+ *   - six conversations speculating in the same steps (drafts of 1..4, one plain, with
+ *     stop strings and a length limit among them) each get the reply they get alone;
+ *   - a two-turn conversation with checkpoints: the second turn restores the first turn's
+ *     checkpoint and goes on speculating to the plain reply; the stored checkpoints are
+ *     the plain run's (the same reuse);
+ *   - sampling is reproducible with a seed; a row that breaks the pass (test_fail_after)
+ *     fails its request alone;
+ *   - draft settings out of range are refused, and an engine asked to speculate on a model
+ *     without the head does not open. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/runtime/chat.h"
+#include "tests/check.h"
+
+#define MODEL "tests/fixtures/qwen35-tiny-mtp-f32.gguf"
+
+typedef struct {
+    char text[65536];
+    size_t n;
+} sink;
+
+static void collect(void *ud, const char *t, size_t n) {
+    sink *s = ud;
+    if (s->n + n < sizeof s->text) memcpy(s->text + s->n, t, n), s->n += n;
+}
+
+static chat_engine *open_engine(int draft, const char *db) {
+    engine_config cfg = {.model_path = MODEL, .db_path = db, .threads = 2, .draft = draft};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "engine_open: %s", err);
+    return e;
+}
+
+static gen_settings greedy(int max_tokens, int speculative) {
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.max_tokens = max_tokens;
+    s.speculative = speculative;
+    s.ignore_eog = 1;
+    return s;
+}
+
+static void ask(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, sink *out, gen_report *r) {
+    char err[256];
+    memset(out, 0, sizeof *out);
+    CHECK(engine_run(e, msgs, n, s, collect, out, r, err, sizeof err) == 0, "engine_run: %s", err);
+}
+
+/* ---------------------------------------------------------------- the default */
+
+static void default_on(void) {
+    chat_engine *e = open_engine(0, NULL), *plain = open_engine(-1, NULL);
+    CHECK(engine_draft(e) == 3 && engine_draft(plain) == 0, "drafts %d / %d", engine_draft(e), engine_draft(plain));
+    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    sink a, b, c;
+    gen_report ra, rb, rc;
+    gen_settings s = greedy(40, -1), off = greedy(40, 0);
+    ask(e, &msg, 1, &s, &a, &ra);
+    ask(e, &msg, 1, &off, &b, &rb);
+    ask(plain, &msg, 1, &s, &c, &rc);
+    CHECK(a.n == b.n && !memcmp(a.text, b.text, a.n), "speculative and speculative 0 replies differ");
+    CHECK(a.n == c.n && !memcmp(a.text, c.text, a.n), "speculative and plain-engine replies differ");
+    CHECK(ra.generated_tokens == 40 && ra.drafted_tokens > 0 && ra.accepted_tokens > 0 &&
+              ra.decode_passes + ra.accepted_tokens == 39,
+          "report: %d tokens, %d drafted, %d accepted, %d passes", ra.generated_tokens, ra.drafted_tokens,
+          ra.accepted_tokens, ra.decode_passes);
+    CHECK(rb.drafted_tokens == 0 && rb.decode_passes == 39 && rc.drafted_tokens == 0, "plain runs drafted");
+    printf("  default: %d tokens in %d passes after the first (%d drafted, %d accepted), the plain reply\n",
+           ra.generated_tokens, ra.decode_passes, ra.drafted_tokens, ra.accepted_tokens);
+    char *js = engine_stats_json(e);
+    CHECK(js && strstr(js, "\"draft\":3") && !strstr(js, "\"drafted_tokens\":0,"), "stats: %s", js ? js : "-");
+    free(js);
+    engine_close(e);
+    engine_close(plain);
+}
+
+/* ---------------------------------------------------------------- six at once */
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done;
+} waiter;
+
+typedef struct {
+    sink out;
+    gen_report r;
+    waiter *w;
+} job;
+
+static void job_text(void *ud, const char *t, size_t n) { collect(&((job *)ud)->out, t, n); }
+static void job_done(void *ud, const gen_report *r, const char *error) {
+    job *j = ud;
+    j->r = *r;
+    CHECK(!error, "a request failed: %s", error);
+    pthread_mutex_lock(&j->w->lock);
+    j->w->done++;
+    pthread_cond_signal(&j->w->cv);
+    pthread_mutex_unlock(&j->w->lock);
+}
+
+static void six_at_once(void) {
+    enum { SIX = 6 };
+    static const char *prompts[SIX] = {"Hello world! The quick brown fox", "Once upon a time",
+                                       "The capital of France is", "1 2 3 4 5 6 7", "Translate: good morning",
+                                       "A long time ago in a galaxy"};
+    const int draft[SIX] = {1, 2, 3, 4, 0, -1}, max[SIX] = {48, 40, 33, 48, 20, 45};
+    chat_engine *e = open_engine(4, NULL);
+    gen_settings s[SIX];
+    chat_msg msg[SIX];
+    sink alone[SIX];
+    for (int i = 0; i < SIX; i++) {
+        s[i] = greedy(max[i], draft[i]);
+        msg[i] = (chat_msg){"user", prompts[i]};
+        gen_report r;
+        ask(e, &msg[i], 1, &(gen_settings){.max_tokens = max[i], .speculative = 0, .ignore_eog = 1,
+                                           .checkpoints = 1, .checkpoint_interval = 1024},
+            &alone[i], &r);
+        if (i == 2) { /* a stop string from the middle of the reply ends that one early */
+            static char stop[8];
+            memcpy(stop, alone[i].text + alone[i].n / 2, 3);
+            s[i].stop[0] = stop, s[i].n_stop = 1;
+            ask(e, &msg[i], 1, &(gen_settings){.max_tokens = max[i], .speculative = 0, .ignore_eog = 1,
+                                               .checkpoints = 1, .checkpoint_interval = 1024, .stop = {stop},
+                                               .n_stop = 1},
+                &alone[i], &r);
+        }
+    }
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    job jobs[SIX];
+    memset(jobs, 0, sizeof jobs);
+    char err[256];
+    for (int i = 0; i < SIX; i++) {
+        jobs[i].w = &w;
+        gen_callbacks cb = {job_text, NULL, job_done, &jobs[i]};
+        REQUIRE(engine_submit(e, &msg[i], 1, &s[i], &cb, err, sizeof err), "submit: %s", err);
+    }
+    pthread_mutex_lock(&w.lock);
+    while (w.done < SIX) pthread_cond_wait(&w.cv, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    int same = 0, drafted = 0, accepted = 0;
+    for (int i = 0; i < SIX; i++) {
+        const int ok = jobs[i].out.n == alone[i].n && !memcmp(jobs[i].out.text, alone[i].text, alone[i].n);
+        CHECK(ok, "conversation %d (drafts %d) differs from alone", i, draft[i]);
+        same += ok;
+        drafted += jobs[i].r.drafted_tokens, accepted += jobs[i].r.accepted_tokens;
+    }
+    CHECK(jobs[4].r.drafted_tokens == 0 && jobs[5].r.drafted_tokens > 0, "speculative 0 / -1 not respected");
+    CHECK(jobs[2].r.finish == FINISH_STOP, "the stop string did not end conversation 2");
+    printf("  six conversations at once (drafts 1, 2, 3, 4, none, the engine's 4; a stop string): %d/6 as alone, "
+           "%d drafted, %d accepted\n", same, drafted, accepted);
+    engine_close(e);
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+static void two_turns(void) {
+    char dir[] = "/tmp/chatfs-spec-XXXXXX", db[2][96];
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    const char *second_text = "And then what happened?";
+    sink out[2][2];
+    gen_report rep[2][2];
+    for (int k = 0; k < 2; k++) { /* k = 0: plain, 1: speculative; each its own database */
+        snprintf(db[k], sizeof db[k], "%s/%d.db", dir, k);
+        chat_engine *e = open_engine(k ? 3 : -1, db[k]);
+        gen_settings s = greedy(30, -1);
+        s.session = "c";
+        chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox"}, {"assistant", ""}, {"user", second_text}};
+        ask(e, msgs, 1, &s, &out[k][0], &rep[k][0]);
+        engine_close(e); /* the post-generation checkpoint and the database write */
+        e = open_engine(k ? 3 : -1, db[k]); /* a fresh engine: the checkpoint comes from the database */
+        msgs[1].content = out[k][0].text;
+        ask(e, msgs, 3, &s, &out[k][1], &rep[k][1]);
+        engine_close(e);
+    }
+    for (int t = 0; t < 2; t++)
+        CHECK(out[0][t].n == out[1][t].n && !memcmp(out[0][t].text, out[1][t].text, out[0][t].n),
+              "turn %d: the speculative reply differs from the plain one", t + 1);
+    CHECK(rep[1][1].reused_tokens > 0 && rep[1][1].reused_tokens == rep[0][1].reused_tokens &&
+              !strcmp(rep[1][1].source, "disk"),
+          "second turn reused %d (plain %d) from %s", rep[1][1].reused_tokens, rep[0][1].reused_tokens,
+          rep[1][1].source);
+    CHECK(rep[1][1].accepted_tokens > 0, "the restored turn accepted no draft");
+    printf("  two turns with checkpoints: the second restores %d of %d prompt tokens from disk and speculates "
+           "(%d drafted, %d accepted) to the plain reply\n",
+           rep[1][1].reused_tokens, rep[1][1].prompt_tokens, rep[1][1].drafted_tokens, rep[1][1].accepted_tokens);
+    for (int k = 0; k < 2; k++) unlink(db[k]);
+    rmdir(dir);
+}
+
+/* ---------------------------------------------------------------- the rest */
+
+static void sampling_and_failure(void) {
+    chat_engine *e = open_engine(3, NULL);
+    chat_msg msg = {"user", "Once upon a time"};
+    gen_settings s = greedy(32, -1);
+    s.temperature = 0.9f, s.seed = 11;
+    sink a, b;
+    gen_report ra, rb;
+    ask(e, &msg, 1, &s, &a, &ra);
+    ask(e, &msg, 1, &s, &b, &rb);
+    CHECK(a.n == b.n && !memcmp(a.text, b.text, a.n) && ra.drafted_tokens > 0, "the same seed gave another reply");
+
+    s = greedy(32, 3);
+    s.test_fail_after = 5;
+    sink c;
+    gen_report rc;
+    char err[256];
+    memset(&c, 0, sizeof c);
+    CHECK(engine_run(e, &msg, 1, &s, collect, &c, &rc, err, sizeof err) != 0 && rc.generated_tokens >= 5,
+          "a failing speculative row did not fail its request (%d tokens)", rc.generated_tokens);
+    s.test_fail_after = 0;
+    ask(e, &msg, 1, &s, &c, &rc); /* the engine goes on */
+    CHECK(rc.generated_tokens == 32, "after a failure: %d tokens", rc.generated_tokens);
+
+    s.speculative = 9;
+    CHECK(engine_submit(e, &msg, 1, &s, NULL, err, sizeof err) == 0, "speculative 9 accepted");
+    s.speculative = -2;
+    CHECK(engine_submit(e, &msg, 1, &s, NULL, err, sizeof err) == 0, "speculative -2 accepted");
+    engine_close(e);
+
+    engine_config cfg = {.model_path = "tests/fixtures/qwen35-tiny-f32.gguf", .threads = 2, .draft = 2};
+    chat_engine *no = engine_open(&cfg, err, sizeof err);
+    CHECK(!no && strstr(err, "MTP head"), "an engine speculating without a head: %s", no ? "opened" : err);
+    engine_close(no);
+    cfg.draft = 0; /* the default: no head, no speculation */
+    no = engine_open(&cfg, err, sizeof err);
+    CHECK(no && engine_draft(no) == 0, "a model without a head: %s", no ? "drafts" : err);
+    engine_close(no);
+}
+
+int main(void) {
+    default_on();
+    six_at_once();
+    two_turns();
+    sampling_and_failure();
+    return check_report("test_spec_engine");
+}
