@@ -108,18 +108,20 @@ sanitized-fs:
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
 
-# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, and many
+# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, many
 # conversations batched at once on a real (tiny) model (CHATFS_TEST_QUICK: one model,
-# fewer bursts). The ISA kernels - arithmetic on buffers their callers own - are built
-# without instrumentation there, and so is the layer math per instruction set; that makes
-# the model runs several times faster; the thread pool, the dispatch into the kernels and
-# everything around stay instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency
+# fewer bursts), and speculative decoding through the engine. The ISA kernels -
+# arithmetic on buffers their callers own - are built without instrumentation there, and
+# so is the layer math per instruction set; that makes the model runs several times
+# faster; the thread pool, the dispatch into the kernels and everything around stay
+# instrumented.
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_spec_engine
 ifeq ($(BUILD),build-tsan)
 ISA_OBJ := $(addprefix $(BUILD)/engine/,kernels/kernels_avx2.o kernels/kernels_avxvnni.o kernels/kernels_avx512.o \
              kernels/kernels_amx.o layers/simd_avx2.o layers/simd_avx512.o)

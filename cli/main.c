@@ -24,7 +24,7 @@ static const char usage[] =
     "      one user turn of a stored conversation, with checkpoints\n"
     "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R] [--draft N]\n"
     "      prompt/decode speed, memory bandwidth, RSS as one JSON line\n"
-    "  synth --shape SHAPE --type TYPE --out FILE [--seed S]\n"
+    "  synth --shape SHAPE --type TYPE --out FILE [--seed S] [--mtp]\n"
     "      a random-weight GGUF of a real model's shape (e.g. qwen3.5-0.8b, q4_k)\n"
     "\n"
     "  --template NAME forces a chat template family instead of the one recognised in the\n"

@@ -74,6 +74,7 @@ static int qwen35_mtp(loader *L, const attn_layer *proto) {
     if (!p->head_norm) p->head_norm = m->output_norm;
     if (!ld_matrix(L, &p->embed, 0, E, m->n_vocab, "blk.%d.nextn.embed_tokens.weight", i)) p->embed = m->tok_embd;
     if (!ld_matrix(L, &p->head, 0, E, m->n_vocab, "blk.%d.nextn.shared_head_head.weight", i)) p->head = m->output;
+    p->draft_vocab = m->n_vocab;
     return !L->failed;
 }
 

@@ -54,6 +54,7 @@ typedef struct {
     const float *enorm, *hnorm;  /* [n_embd] */
     const float *head_norm;      /* nextn.shared_head_norm, else output_norm */
     matrix embed, head;          /* nextn.embed_tokens / shared_head_head, else token_embd / output */
+    int draft_vocab;             /* draft rows score the first draft_vocab tokens only (mtp.h); n_vocab: all */
 } mtp_head;
 
 typedef struct model {

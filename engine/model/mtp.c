@@ -24,6 +24,12 @@ int mtp_enable(model *m) {
     return 0;
 }
 
+int mtp_set_draft_vocab(model *m, int n) {
+    if (!m->mtp) return 0;
+    m->mtp->draft_vocab = n > 0 && n < m->n_vocab ? n : m->n_vocab;
+    return m->mtp->draft_vocab;
+}
+
 /* The head's input row x (2 n_embd floats): [RMSNorm(embed(token), enorm) ; RMSNorm(h, hnorm)],
  * the token's half first as llama.cpp concatenates them. */
 static void head_input(const model *m, int token, const float *h, float *x) {
@@ -87,13 +93,16 @@ int mtp_draft(const model *m, mtp_row *rows, int n, arena *a) {
     ffn_forward(&p->blk.ffn, n, E, x, y, a);
     add_scaled(c, y, 1.0f, (size_t)n * E);
     rmsnorm_rows(x, c, p->head_norm, n, E, m->eps);
-    float *lo = arena_floats(a, (size_t)n * m->n_vocab);
+    matrix head = p->head; /* its first draft_vocab rows */
+    head.n_out = p->draft_vocab;
+    float *lo = arena_floats(a, (size_t)n * (size_t)head.n_out);
     float **dst = arena_alloc(a, sizeof *dst * (size_t)n);
     for (int i = 0; i < n; i++) {
         memcpy(rows[i].h_out, x + (size_t)i * E, sizeof(float) * (size_t)E);
         dst[i] = rows[i].logits;
+        for (int v = p->draft_vocab; v < m->n_vocab; v++) rows[i].logits[v] = -INFINITY;
     }
-    matmul_scatter(&p->head, x, n, lo, dst, 1.0f / m->logit_scale);
+    matmul_scatter(&head, x, n, lo, dst, 1.0f / m->logit_scale);
     arena_restore(a, mark);
     return 0;
 }

@@ -45,6 +45,15 @@ typedef struct {
     float *logits;    /* n_vocab floats */
 } mtp_row;
 
+/* Draft rows score only the tokens with ids below n (all of them: n <= 0 or n >= n_vocab);
+ * the rest get -inf logits. The LM head is most of a draft row's cost where the vocabulary
+ * is large (Qwen3.5-0.8B: a third of the model's weights), and byte-level BPE vocabularies
+ * number tokens roughly by frequency (merge rank), so a prefix of the ids keeps most
+ * drafts for a fraction of the head (as FR-Spec and EAGLE-3 draft over a frequent subset).
+ * Drafts change, the output never does: the model verifies every token over the whole
+ * vocabulary. Off by default: llama.cpp's drafts are over all tokens. Returns the count. */
+int mtp_set_draft_vocab(model *m, int n);
+
 /* Runs n draft rows (of different sequences) in one pass over the head's weights. Returns 0,
  * or -1 for a bad token or position, a model without an enabled head, or no room in a
  * state (nothing is written then). */
