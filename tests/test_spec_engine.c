@@ -6,8 +6,9 @@
  *   - six conversations speculating in the same steps (drafts of 1..4, one plain, with
  *     stop strings and a length limit among them) each get the reply they get alone;
  *   - a two-turn conversation with checkpoints: the second turn restores the first turn's
- *     checkpoint and goes on speculating to the plain reply; the stored checkpoints are
- *     the plain run's (the same reuse);
+ *     checkpoint and goes on speculating to the plain reply, with the drafts of the same
+ *     turn computed from nothing; the stored checkpoints are the plain run's (the same
+ *     reuse);
  *   - sampling is reproducible with a seed; a row that breaks the pass (test_fail_after)
  *     fails its request alone;
  *   - draft settings out of range are refused, and an engine asked to speculate on a model
@@ -193,6 +194,23 @@ static void two_turns(void) {
           "second turn reused %d (plain %d) from %s", rep[1][1].reused_tokens, rep[0][1].reused_tokens,
           rep[1][1].source);
     CHECK(rep[1][1].accepted_tokens > 0, "the restored turn accepted no draft");
+    /* the same second turn computed from nothing: the same drafts, so the restored state
+     * carried the head's cache and kept row as they were */
+    {
+        chat_engine *e = open_engine(3, NULL);
+        gen_settings s = greedy(30, -1);
+        s.checkpoints = 0;
+        chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox"}, {"assistant", out[1][0].text},
+                            {"user", second_text}};
+        sink o;
+        gen_report r;
+        ask(e, msgs, 3, &s, &o, &r);
+        CHECK(r.reused_tokens == 0 && o.n == out[1][1].n && !memcmp(o.text, out[1][1].text, o.n) &&
+                  r.drafted_tokens == rep[1][1].drafted_tokens && r.accepted_tokens == rep[1][1].accepted_tokens,
+              "restored: %d drafted, %d accepted; from nothing: %d, %d", rep[1][1].drafted_tokens,
+              rep[1][1].accepted_tokens, r.drafted_tokens, r.accepted_tokens);
+        engine_close(e);
+    }
     printf("  two turns with checkpoints: the second restores %d of %d prompt tokens from disk and speculates "
            "(%d drafted, %d accepted) to the plain reply\n",
            rep[1][1].reused_tokens, rep[1][1].prompt_tokens, rep[1][1].drafted_tokens, rep[1][1].accepted_tokens);

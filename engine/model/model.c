@@ -47,6 +47,10 @@ int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int ma
 
 /* ---------------------------------------------------------------- forward */
 
+void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a) {
+    ffn_forward(&b->ffn, rows, n_embd, x, y, a);
+}
+
 /* each segment's last `keep` rows of buf moved to its front, one segment after the other;
  * returns their count */
 static int keep_logit_rows(float *buf, const segment *segs, int n_segs, int E) {
@@ -125,7 +129,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         }
         if (b->ffn_norm && rows > 0) {
             rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
-            ffn_forward(&b->ffn, rows, E, x, y, a);
+            block_ffn(b, rows, E, x, y, a);
             add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         }
     }

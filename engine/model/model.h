@@ -119,6 +119,10 @@ typedef struct {
     float *const *capture_rec;
 } batch_seq;
 
+/* A block's FFN over `rows` rows of normalised input x into y: the one place that says
+ * which kind a block's FFN is, for the trunk and the MTP head alike. */
+void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a);
+
 /* Runs the model over the tokens of every sequence in the batch, advancing each
  * sequence's state. Returns 0, or -1 if a sequence would exceed its capacity
  * (nothing is changed then). The arena holds temporaries (reset at the end). */

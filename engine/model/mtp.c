@@ -90,7 +90,7 @@ int mtp_draft(const model *m, mtp_row *rows, int n, arena *a) {
     attention_forward(&p->blk.attn, segs, n, n, E, x, y, 0, a);
     add_scaled(c, y, 1.0f, (size_t)n * E);
     rmsnorm_rows(x, c, p->blk.ffn_norm, n, E, m->eps);
-    ffn_forward(&p->blk.ffn, n, E, x, y, a);
+    block_ffn(&p->blk, n, E, x, y, a);
     add_scaled(c, y, 1.0f, (size_t)n * E);
     rmsnorm_rows(x, c, p->head_norm, n, E, m->eps);
     matrix head = p->head; /* its first draft_vocab rows */
