@@ -46,6 +46,22 @@ ok &= plain["draft"] == 0 and plain["drafted_tokens"] == 0 and plain["decode_pas
 sys.exit(0 if ok else 1)
 PY
 
+# synth --mtp writes the head; bench --draft times the verify steps and a draft row
+$CHATFS synth --shape qwen3.5-small --type q8_0 --out "$T/s.gguf" --mtp -q -t 2
+check "synth --mtp: a head" sh -c "$CHATFS info $T/s.gguf | grep -q '^MTP head:      yes'"
+out=$($CHATFS bench -m "$T/s.gguf" -t 2 --pp 16 --tg 8 --reps 1 --draft 2 --draft-vocab 300 --no-bandwidth)
+check "bench --draft: two lines" [ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ]
+check "bench --draft: the speculative line" python3 - "$(printf '%s\n' "$out" | sed -n 2p)" <<'PY'
+import json, sys
+b = json.loads(sys.argv[1])
+ok = b["draft"] == 2 and b["draft_vocab"] == 300 and len(b["verify_ms"]) == 3 and len(b["speedup_at_0.79"]) == 3
+ok &= all(t > 0 for t in b["verify_ms"]) and b["draft_row_ms"] > 0 and b["plain_ms"] > 0 and b["spec_tps"] > 0
+ok &= 0 <= b["acceptance"] <= 1 and 0 < b["passes_per_token"] <= 1
+sys.exit(0 if ok else 1)
+PY
+out=$($CHATFS bench -m "$T/s.gguf" -t 2 --pp 16 --tg 8 --reps 1 --draft 0 --no-bandwidth)
+check "bench --draft 0: one line" [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]
+
 # errors: one line starting with "chatfs: ", exit 1
 err_case() { # NAME EXPECTED-SUBSTRING CMD...
     case_name=$1 want=$2; shift 2
@@ -58,6 +74,8 @@ err_case() { # NAME EXPECTED-SUBSTRING CMD...
 err_case "--draft without a head" "needs a model with an MTP head" $CHATFS run -m tests/fixtures/qwen35-tiny-f32.gguf -p hi --draft 2
 err_case "--draft 9" "--draft needs an integer between 0 and 8" $CHATFS run -m $M -p hi --draft 9
 err_case "ask --draft without a head" "MTP head" $CHATFS ask -m tests/fixtures/qwen35-tiny-f32.gguf --db "$T/x.db" --draft 1 hi
+err_case "synth --mtp on another shape" "--mtp is for Qwen3.5 shapes" $CHATFS synth --shape mamba-130m --type f32 --out "$T/x.gguf" --mtp
+err_case "bench --draft without a head" "needs a model with an MTP head" $CHATFS bench -m tests/fixtures/qwen35-tiny-f32.gguf --pp 4 --tg 4 --reps 1 --draft 2 --no-bandwidth
 check "info names the head" sh -c "$CHATFS info $M | grep -q '^MTP head:      yes'"
 check "info --json mtp_head" sh -c "$CHATFS info $M --json | grep -q '\"mtp_head\":true'"
 
