@@ -3,7 +3,8 @@
  *
  *   chatfs ask -m MODEL [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [--stats] [--no-checkpoints] [-t THREADS]
- *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N] TEXT|@FILE
+ *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N]
+ *              [--draft-vocab V] TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
  * the conversation is this one turn and is not stored), prints the reply on stdout
@@ -156,7 +157,7 @@ static void on_text(void *ud, const char *t, size_t n) {
 
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
-    long max_tokens = 256, threads = 0, interval = 0, draft = -1;
+    long max_tokens = 256, threads = 0, interval = 0, draft = -1, draft_vocab = 0;
     int stats = 0, no_ckpt = 0;
     size_t ram_budget = 0, disk_budget = 0;
     for (int i = 1; i < argc; i++) {
@@ -171,6 +172,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--no-checkpoints")) no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
@@ -219,7 +221,7 @@ int cmd_ask(int argc, char **argv) {
     char err[512];
     engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
                          .ram_budget = ram_budget, .disk_budget = disk_budget,
-                         .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft};
+                         .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft, .draft_vocab = (int)draft_vocab};
     e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         cli_error("%s", err);

@@ -1,5 +1,6 @@
 /* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N]
- *                [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N] [-f] [-o OPTS]` */
+ *                [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f]
+ *                [-o OPTS]` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static const char *default_model(char *buf, size_t n) {
 
 int cmd_mount(int argc, char **argv) {
     mount_opts o = {0};
-    long threads = 0, batch = 0, chunk = 0, draft = -1;
+    long threads = 0, batch = 0, chunk = 0, draft = -1, draft_vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
@@ -44,6 +45,9 @@ int cmd_mount(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--draft")) {
             if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1;
+            i++;
+        } else if (!strcmp(a, "--draft-vocab")) {
+            if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1;
             i++;
         } else if (!strcmp(a, "--ram-budget")) {
             if (!cli_size(a, v, &o.ram_budget)) return 1;
@@ -75,5 +79,6 @@ int cmd_mount(int argc, char **argv) {
     o.max_batch = (int)batch;
     o.prefill_chunk = (int)chunk;
     o.draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft;
+    o.draft_vocab = (int)draft_vocab;
     return chatfs_mount(&o);
 }

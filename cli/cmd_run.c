@@ -7,7 +7,8 @@
  * model's chat template; --template NAME forces the template family. --draft N decodes
  * speculatively with the model's MTP head, drafting up to N tokens a step (the default
  * for a model with the head, 0 turns it off): the same tokens (greedy), or the same
- * distribution (--temp), as plain decoding. */
+ * distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
+ * ids only (model/mtp.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static void print_ids(const char *label, const int *ids, int n) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
-    long n_gen = 16, threads = 0, seed = 0, draft = -1;
+    long n_gen = 16, threads = 0, seed = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0;
     for (int i = 1; i < argc; i++) {
@@ -48,6 +49,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, &temp)) return 1; i++; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--dump-logits")) dump = v, i++;
         else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
@@ -73,6 +75,7 @@ int cmd_run(int argc, char **argv) {
         model_free(m);
         return 1;
     }
+    mtp_set_draft_vocab(m, (int)draft_vocab);
     if (chat) {
         chat_msg msg = {"user", text};
         char *r = template_render(&m->tmpl, &msg, 1, 1);

@@ -12,7 +12,7 @@ static const char usage[] =
     "usage: chatfs COMMAND [options]\n"
     "\n"
     "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N] [--chunk N]\n"
-    "        [--ram-budget B] [--disk-budget B] [--draft N] [-f] [-o FUSE_OPTIONS]\n"
+    "        [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-o FUSE_OPTIONS]\n"
     "      conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
     "  info MODEL.gguf [--json] [--template NAME]\n"
     "      architecture, parameters, tensor types, layers, tokenizer, template\n"
@@ -30,7 +30,8 @@ static const char usage[] =
     "  --template NAME forces a chat template family instead of the one recognised in the\n"
     "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
     "  --draft N decodes speculatively, the model's MTP head drafting up to N tokens a step\n"
-    "  (default 3 for a model with the head; 0 turns it off). Greedy output is the same.\n";
+    "  (default 1 for a model with the head; 0 turns it off). Greedy output is the same.\n"
+    "  --draft-vocab V lets the head draft among the first V token ids only (cheaper drafts).\n";
 
 void cli_error(const char *fmt, ...) {
     va_list ap;

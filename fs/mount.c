@@ -101,6 +101,7 @@ int chatfs_mount(const mount_opts *o) {
         cfg.ram_budget = o->ram_budget;
         cfg.disk_budget = o->disk_budget;
         cfg.draft = o->draft;
+        cfg.draft_vocab = o->draft_vocab;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;

@@ -15,6 +15,7 @@ typedef struct {
     int max_batch;           /* --batch: most replies generated together; 0: the engine's default */
     size_t ram_budget, disk_budget; /* checkpoint budgets in bytes; 0: the engine's defaults */
     int draft;               /* --draft: engine_config.draft (0 the default, -1 off, N up to N) */
+    int draft_vocab;         /* --draft-vocab: engine_config.draft_vocab (0: the whole vocabulary) */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
     int debug;               /* -d: libfuse's request log (implies -f) */
     const char *fuse_opts;   /* -o, passed to libfuse */

@@ -713,7 +713,7 @@ def test_speculative():
         check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\)\n\Z", off), "status without: %r" % off)
         check(json.loads(read(m.p("on", "settings.json")))["speculative"] is None, "speculative: null")
         eng = json.loads(read(m.p("stats.json")))["engine"]
-        check(eng["draft"] == 3 and eng["drafted_tokens"] > 0 and eng["accepted_tokens"] > 0, "engine stats %s" % eng)
+        check(eng["draft"] >= 1 and eng["drafted_tokens"] > 0 and eng["accepted_tokens"] > 0, "engine stats %s" % eng)
         rc, _, _ = sh("echo '{\"speculative\": 9}' > on/settings.json", cwd=m.mnt)
         check(rc != 0 and "speculative" in read(m.p("on", "error")), "speculative 9 refused: " + read(m.p("on", "error")))
     with Mount("spec-off", model=mtp, extra=["-t", "1", "--draft", "0"]) as m:

@@ -1,6 +1,6 @@
 /* test_spec_engine.c - speculative decoding through the engine API (chat.h) and its
  * scheduler, on llama.cpp's MTP fixture (issue "Speculative decoding"):
- *   - the default: an engine on a model with the head drafts 3 tokens a step; replies are
+ *   - the default: an engine on a model with the head speculates (SPEC_DEFAULT_DRAFT); replies are
  *     those of plain decoding (settings.speculative 0, and an engine with draft -1), and the
  *     report counts drafts, accepted tokens and passes (fewer passes than tokens);
  *   - six conversations speculating in the same steps (drafts of 1..4, one plain, with
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/runtime/chat.h"
+#include "engine/runtime/speculative.h"
 #include "tests/check.h"
 
 #define MODEL "tests/fixtures/qwen35-tiny-mtp-f32.gguf"
@@ -61,7 +62,8 @@ static void ask(chat_engine *e, const chat_msg *msgs, int n, const gen_settings 
 
 static void default_on(void) {
     chat_engine *e = open_engine(0, NULL), *plain = open_engine(-1, NULL);
-    CHECK(engine_draft(e) == 3 && engine_draft(plain) == 0, "drafts %d / %d", engine_draft(e), engine_draft(plain));
+    CHECK(engine_draft(e) == SPEC_DEFAULT_DRAFT && engine_draft(plain) == 0, "drafts %d / %d", engine_draft(e),
+          engine_draft(plain));
     chat_msg msg = {"user", "Hello world! The quick brown fox"};
     sink a, b, c;
     gen_report ra, rb, rc;
@@ -79,7 +81,9 @@ static void default_on(void) {
     printf("  default: %d tokens in %d passes after the first (%d drafted, %d accepted), the plain reply\n",
            ra.generated_tokens, ra.decode_passes, ra.drafted_tokens, ra.accepted_tokens);
     char *js = engine_stats_json(e);
-    CHECK(js && strstr(js, "\"draft\":3") && !strstr(js, "\"drafted_tokens\":0,"), "stats: %s", js ? js : "-");
+    char want[32];
+    snprintf(want, sizeof want, "\"draft\":%d,", SPEC_DEFAULT_DRAFT);
+    CHECK(js && strstr(js, want) && !strstr(js, "\"drafted_tokens\":0,"), "stats: %s", js ? js : "-");
     free(js);
     engine_close(e);
     engine_close(plain);

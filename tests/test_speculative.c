@@ -7,6 +7,7 @@
  *     1..4: speculative greedy gives plain greedy's tokens, and after every step the state
  *     (length, recurrent blob, every KV slot's rows, the head's included) is plain
  *     decoding's, bit for bit;
+ *   - drafts over the first 300 token ids only: -inf logits past them, plain greedy's tokens;
  *   - a checkpoint (through the checkpoint store) taken between steps and restored into a
  *     fresh state goes on with the same drafts, acceptances and tokens as the uninterrupted
  *     run;
@@ -194,6 +195,36 @@ static void splits(const model *m, const char *suffix, int every, int gen, arena
            "%d tokens, N = 1..4, %d tokens each; %d drafts accepted) %s\n",
            suffix, cases, every, gen, accepted, check_failures == before ? "ok" : "FAILED");
     CHECK(accepted > 0, "no draft was ever accepted");
+    free(S);
+    cJSON_Delete(ref);
+}
+
+/* Drafting over the first 300 token ids only (mtp_set_draft_vocab): every draft is one of
+ * them, and the tokens are still plain greedy's. */
+static void draft_vocab(model *m, arena *a) {
+    cJSON *ref = read_json(FIXTURES NAME ".long.json");
+    REQUIRE(ref, "cannot read the long reference");
+    int nS;
+    int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
+    REQUIRE(mtp_set_draft_vocab(m, 300) == 300, "mtp_set_draft_vocab");
+    const int before = check_failures;
+    int accepted = 0, outside = 0;
+    for (int K = 50; K < nS; K += 150) accepted += split_case(m, S, K, 3, 32, a);
+    /* the head's logits past the subset */
+    seq_state *s = state_new(m, 0);
+    float *lg = malloc(sizeof(float) * m->n_vocab), *h = malloc(sizeof(float) * m->n_embd);
+    REQUIRE(s && lg && h && model_prefill(m, s, S, 40, 0, lg, a) == 0, "prefill failed");
+    mtp_row row = {.state = s, .token = S[40], .pos = 40, .h_out = h, .logits = lg};
+    REQUIRE(mtp_draft(m, &row, 1, a) == 0, "draft row failed");
+    for (int v = 300; v < m->n_vocab; v++) outside += !(lg[v] == -INFINITY);
+    CHECK(outside == 0 && argmax(lg, m->n_vocab) < 300, "%d logits past the draft vocabulary", outside);
+    printf("  drafts over the first 300 of %d tokens: speculative == plain greedy %s (%d drafts accepted)\n",
+           m->n_vocab, check_failures == before ? "ok" : "FAILED", accepted);
+    mtp_set_draft_vocab(m, 0);
+    CHECK(m->mtp->draft_vocab == m->n_vocab, "the whole vocabulary back");
+    state_free(s);
+    free(lg);
+    free(h);
     free(S);
     cJSON_Delete(ref);
 }
@@ -552,6 +583,7 @@ int main(void) {
     oracle_trace(m, ".long", &a);
     splits(m, "", 1, 24, &a);
     splits(m, ".long", 25, 24, &a);
+    draft_vocab(m, &a);
     checkpoint_midway(m, &a);
     six_together(m, &a);
     toy_rule();

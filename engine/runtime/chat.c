@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "engine/arch/arch.h"
+#include "engine/model/mtp.h"
 #include "engine/runtime/chat_impl.h"
 #include "engine/base/threadpool.h"
 #include "store/hash.h"
@@ -383,6 +384,7 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         free(e);
         return NULL;
     }
+    mtp_set_draft_vocab(e->m, cfg->draft_vocab);
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;

@@ -35,6 +35,8 @@ typedef struct {
                                 0 the default (SPEC_DEFAULT_DRAFT tokens a step when the model has the
                                 head, off otherwise), -1 off, N drafts of up to N tokens (the model must
                                 have the head) */
+    int draft_vocab;         /* drafts score only the tokens with ids below this (model/mtp.h
+                                mtp_set_draft_vocab); 0: the whole vocabulary, as llama.cpp */
 } engine_config;
 
 #define GEN_MAX_STOP 8
