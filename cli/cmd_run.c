@@ -8,10 +8,13 @@
  * speculatively with the model's MTP head, drafting up to N tokens a step (the default
  * for a model with the head, 0 turns it off): the same tokens (greedy), or the same
  * distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
- * ids only (model/mtp.h). */
+ * ids only (model/mtp.h). --stats prints one JSON line on stderr: the tokens generated,
+ * the decode passes after the first token (a speculative step is one), the drafted and
+ * accepted tokens, and the decode speed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "engine/base/threadpool.h"
@@ -19,6 +22,12 @@
 #include "engine/model/state.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/speculative.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int write_floats(const char *path, const float *x, int n) {
     FILE *f = fopen(path, "wb");
@@ -39,7 +48,7 @@ int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
     long n_gen = 16, threads = 0, seed = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
-    int chat = 0, stop = 0, ids = 0;
+    int chat = 0, stop = 0, ids = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) model_path = v, i++;
@@ -55,6 +64,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--stop")) stop = 1;
         else if (!strcmp(a, "--ids")) ids = 1;
+        else if (!strcmp(a, "--stats")) stats = 1;
         else { cli_error("run: unknown option '%s'", a); return 1; }
     }
     if (!model_path || !prompt_arg) {
@@ -117,6 +127,8 @@ int cmd_run(int argc, char **argv) {
      * accepted drafts and the model's own token. at[i]: the state's length when step[i] was
      * chosen; a stop keeps exactly the rows plain decoding would have fed. */
     int n_out = 0, step[SPEC_MAX_DRAFT + 1], at[SPEC_MAX_DRAFT + 1], n_step = 0, speculated = 0;
+    int passes = 0;
+    const double t0 = now_s();
     if (n_gen > 0) {
         step[0] = sampler_sample(&smp, logits);
         at[0] = s->n_past;
@@ -151,6 +163,7 @@ int cmd_run(int argc, char **argv) {
                 goto out;
             }
             n_step = spec_accept(&sp, &smp, step);
+            passes++;
             for (int i = 0; i < n_step; i++) at[i] = sp.pos0 + i + 1;
         } else {
             batch_seq b = {.state = s, .tokens = &last, .n_tokens = 1, .logits = 1, .out = logits};
@@ -161,8 +174,10 @@ int cmd_run(int argc, char **argv) {
             step[0] = sampler_sample(&smp, logits);
             at[0] = s->n_past;
             n_step = 1;
+            passes++;
         }
     }
+    const double dt = now_s() - t0;
     if (ids) {
         print_ids("prompt", prompt, n_prompt);
         print_ids("generated", gen, n_out);
@@ -171,6 +186,12 @@ int cmd_run(int argc, char **argv) {
         fwrite(buf, 1, k, stdout);
         putchar('\n');
     }
+    if (stats)
+        fprintf(stderr,
+                "{\"generated_tokens\":%d,\"decode_passes\":%d,\"draft\":%d,\"drafted_tokens\":%llu,"
+                "\"accepted_tokens\":%llu,\"decode_tokens_per_s\":%.2f}\n",
+                n_out, passes, (int)draft, (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
+                n_out > 1 && dt > 0 ? (n_out - 1) / dt : 0.0);
     rc = 0;
 out:
     spec_free(&sp);
