@@ -413,7 +413,9 @@ static int capture_room(chat_engine *e, int i) {
 }
 
 /* test_fail_after: r's row breaks the pass it is in */
-static int failing(const request *r) { return r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after; }
+static int failing(const request *r) {
+    return r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
+}
 
 /* The speculating generating requests draft their next tokens, all of them in the same
  * head passes: as many as they may still generate after the step's own token, at most
