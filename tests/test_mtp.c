@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memmem */
 /* test_mtp.c - Qwen3.5's MTP head against llama.cpp (issue "Speculative decoding",
  * acceptance: parity on the oracle's MTP model).
  *
@@ -15,7 +16,9 @@
  *     trunk's row before it, then each row takes the head's own hidden row): logits within
  *     1e-4 of .spec.f32 and the drafted tokens its drafts;
  *   - the trunk's logits do not change when the head is on, and a model without the head
- *     refuses mtp_enable. */
+ *     refuses mtp_enable; a damaged head fails the load naming its tensor. */
+#include <unistd.h>
+
 #include "engine/base/threadpool.h"
 #include "engine/model/mtp.h"
 #include "engine/runtime/sampler.h"
@@ -186,6 +189,39 @@ static void long_prompt(const model *m, arena *a) {
     cJSON_Delete(ref);
 }
 
+/* A damaged head fails the load with its tensor's name; a file without nextn.eh_proj has no
+ * head (converted without it) and loads as the trunk alone. */
+static void damaged(void) {
+    size_t len;
+    char *bytes = read_file(FIXTURES NAME ".gguf", &len), err[256] = "";
+    REQUIRE(bytes, "cannot read the fixture");
+    static const struct {
+        const char *from, *to, *expect;
+    } cases[] = {{"blk.8.nextn.enorm.weight", "blk.8.nextn.enxrm.weight", "'blk.8.nextn.enorm.weight' is missing"},
+                 {"blk.8.ffn_down.weight", "blk.8.ffn_dxwn.weight", "'blk.8.ffn_down.weight' is missing"},
+                 {"blk.8.nextn.eh_proj.weight", "blk.8.nextn.eh_prxj.weight", NULL}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *copy = malloc(len), path[] = "/tmp/chatfs-mtp-XXXXXX";
+        REQUIRE(copy, "out of memory");
+        memcpy(copy, bytes, len);
+        char *at = memmem(copy, len, cases[c].from, strlen(cases[c].from));
+        REQUIRE(at, "no %s in the fixture", cases[c].from);
+        memcpy(at, cases[c].to, strlen(cases[c].to));
+        const int fd = mkstemp(path);
+        REQUIRE(fd >= 0 && write(fd, copy, len) == (ssize_t)len && close(fd) == 0, "cannot write %s", path);
+        model *m = model_load(path, err, sizeof err);
+        if (cases[c].expect)
+            CHECK(!m && strstr(err, cases[c].expect), "%s renamed: %s", cases[c].from, m ? "loaded" : err);
+        else
+            CHECK(m && !m->mtp && m->n_layer == 8, "without nextn.eh_proj: %s", m ? "a head" : err);
+        model_free(m);
+        unlink(path);
+        free(copy);
+    }
+    printf("  a damaged head fails the load with its tensor's name; none without nextn.eh_proj\n");
+    free(bytes);
+}
+
 int main(void) {
     pool_set_threads(2);
     arena a = {0};
@@ -223,6 +259,7 @@ int main(void) {
     }
     short_prompt(m, &a);
     long_prompt(m, &a);
+    damaged();
     printf("  with 1 thread:\n");
     pool_set_threads(1);
     short_prompt(m, &a);
