@@ -10,7 +10,8 @@
  *     turn computed from nothing; the stored checkpoints are the plain run's (the same
  *     reuse);
  *   - sampling is reproducible with a seed; a row that breaks the pass (test_fail_after)
- *     fails its request alone;
+ *     fails its request alone; a reply that fills the context ends where plain decoding's
+ *     does;
  *   - draft settings out of range are refused, and an engine asked to speculate on a model
  *     without the head does not open. */
 #include <pthread.h>
@@ -35,13 +36,14 @@ static void collect(void *ud, const char *t, size_t n) {
     if (s->n + n < sizeof s->text) memcpy(s->text + s->n, t, n), s->n += n;
 }
 
-static chat_engine *open_engine(int draft, const char *db) {
-    engine_config cfg = {.model_path = MODEL, .db_path = db, .threads = 2, .draft = draft};
+static chat_engine *open_engine_ctx(int draft, const char *db, int n_ctx) {
+    engine_config cfg = {.model_path = MODEL, .db_path = db, .threads = 2, .draft = draft, .n_ctx = n_ctx};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "engine_open: %s", err);
     return e;
 }
+static chat_engine *open_engine(int draft, const char *db) { return open_engine_ctx(draft, db, 0); }
 
 static gen_settings greedy(int max_tokens, int speculative) {
     gen_settings s;
@@ -246,6 +248,20 @@ static void sampling_and_failure(void) {
     s.test_fail_after = 0;
     ask(e, &msg, 1, &s, &c, &rc); /* the engine goes on */
     CHECK(rc.generated_tokens == 32, "after a failure: %d tokens", rc.generated_tokens);
+
+    /* a reply that fills the context: it ends where plain decoding's ends, drafts or not */
+    static sink full[2];
+    for (int d = 0; d < 2; d++) {
+        chat_engine *small = open_engine_ctx(d ? 4 : -1, NULL, 48);
+        gen_settings g = greedy(0, -1);
+        gen_report ro;
+        ask(small, &msg, 1, &g, &full[d], &ro);
+        CHECK(ro.finish == FINISH_CONTEXT && ro.prompt_tokens + ro.generated_tokens == 49,
+              "context full (drafts %d): finish %d, %d + %d tokens", d ? 4 : 0, ro.finish, ro.prompt_tokens,
+              ro.generated_tokens);
+        engine_close(small);
+    }
+    CHECK(full[0].n == full[1].n && !memcmp(full[0].text, full[1].text, full[0].n), "context full: replies differ");
 
     s.speculative = 9;
     CHECK(engine_submit(e, &msg, 1, &s, NULL, err, sizeof err) == 0, "speculative 9 accepted");
