@@ -8,11 +8,12 @@
 #   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
+#   make fuzz-jinja   libFuzzer target for the chat templates' Jinja interpreter (clang)
 #
-# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson.
+# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson libcurl.
 
 CC      ?= cc
-PKGS    := fuse3 openblas sqlite3 libcjson
+PKGS    := fuse3 openblas sqlite3 libcjson libcurl
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
@@ -46,7 +47,11 @@ $(BUILD)/engine/kernels/kernels_avx512.o $(BUILD)/engine/layers/simd_avx512.o: C
 $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8 \
                                             -mf16c -ffp-contract=off
 
-.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs clean
+# chatfs --version: the release and the commit it was built from
+VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
+$(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
+
+.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs fuzz-jinja clean
 all: chatfs
 
 deps:
@@ -80,11 +85,15 @@ $(BUILD)/libsynth.a: $(SYNTH_OBJ)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The chat-template renderer of the Jinja parity test and benchmark (tests/t_jinja.sh)
+$(BUILD)/tests/jinja_render: $(BUILD)/tests/jinja/jinja_render.o $(BUILD)/libchatfs.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: check-rooms chatfs $(TEST_BIN) sanitized-gguf sanitized-fs fuzz-smoke
+check: check-rooms chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
 # The engine's rooms include only the rooms below them (engine/README.md).
@@ -108,20 +117,23 @@ sanitized-fs:
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
 
-# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, many
-# conversations batched at once on a real (tiny) model (CHATFS_TEST_QUICK: one model,
-# fewer bursts), and speculative decoding through the engine. The ISA kernels -
-# arithmetic on buffers their callers own - are built without instrumentation there, and
-# so is the layer math per instruction set; that makes the model runs several times
-# faster; the thread pool, the dispatch into the kernels and everything around stay
-# instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine
+# ThreadSanitizer: the filesystem's logic (fake engine), the engine API, the remote
+# backend's worker (test_remote: a loopback server), many conversations batched at once
+# on a real (tiny) model (CHATFS_TEST_QUICK: one model, fewer bursts), speculative
+# decoding through the engine, and one chat template rendered from several threads. The
+# ISA kernels - arithmetic on buffers their callers own - are built without
+# instrumentation there, and so is the layer math per instruction set; that makes the
+# model runs several times faster; the thread pool, the dispatch into the kernels and
+# everything around stay instrumented.
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_spec_engine
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_remote
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_jinja
 ifeq ($(BUILD),build-tsan)
 ISA_OBJ := $(addprefix $(BUILD)/engine/,kernels/kernels_avx2.o kernels/kernels_avxvnni.o kernels/kernels_avx512.o \
              kernels/kernels_amx.o layers/simd_avx2.o layers/simd_avx512.o)
@@ -131,7 +143,7 @@ endif
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a \
-	    $(TEST_SRC:tests/%.c=build-asan/tests/%) chatfs-asan
+	    $(TEST_SRC:tests/%.c=build-asan/tests/%) build-asan/tests/jinja_render chatfs-asan
 	BUILD=build-asan CHATFS=./chatfs-asan tests/run.sh
 
 chatfs-asan: $(LIB_SRC) $(CLI_SRC)
@@ -150,13 +162,14 @@ fuzz: $(FUZZ_BIN)
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
 
-# libFuzzer target for the conversation logic (fs/chatfs.c and the files it delegates to:
-# conv.c, generation.c, views.c, commit.c; fs/settings.c) on the fake engine: each input a
+# libFuzzer target for the conversation logic (fs/chatfs.c, files.c and the files they
+# delegate to: names.c, scratch.c, conv.c, generation.c, views.c, commit.c; fs/settings.c) on the fake engine: each input a
 # script of operations (see tests/fuzz/fuzz_chatfs.c), starting from the hand-written ones
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
-FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/conv.c fs/generation.c fs/views.c fs/commit.c \
-               fs/settings.c fs/backend_fake.c fs/store.c store/db.c
+FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
+               fs/views.c fs/commit.c \
+               fs/settings.c fs/backend_fake.c store/conversations.c store/db.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/runtime/chat.h
@@ -168,8 +181,33 @@ fuzz-chatfs: $(FUZZ_FS_BIN)
 	@mkdir -p build-fuzz/corpus-chatfs
 	$(FUZZ_FS_RUN) -max_total_time=$(FUZZ_SECONDS)
 
+# libFuzzer target for the Jinja interpreter (engine/jinja/): an input is template text, a
+# NUL and message contents (see tests/fuzz/fuzz_jinja.c). The corpus starts from the
+# hand-written tests/fuzz/jinja/ and llama.cpp's chat templates (copied at run time from
+# tools/llama-cpp-src.sh's tree, each with a short conversation); tests/fuzz/jinja.dict
+# holds Jinja's vocabulary.
+FUZZ_JINJA_BIN := build-fuzz/fuzz_jinja
+FUZZ_JINJA_SRC := tests/fuzz/fuzz_jinja.c $(sort $(wildcard engine/jinja/*.c))
+FUZZ_JINJA_RUN := $(FUZZ_JINJA_BIN) -max_len=65536 -timeout=10 -dict=tests/fuzz/jinja.dict \
+                  -artifact_prefix=build-fuzz/ build-fuzz/corpus-jinja tests/fuzz/jinja
+$(FUZZ_JINJA_BIN): $(FUZZ_JINJA_SRC) $(wildcard engine/jinja/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson) \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_JINJA_SRC) \
+	    $(shell pkg-config --libs libcjson) -lm
+.PHONY: fuzz-jinja-corpus
+fuzz-jinja-corpus:
+	@mkdir -p build-fuzz/corpus-jinja
+	@src=$$(tools/llama-cpp-src.sh 2>/dev/null) && for f in "$$src"/models/templates/*.jinja; do \
+	    seed=build-fuzz/corpus-jinja/template-$$(basename "$$f" .jinja); \
+	    [ -f "$$seed" ] || { cat "$$f"; printf '\0\001S Be brief.\001Hi\001R<think>\002Hello!\001What is 2+2?'; } > "$$seed"; \
+	done || echo "fuzz-jinja: llama.cpp's templates are not available, starting from tests/fuzz/jinja only"
+fuzz-jinja: $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
+	$(FUZZ_JINJA_RUN) -max_total_time=$(FUZZ_SECONDS)
+
 # make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_RUNS
-# inputs (about 20 s), both from a fixed seed: a smoke run in make test checks that nothing
+# inputs (about 20 s), the Jinja interpreter for FUZZ_JINJA_SMOKE_RUNS, all from a fixed
+# seed: a smoke run in make test checks that nothing
 # known breaks, and finding new bugs is what make fuzz / fuzz-chatfs are for. (The
 # conversation target's engine thread still makes its coverage, and so its later inputs,
 # vary a little from run to run.) A crash, leak or failed check fails it and leaves
@@ -177,8 +215,9 @@ fuzz-chatfs: $(FUZZ_FS_BIN)
 # shows what a script does). Their output goes to build-fuzz/*.log: piped into tail, a
 # crash would not fail make.
 FUZZ_SMOKE_RUNS ?= 3000
+FUZZ_JINJA_SMOKE_RUNS ?= 10000
 .PHONY: fuzz-smoke
-fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN)
+fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 	@mkdir -p build-fuzz/corpus build-fuzz/corpus-chatfs
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -seed=1 -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
@@ -187,6 +226,9 @@ fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN)
 	$(FUZZ_FS_RUN) -seed=1 -runs=$(FUZZ_SMOKE_RUNS) >build-fuzz/fuzz_chatfs.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_chatfs.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_chatfs.log
+	$(FUZZ_JINJA_RUN) -seed=1 -runs=$(FUZZ_JINJA_SMOKE_RUNS) >build-fuzz/fuzz_jinja.log 2>&1 || \
+	    { tail -n 40 build-fuzz/fuzz_jinja.log; exit 1; }
+	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_jinja.log
 
 bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench
 	BUILD=$(BUILD) bench/run.sh
@@ -203,4 +245,4 @@ bench-cache: chatfs $(BUILD)/bench/cache_bench
 clean:
 	rm -rf build build-* chatfs chatfs-asan
 
--include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_BIN:=.d) $(BUILD)/tests/jinja/jinja_render.d

@@ -18,6 +18,7 @@
 
 #include "engine/runtime/chat.h"
 #include "engine/model/state.h"
+#include "store/db.h"
 
 static const char *words[] = {"river", "mountain", "silver", "engine", "quiet", "harbor", "lantern", "meadow",
                               "copper", "violet", "thunder", "garden", "paper", "window", "falcon", "marble",
@@ -99,15 +100,29 @@ static gen_report ask(chat_engine *e, conv *c, const char *label) {
     return r;
 }
 
+/* one engine at a time, on its database as a mount opens it (store/db.h) */
+static store_db *open_db;
+static ckpt_store *open_cs;
+
 static chat_engine *open_engine(const char *model, const char *db) {
-    engine_config cfg = {.model_path = model, .db_path = db};
-    char err[256];
+    char err[512];
+    if (!(open_db = db_open(db, err, sizeof err)) || !(open_cs = cs_new(open_db, NULL, err, sizeof err))) {
+        fprintf(stderr, "cache_bench: %s\n", err);
+        exit(1);
+    }
+    engine_config cfg = {.model_path = model, .checkpoints = open_cs};
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "cache_bench: %s\n", err);
         exit(1);
     }
     return e;
+}
+
+static void close_engine(chat_engine *e) {
+    engine_close(e); /* writes its checkpoints */
+    cs_close(open_cs);
+    db_close(open_db);
 }
 
 static double stat_of(chat_engine *e, const char *tier, const char *key) {
@@ -168,7 +183,7 @@ int main(int argc, char **argv) {
     }
     conv c = {0};
     if (restore_only) {
-        engine_close(e);
+        close_engine(e);
         e = open_engine(model_path, db);
         add(&c, "system", system);
         add(&c, "user", users[0]);
@@ -178,7 +193,7 @@ int main(int argc, char **argv) {
         gen_report r = ask(e, &c, "regenerate again (RAM)");
         printf("  restore only (0 computed): %.1f ms from the database, %.1f ms from RAM (%d tokens)\n", d.ttft_ms,
                r.ttft_ms, d.reused_tokens);
-        engine_close(e);
+        close_engine(e);
         return 0;
     }
     add(&c, "system", system);
@@ -219,7 +234,7 @@ int main(int argc, char **argv) {
     gen_report ed = ask(e, &edit, "edit of the 2nd user message");
     conv_free(&edit);
     conv_free(&c);
-    engine_close(e);
+    close_engine(e);
 
     /* restart: a new engine on the same database */
     e = open_engine(model_path, db);
@@ -236,7 +251,7 @@ int main(int argc, char **argv) {
     free(c.own[c.n]);
     gen_report regen_ram = ask(e, &c, "regenerate again (RAM)");
     conv_free(&c);
-    engine_close(e);
+    close_engine(e);
 
     /* 10 turns in a database of their own: bytes against one KV copy */
     e = open_engine(model_path, db10);
@@ -250,7 +265,7 @@ int main(int argc, char **argv) {
         snprintf(lbl, sizeof lbl, "10 turns: turn %d", i + 1);
         last = ask(e, &c, lbl);
     }
-    engine_close(e); /* writes everything */
+    close_engine(e); /* writes everything */
     e = open_engine(model_path, db10);
     const model *m = engine_model(e);
     double kv = stat_of(e, "disk", "kv_bytes"), st = stat_of(e, "disk", "state_bytes"),
@@ -258,7 +273,7 @@ int main(int argc, char **argv) {
     int conv_tokens = last.prompt_tokens + last.generated_tokens;
     double one_kv = (double)conv_tokens * (double)state_kv_floats_per_token(m) * 4;
     double rec_one = (double)m->rec_floats * 4;
-    engine_close(e);
+    close_engine(e);
     conv_free(&c);
 
     printf("\nsummary\n");

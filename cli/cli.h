@@ -24,8 +24,11 @@ char *cli_text_arg(const char *arg);
 /* Parses an integer/float option value or prints an error naming the option. */
 int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 int cli_float(const char *opt, const char *val, double *out);
-/* A byte count with an optional K, M or G suffix. */
+/* A byte count: digits with an optional K, M, G or T suffix (powers of 1024). */
 int cli_size(const char *opt, const char *val, size_t *out);
+/* models/chatfs-default.gguf next to the executable or in the current directory (in
+ * buf); NULL after printing an error when neither is there. */
+const char *cli_default_model(char *buf, size_t n);
 /* Prints to stderr as "chatfs: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

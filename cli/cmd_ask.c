@@ -1,16 +1,18 @@
 /* cmd_ask.c - `chatfs ask`: one user turn of a stored conversation, for scripts and
  * checks of the checkpoint store.
  *
- *   chatfs ask -m MODEL [--db DB] [--system TEXT|@FILE] [--conversation NAME]
- *              [-n MAX_TOKENS] [--stats] [--no-checkpoints] [-t THREADS]
+ *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
+ *              [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [-t THREADS]
  *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N]
  *              [--draft-vocab V] TEXT|@FILE
+ *   chatfs ask --engine URL [--model NAME] [--api-key-file FILE] [--db DB] ... TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
  * the conversation is this one turn and is not stored), prints the reply on stdout
- * and stores the turn in the table ask_turns of the same database. Greedy, so runs
- * are reproducible. --stats prints one JSON line on stderr. A database that SQLite
- * cannot read is moved aside (DB.corrupt-<time>) and a new one started. */
+ * and stores the turn in the same database (store/ask_history.h). Greedy, so runs are
+ * reproducible. --stats prints one JSON line on stderr. A database that SQLite cannot
+ * read is moved aside (DB.corrupt-<time>) and a new one started. With --engine the reply
+ * comes from an OpenAI-compatible server (fs/backend.h) and the database keeps only the turns. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +24,8 @@
 #include "cli/cli.h"
 #include "engine/runtime/speculative.h"
 #include "engine/runtime/chat.h"
+#include "fs/backend.h"
+#include "store/ask_history.h"
 #include "store/ckpt_store.h"
 #include "store/db.h"
 
@@ -53,86 +57,7 @@ static void free_msgs(msg_list *l) {
     free(l->m);
 }
 
-/* Opens the database with the tables of ask; one that cannot be read is moved aside. */
-static sqlite3 *open_db(const char *path) {
-    for (int attempt = 0; attempt < 2; attempt++) {
-        char err[512] = "";
-        sqlite3 *db = db_open(path, err, sizeof err);
-        if (db && cs_migrate(db, err, sizeof err) == 0) {
-            /* a cheap probe of the file: every table's root must be readable */
-            sqlite3_stmt *st = NULL;
-            int ok = sqlite3_prepare_v2(db, "SELECT count(*) FROM ask_turns", -1, &st, NULL) == SQLITE_OK &&
-                     sqlite3_step(st) == SQLITE_ROW;
-            sqlite3_finalize(st);
-            if (ok) {
-                sqlite3_busy_timeout(db, 60000);
-                return db;
-            }
-            snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
-        }
-        if (db && strstr(err, "newer than")) {
-            cli_error("%s: %s", path, err);
-            db_close(db);
-            return NULL;
-        }
-        db_close(db);
-        if (attempt == 1 || access(path, F_OK) != 0) {
-            cli_error("%s", err);
-            return NULL;
-        }
-        char aside[1100];
-        snprintf(aside, sizeof aside, "%s.corrupt-%ld", path, (long)time(NULL));
-        cli_error("%s is unreadable (%s); moved it to %s and starting a new database", path, err, aside);
-        if (rename(path, aside) != 0) {
-            cli_error("cannot move %s: %s", path, strerror(errno));
-            return NULL;
-        }
-        char side[1100];
-        snprintf(side, sizeof side, "%s-wal", path);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", path);
-        unlink(side);
-    }
-    return NULL;
-}
-
-static int load_turns(sqlite3 *db, const char *conv, msg_list *l) {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT role, content FROM ask_turns WHERE conversation=? ORDER BY idx", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_text(st, 1, conv, -1, SQLITE_STATIC);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *role = (const char *)sqlite3_column_text(st, 0), *c = (const char *)sqlite3_column_text(st, 1);
-        if (!role || !c || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) continue;
-        if (push_msg(l, role, c) != 0) break;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
-}
-
-static int store_turns(sqlite3 *db, const char *conv, const msg_list *l, int from) {
-    char err[256];
-    if (db_exec(db, "BEGIN IMMEDIATE", err, sizeof err) != 0) return -1;
-    sqlite3_stmt *st;
-    int ok = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO ask_turns(conversation, idx, role, content) VALUES(?,?,?,?)",
-                                -1, &st, NULL) == SQLITE_OK;
-    for (int i = from; ok && i < l->n; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_text(st, 1, conv, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, i);
-        sqlite3_bind_text(st, 3, l->m[i].role, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, l->m[i].content, -1, SQLITE_STATIC);
-        ok = sqlite3_step(st) == SQLITE_DONE;
-    }
-    if (ok) sqlite3_finalize(st);
-    if (!ok || db_exec(db, "COMMIT", err, sizeof err) != 0) {
-        db_exec(db, "ROLLBACK", NULL, 0);
-        return -1;
-    }
-    return 0;
-}
+static int add_msg(void *ud, const char *role, const char *content) { return push_msg(ud, role, content); }
 
 typedef struct {
     char *buf;
@@ -157,17 +82,22 @@ static void on_text(void *ud, const char *t, size_t n) {
 
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
-    long max_tokens = 256, threads = 0, interval = 0, draft = -1, draft_vocab = 0;
+    const char *engine_url = NULL, *remote_model = NULL, *key_file = NULL;
+    long max_tokens = 256, threads = 0, interval = 0, ctx = 0, draft = -1, draft_vocab = 0;
     int stats = 0, no_ckpt = 0;
-    size_t ram_budget = 0, disk_budget = 0;
+    size_t ram_budget = CS_DEFAULT_RAM_BUDGET, disk_budget = CS_DEFAULT_DISK_BUDGET;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) model_path = v, i++;
         else if (!strcmp(a, "--db")) db_arg = v, i++;
         else if (!strcmp(a, "--system")) system_arg = v, i++;
         else if (!strcmp(a, "--conversation")) conv = v, i++;
+        else if (!strcmp(a, "--engine")) engine_url = v, i++;
+        else if (!strcmp(a, "--model")) remote_model = v, i++;
+        else if (!strcmp(a, "--api-key-file")) key_file = v, i++;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
@@ -180,10 +110,20 @@ int cmd_ask(int argc, char **argv) {
         else { cli_error("ask: more than one TEXT"); return 1; }
         if (i >= argc) { cli_error("%s needs a value", a); return 1; }
     }
-    if (!model_path || !text_arg) {
-        cli_error("ask needs -m MODEL and TEXT");
+    if (!text_arg) {
+        cli_error("ask needs TEXT (chatfs ask --help)");
         return 1;
     }
+    if (engine_url && model_path) {
+        cli_error("ask: --engine URL replaces -m MODEL: give one of them");
+        return 1;
+    }
+    if (engine_url && (draft >= 0 || draft_vocab > 0)) {
+        cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
+        return 1;
+    }
+    char model_buf[1100];
+    if (!model_path && !engine_url && !(model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
     char db_path[1024];
     if (db_arg) snprintf(db_path, sizeof db_path, "%s", db_arg);
     else db_default_path(db_path, sizeof db_path);
@@ -191,14 +131,35 @@ int cmd_ask(int argc, char **argv) {
     int rc = 1;
     char *text = cli_text_arg(text_arg), *system = system_arg ? cli_text_arg(system_arg) : NULL;
     msg_list l = {0};
-    sqlite3 *db = NULL;
+    store_db *db = NULL;
+    ckpt_store *checkpoints = NULL;
     chat_engine *e = NULL;
+    fs_backend *be = NULL;
     text_buf reply = {0};
+    int lock_fd = -1;
     if (!text || (system_arg && !system)) goto out;
-    db = open_db(db_path);
-    if (!db) goto out;
-    if (conv && load_turns(db, conv, &l) != 0) {
-        cli_error("cannot read conversation %s: %s", conv, sqlite3_errmsg(db));
+    /* One process writes a database (store/db.h). When a mount holds this one, ask
+     * still runs: its checkpoints stay in RAM and it adds only its own turns (table
+     * ask_turns, which the mount never touches) through SQLite's locking. */
+    char owner[1200];
+    int lk = db_claim(db_path, "chatfs ask", 0, &lock_fd, owner, sizeof owner);
+    if (lk < 0) {
+        cli_error("%s", owner);
+        goto out;
+    }
+    int shared = lk > 0;
+    if (shared)
+        cli_error("%s is in use by %s: this run keeps its checkpoints in RAM and adds only its turns to the database",
+                  db_path, owner);
+    char err[512], note[1200];
+    db = db_open_or_renew(db_path, !shared, note, sizeof note, err, sizeof err);
+    if (note[0]) cli_error("%s", note);
+    if (!db || ask_history_open(db, err, sizeof err) != 0) {
+        cli_error("%s: %s", db_path, err);
+        goto out;
+    }
+    if (conv && ask_history_load(db, conv, add_msg, &l, err, sizeof err) != 0) {
+        cli_error("cannot read conversation %s: %s", conv, err);
         goto out;
     }
     int stored = l.n; /* turns already in the database */
@@ -218,15 +179,6 @@ int cmd_ask(int argc, char **argv) {
     }
     if (push_msg(&l, "user", text) != 0) goto out;
 
-    char err[512];
-    engine_config cfg = {.model_path = model_path, .db_path = db_path, .threads = (int)threads,
-                         .ram_budget = ram_budget, .disk_budget = disk_budget,
-                         .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft, .draft_vocab = (int)draft_vocab};
-    e = engine_open(&cfg, err, sizeof err);
-    if (!e) {
-        cli_error("%s", err);
-        goto out;
-    }
     gen_settings s;
     gen_settings_defaults(&s);
     s.max_tokens = (int)max_tokens;
@@ -234,10 +186,38 @@ int cmd_ask(int argc, char **argv) {
     s.session = conv;
     if (interval) s.checkpoint_interval = (int)interval;
     gen_report r;
+    if (engine_url) {
+        remote_config rc = {engine_url, remote_model, key_file, 1};
+        if (!(be = backend_remote_open(&rc, err, sizeof err)) ||
+            backend_run(be, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
+            if (reply.n) putchar('\n'); /* the partial reply stays on stdout */
+            cli_error("%s", err);
+            goto out;
+        }
+        be->close(be);
+        be = NULL;
+        r.source = "server";
+        goto replied;
+    }
+    cs_config budgets = {ram_budget, disk_budget, 0};
+    if (!(checkpoints = cs_new(shared ? NULL : db, &budgets, err, sizeof err))) {
+        cli_error("%s", err);
+        goto out;
+    }
+    if (err[0]) cli_error("%s", err);
+    engine_config cfg = {.model_path = model_path, .checkpoints = checkpoints, .threads = (int)threads,
+                         .n_ctx = (int)ctx, .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft,
+                         .draft_vocab = (int)draft_vocab};
+    e = engine_open(&cfg, err, sizeof err);
+    if (!e) {
+        cli_error("%s", err);
+        goto out;
+    }
     if (engine_run(e, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
         cli_error("%s", err);
         goto out;
     }
+replied:
     putchar('\n');
     fflush(stdout);
     if (stats) {
@@ -251,7 +231,7 @@ int cmd_ask(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "ttft_ms", r.ttft_ms);
         cJSON_AddNumberToObject(o, "decode_tokens_per_s", r.decode_tokens_per_s);
         cJSON_AddNumberToObject(o, "generated_tokens", r.generated_tokens);
-        cJSON_AddNumberToObject(o, "draft", engine_draft(e));
+        cJSON_AddNumberToObject(o, "draft", e ? engine_draft(e) : 0);
         cJSON_AddNumberToObject(o, "drafted_tokens", r.drafted_tokens);
         cJSON_AddNumberToObject(o, "accepted_tokens", r.accepted_tokens);
         cJSON_AddNumberToObject(o, "decode_passes", r.decode_passes);
@@ -263,14 +243,25 @@ int cmd_ask(int argc, char **argv) {
     engine_close(e); /* the post-generation checkpoint and the database write happen here */
     e = NULL;
     if (push_msg(&l, "assistant", reply.buf ? reply.buf : "") != 0) goto out;
-    if (conv && store_turns(db, conv, &l, stored) != 0) {
-        cli_error("cannot store the turn: %s", sqlite3_errmsg(db));
-        goto out;
+    if (conv) {
+        const char **roles = malloc(sizeof *roles * (size_t)l.n), **contents = malloc(sizeof *contents * (size_t)l.n);
+        int ok = roles && contents;
+        for (int i = 0; ok && i < l.n; i++) roles[i] = l.m[i].role, contents[i] = l.m[i].content;
+        ok = ok && ask_history_store(db, conv, roles, contents, stored, l.n, err, sizeof err) == 0;
+        free(roles);
+        free(contents);
+        if (!ok) {
+            cli_error("cannot store the turn: %s", err);
+            goto out;
+        }
     }
     rc = 0;
 out:
+    if (be) be->close(be);
     engine_close(e);
+    cs_close(checkpoints);
     db_close(db);
+    db_unclaim(lock_fd);
     free_msgs(&l);
     free(reply.buf);
     free(text);

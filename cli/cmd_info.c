@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/chat.h"
 #include "engine/model/state.h"
 
 int cmd_info(int argc, char **argv) {
@@ -47,6 +48,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "embedding", m->n_embd);
         cJSON_AddNumberToObject(o, "vocab", m->n_vocab);
         cJSON_AddNumberToObject(o, "context", m->n_ctx_train);
+        cJSON_AddNumberToObject(o, "default_context", engine_default_context(m));
         for (int i = 0; i < nt; i++) cJSON_AddNumberToObject(tt, ggml_type_name(types[i]), (double)counts[i]);
         cJSON_AddItemToObject(o, "tensor_types", tt);
         cJSON_AddStringToObject(o, "tokenizer", tokenizer_model(m->tok));
@@ -73,6 +75,8 @@ int cmd_info(int argc, char **argv) {
         for (int i = 0; i < nt; i++) printf(" %s x%llu", ggml_type_name(types[i]), (unsigned long long)counts[i]);
         printf("\ntokenizer:     %s (pre-tokenizer %s), %d tokens\n", tokenizer_model(m->tok), tokenizer_pre(m->tok),
                m->n_vocab);
+        printf("context:       %d trained; a conversation gets %d by default here (-c to change)\n", m->n_ctx_train,
+               engine_default_context(m));
         printf("template:      %s%s\n", tmpl,
                force ? " (forced)" : m->tmpl.known ? "" : " (fallback: template not recognised)");
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);

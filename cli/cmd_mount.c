@@ -1,39 +1,28 @@
-/* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N]
- *                [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f]
- *                [-o OPTS]` */
+/* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS]
+ *                [--batch N] [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N]
+ *                [--draft-vocab V] [-f] [-v] [-o OPTS]`
+ *              or `chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] ...` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "engine/runtime/speculative.h"
 #include "fs/mount.h"
-
-/* models/chatfs-default.gguf next to the executable or in the current directory */
-static const char *default_model(char *buf, size_t n) {
-    char exe[1024];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(buf, n, "%s/models/chatfs-default.gguf", exe);
-        if (access(buf, R_OK) == 0) return buf;
-    }
-    snprintf(buf, n, "models/chatfs-default.gguf");
-    return access(buf, R_OK) == 0 ? buf : NULL;
-}
+#include "store/ckpt_store.h"
 
 int cmd_mount(int argc, char **argv) {
-    mount_opts o = {0};
-    long threads = 0, batch = 0, chunk = 0, draft = -1, draft_vocab = 0;
+    mount_opts o = {.ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
+    long threads = 0, batch = 0, chunk = 0, ctx = 0, draft = -1, draft_vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
         else if (!strcmp(a, "--db")) o.db = v, i++;
         else if (!strcmp(a, "-o")) o.fuse_opts = v, i++;
         else if (!strcmp(a, "--fake-engine")) o.fake = v, i++; /* tests: backend.h */
+        else if (!strcmp(a, "--engine")) o.engine_url = v, i++;
+        else if (!strcmp(a, "--model")) o.remote_model = v, i++;
+        else if (!strcmp(a, "--api-key-file")) o.api_key_file = v, i++;
         else if (!strcmp(a, "-t")) {
             if (!cli_int(a, v, 0, 256, &threads)) return 1;
             i++;
@@ -55,7 +44,11 @@ int cmd_mount(int argc, char **argv) {
         } else if (!strcmp(a, "--disk-budget")) {
             if (!cli_size(a, v, &o.disk_budget)) return 1;
             i++;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1;
+            i++;
         } else if (!strcmp(a, "-f")) o.foreground = 1;
+        else if (!strcmp(a, "-v")) o.verbose = 1;
         else if (!strcmp(a, "-d")) o.debug = 1;
         else if (a[0] == '-' || o.mountpoint) {
             cli_error("mount: unknown option '%s'", a);
@@ -70,12 +63,22 @@ int cmd_mount(int argc, char **argv) {
         cli_error("mount needs a MOUNTPOINT");
         return 1;
     }
-    char buf[1100];
-    if (!o.model && !o.fake && !(o.model = default_model(buf, sizeof buf))) {
-        cli_error("mount: no model: pass -m MODEL.gguf (for a quick try: -m tests/fixtures/qwen35-tiny-f32.gguf)");
+    if ((o.remote_model || o.api_key_file) && !o.engine_url) {
+        cli_error("mount: --model and --api-key-file go with --engine URL (a local model is -m MODEL.gguf)");
         return 1;
     }
+    if (o.engine_url && (o.model || o.fake)) {
+        cli_error("mount: --engine URL replaces the local model: give it without -m");
+        return 1;
+    }
+    if (o.engine_url && (draft >= 0 || draft_vocab > 0)) {
+        cli_error("mount: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
+        return 1;
+    }
+    char buf[1100];
+    if (!o.model && !o.fake && !o.engine_url && !(o.model = cli_default_model(buf, sizeof buf))) return 1;
     o.threads = (int)threads;
+    o.n_ctx = (int)ctx;
     o.max_batch = (int)batch;
     o.prefill_chunk = (int)chunk;
     o.draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/chat.h"
 #include "engine/base/threadpool.h"
 #include "engine/model/mtp.h"
 #include "engine/model/state.h"
@@ -46,7 +47,7 @@ static void print_ids(const char *label, const int *ids, int n) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
-    long n_gen = 16, threads = 0, seed = 0, draft = -1, draft_vocab = 0;
+    long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
@@ -55,6 +56,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-p")) prompt_arg = v, i++;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 0, 1 << 20, &n_gen)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, &temp)) return 1; i++; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
@@ -67,10 +69,12 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) stats = 1;
         else { cli_error("run: unknown option '%s'", a); return 1; }
     }
-    if (!model_path || !prompt_arg) {
-        cli_error("run needs -m MODEL.gguf and -p TEXT");
+    if (!prompt_arg) {
+        cli_error("run needs -p TEXT (chatfs run --help)");
         return 1;
     }
+    char model_buf[1100];
+    if (!model_path && !(model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
     pool_set_threads((int)threads);
     char *text = cli_text_arg(prompt_arg);
     if (!text) return 1;
@@ -95,7 +99,7 @@ int cmd_run(int argc, char **argv) {
     int *prompt = NULL;
     int n_prompt = text ? tokenizer_encode(m->tok, text, strlen(text), 1, 1, &prompt) : -1;
     int rc = 1;
-    seq_state *s = state_new(m, 0);
+    seq_state *s = state_new(m, ctx > 0 && ctx < m->n_ctx_train ? (int)ctx : engine_default_context(m));
     float *logits = malloc((size_t)m->n_vocab * sizeof *logits);
     int *gen = malloc(((size_t)n_gen + 1) * sizeof *gen);
     arena a = {0};

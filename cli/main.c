@@ -4,30 +4,90 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "engine/runtime/speculative.h"
 
+#ifndef CHATFS_VERSION
+#define CHATFS_VERSION "0.1"
+#endif
+
+/* what `chatfs COMMAND --help` prints */
+static const char usage_mount[] =
+    "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS] [--batch N] [--chunk N]\n"
+    "                    [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-v]\n"
+    "                    [-o FUSE_OPTIONS]\n"
+    "       chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] [--db PATH] [--batch N] ...\n"
+    "  Conversations with the model as files under MOUNTPOINT (see fs/README.md); daemonises\n"
+    "  unless -f. fusermount3 -u MOUNTPOINT unmounts.\n"
+    "  -m MODEL.gguf     the model (default: models/chatfs-default.gguf, the bundled one)\n"
+    "  --db PATH         conversations and checkpoints (default: $XDG_DATA_HOME/chatfs/chatfs.db)\n"
+    "  -c, --ctx-size N  most tokens a conversation holds (default: the model's, capped by the\n"
+    "                    memory available; chatfs info MODEL says it)\n"
+    "  -t THREADS        compute threads (default: every core)\n"
+    "  --batch N         most replies generated together (default 8)\n"
+    "  --chunk N         most prompt tokens per scheduler step (default 512)\n"
+    "  --ram-budget B, --disk-budget B\n"
+    "                    checkpoint bytes in RAM / in the database, K M G T suffixes, 0: none\n"
+    "                    (default 1G / 8G)\n"
+    "  --draft N         speculative decoding: the model's MTP head drafts up to N tokens a step\n"
+    "                    (default 1 for a model with the head; 0 turns it off)\n"
+    "  --draft-vocab V   the head drafts among the first V token ids only (cheaper drafts)\n"
+    "  -f                stay in the foreground and log one line per reply on stderr\n"
+    "  -v                with -f: log every change too (messages, edits, imports, errors)\n"
+    "  -o OPTS           FUSE options (e.g. allow_other, ro)\n"
+    "  --engine URL      generate on an OpenAI-compatible server instead of a local model\n"
+    "                    (URL/chat/completions; e.g. http://127.0.0.1:8080/v1); --batch is then\n"
+    "                    the most requests in flight (see docs/remote.md)\n"
+    "  --model NAME      the server's model (default: the first URL/models lists)\n"
+    "  --api-key-file F  a file holding the server's API key (sent as a Bearer token only)\n";
+static const char usage_info[] =
+    "usage: chatfs info MODEL.gguf [--json] [--template NAME]\n"
+    "  Architecture, parameters, tensor types, layer pattern, tokenizer, chat template, state\n"
+    "  sizes and the context a conversation gets by default.\n";
+static const char usage_run[] =
+    "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
+    "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
+    "                  [--draft-vocab V] [--stats] [-t THREADS]\n"
+    "  Prefills TEXT and generates N tokens (default 16); greedy unless --temp. -m defaults to\n"
+    "  the bundled model. --chat wraps TEXT as a user message in the chat template; --stop ends\n"
+    "  at an end-of-generation token; --ids prints token ids; --dump-logits writes the last\n"
+    "  prompt position's logits as float32. --draft N decodes speculatively with the model's MTP\n"
+    "  head (default 1 for a model with the head; 0: off), --draft-vocab V drafting among the\n"
+    "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n";
+static const char usage_ask[] =
+    "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
+    "                  [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [--interval N]\n"
+    "                  [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-t THREADS]\n"
+    "                  TEXT|@FILE\n"
+    "  One user turn of a stored conversation (greedy), reusing checkpoints; prints the reply.\n"
+    "  -m defaults to the bundled model. Beside a mount on the same database it keeps its\n"
+    "  checkpoints in RAM. --stats prints one JSON line on stderr. --draft N, --draft-vocab V:\n"
+    "  speculative decoding with the model's MTP head, as for mount.\n"
+    "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
+static const char usage_bench[] =
+    "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
+    "                    [--draft N] [--draft-vocab V]\n"
+    "  Prompt and decode speed, memory bandwidth and RSS as one JSON line; with --draft N for a\n"
+    "  model with an MTP head, one more for speculative decoding (the costs of a verify of\n"
+    "  k + 1 tokens and of a draft row, k = 0..N, and a real speculative decode).\n";
+static const char usage_synth[] =
+    "usage: chatfs synth --shape SHAPE --type TYPE --out FILE [--seed S] [-t N] [-q] [--mtp]\n"
+    "  A random-weight GGUF of a real model's shape (e.g. --shape qwen3.5-0.8b --type q4_k_m).\n"
+    "  --mtp adds Qwen3.5's multi-token-prediction block (for speculative decoding).\n";
+
 static const char usage[] =
-    "usage: chatfs COMMAND [options]\n"
+    "usage: chatfs COMMAND [options]       (chatfs COMMAND --help for its options)\n"
     "\n"
-    "  mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-t THREADS] [--batch N] [--chunk N]\n"
-    "        [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-o FUSE_OPTIONS]\n"
-    "      conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
-    "  info MODEL.gguf [--json] [--template NAME]\n"
-    "      architecture, parameters, tensor types, layers, tokenizer, template\n"
-    "  run -m MODEL.gguf -p TEXT [-n N] [--temp T] [--seed S] [--chat] [--template NAME] [--stop] [--ids]\n"
-    "      [--dump-logits FILE] [--draft N] [--draft-vocab V] [--stats] [-t THREADS]\n"
-    "      generate a continuation (greedy by default)\n"
-    "  ask -m MODEL.gguf [--db DB] [--system TEXT|@FILE] [--conversation NAME] [-n MAX_TOKENS]\n"
-    "      [--stats] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B] [--draft N]\n"
-    "      [--draft-vocab V] TEXT|@FILE\n"
-    "      one user turn of a stored conversation, with checkpoints\n"
-    "  bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R] [--draft N] [--draft-vocab V]\n"
-    "      prompt/decode speed, memory bandwidth, RSS as one JSON line (and one for speculative decoding)\n"
-    "  synth --shape SHAPE --type TYPE --out FILE [--seed S] [--mtp]\n"
-    "      a random-weight GGUF of a real model's shape (e.g. qwen3.5-0.8b, q4_k)\n"
+    "  mount MOUNTPOINT   conversations as files (fusermount3 -u MOUNTPOINT unmounts)\n"
+    "  ask TEXT           one turn of a stored conversation, for scripts\n"
+    "  run -p TEXT        generate a continuation (greedy by default)\n"
+    "  info MODEL.gguf    what a model file is\n"
+    "  bench -m MODEL     prompt/decode speed as one JSON line\n"
+    "  synth              a random-weight GGUF of a real model's shape\n"
     "\n"
+    "  --version          the version\n"
     "  --template NAME forces a chat template family instead of the one recognised in the\n"
     "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
     "  --draft N decodes speculatively, the model's MTP head drafting up to N tokens a step\n"
@@ -114,21 +174,23 @@ int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
 }
 
 int cli_size(const char *opt, const char *v, size_t *out) {
-    char *end;
+    /* digits, then at most one of K, M, G, T (powers of 1024); nothing else: strtoull
+     * alone would take "-1" as 18446744073709551615 and " 5" as 5 */
+    size_t digits = v ? strspn(v, "0123456789") : 0;
+    int shift = 0;
+    const char *suffix = v ? v + digits : "";
+    if (*suffix) {
+        const char *units = "KkMmGgTt", *u = strchr(units, *suffix);
+        shift = u && suffix[1] == 0 ? 10 * (int)(1 + (u - units) / 2) : -1;
+    }
     errno = 0;
-    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
-    if (!v || errno || end == v) {
-        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
+    unsigned long long x = digits ? strtoull(v, NULL, 10) : 0;
+    if (!digits || shift < 0 || errno || (shift && x > (~0ull >> shift))) {
+        cli_error("%s needs a byte count: digits with an optional K, M, G or T (0: none), not '%s'", opt,
+                  v ? v : "");
         return 0;
     }
-    if (*end == 'K' || *end == 'k') x <<= 10, end++;
-    else if (*end == 'M' || *end == 'm') x <<= 20, end++;
-    else if (*end == 'G' || *end == 'g') x <<= 30, end++;
-    if (*end) {
-        cli_error("%s needs a byte count (K, M, G suffixes allowed)", opt);
-        return 0;
-    }
-    *out = (size_t)x;
+    *out = (size_t)(x << shift);
     return 1;
 }
 
@@ -143,17 +205,46 @@ int cli_float(const char *opt, const char *val, double *out) {
     return 1;
 }
 
+const char *cli_default_model(char *buf, size_t n) {
+    char exe[1024];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(buf, n, "%s/models/chatfs-default.gguf", exe);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    snprintf(buf, n, "models/chatfs-default.gguf");
+    if (access(buf, R_OK) == 0) return buf;
+    cli_error("no model: pass -m MODEL.gguf (models/chatfs-default.gguf is not next to chatfs nor here)");
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("chatfs %s\n", CHATFS_VERSION);
+        return 0;
+    }
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"mount", cmd_mount}, {"info", cmd_info}, {"run", cmd_run}, {"ask", cmd_ask}, {"bench", cmd_bench}, {"synth", cmd_synth}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+        const char *usage;
+    } cmds[] = {{"mount", cmd_mount, usage_mount}, {"info", cmd_info, usage_info},   {"run", cmd_run, usage_run},
+                {"ask", cmd_ask, usage_ask},       {"bench", cmd_bench, usage_bench}, {"synth", cmd_synth, usage_synth}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        for (int a = 2; a < argc; a++)
+            if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+                fputs(cmds[i].usage, stdout);
+                return 0;
+            }
+        return cmds[i].fn(argc - 1, argv + 1);
+    }
     cli_error("unknown command '%s' (chatfs --help lists the commands)", argv[1]);
     return 1;
 }

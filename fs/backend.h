@@ -1,11 +1,17 @@
 /* backend.h - the engine as the filesystem sees it: a table of functions mirroring
- * engine/chat.h, so that the filesystem runs either on the real engine
- * (backend_engine.c) or on a deterministic fake (backend_fake.c) that the FUSE
- * behaviour tests use: configurable tokens, delays and failures, no model needed.
+ * engine/chat.h, so that the filesystem runs on the real engine (backend_engine.c), on
+ * an OpenAI-compatible server over HTTP (backend_remote.c), or on a deterministic fake
+ * (backend_fake.c) that the FUSE behaviour tests use: configurable tokens, delays and
+ * failures, no model needed.
  *
- * Contract (the same as chat.h): submit queues and returns at once (id > 0, or 0 with
- * a reason in err); callbacks arrive on the backend's own worker thread, on_done
- * exactly once per accepted request; cancel may be called from any thread. */
+ * Contract (the same as chat.h): submit takes the conversation as messages, queues it
+ * and returns at once: id > 0, or 0 with a reason in err and errno EFBIG when the
+ * conversation does not fit the context (the filesystem answers EFBIG then; anything
+ * else is EIO). Callbacks arrive on the backend's own worker thread, on_done exactly
+ * once per accepted request; cancel may be called from any thread. count_tokens may be
+ * NULL, or return -2, for a backend that cannot count (one that renders the prompt
+ * elsewhere): the filesystem then skips its early length check at the write, and an
+ * over-long message is refused when it is sent. */
 #ifndef CHATFS_FS_BACKEND_H
 #define CHATFS_FS_BACKEND_H
 
@@ -17,7 +23,7 @@
 typedef struct fs_backend fs_backend;
 struct fs_backend {
     void *ctx;
-    const char *name; /* "engine" or "fake", for stats.json */
+    const char *name; /* "engine", "remote" or "fake", for stats.json */
     uint64_t (*submit)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
                        const gen_callbacks *cb, char *err, size_t errlen);
     void (*cancel)(fs_backend *b, uint64_t id);
@@ -26,14 +32,40 @@ struct fs_backend {
     void (*forget_session)(fs_backend *b, const char *session);
     char *(*stats_json)(fs_backend *b); /* malloc'd JSON object */
     void (*close)(fs_backend *b);       /* cancels what runs (on_done comes), frees b */
+    /* Set by the backend's user before the first submit; NULL drops it. A reply's
+     * reasoning, kept apart from its text: a backend that receives it separately (the
+     * remote one: the stream's reasoning_content) calls this on its worker thread with
+     * the request's cb->ud, in order with on_text. For the filesystem's `thinking` file. */
+    void (*on_reasoning)(void *ud, const char *text, size_t len);
 };
 
 /* The real engine: loads the model and starts the worker. NULL with a reason in err. */
 fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errlen);
 
+/* An OpenAI-compatible server (llama-server, vLLM, SGLang, ollama, LM Studio, ...):
+ * requests go to URL/chat/completions, streamed. Opening asks URL/models, so that an
+ * unreachable server, a wrong URL or key, or a model the server does not list is
+ * refused here with the reason. The server renders the prompt and counts its tokens:
+ * count_tokens reports 0 and context INT_MAX (unknown), and a conversation too long for
+ * the server's context fails with the server's message. */
+typedef struct {
+    const char *url;          /* the API's base, e.g. http://127.0.0.1:8080/v1 */
+    const char *model;        /* NULL: the first model URL/models lists */
+    const char *api_key_file; /* NULL: no key; else its first line is sent as a Bearer token */
+    int max_batch;            /* most requests in flight; the rest wait, queued; 0: 8 */
+} remote_config;
+fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errlen);
+
+/* Submits and waits for the reply (text to on_text, may be NULL); the report to out.
+ * 0, or -1 with the reason in err (after the partial text went to on_text). */
+int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
+                void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
+                size_t errlen);
+
 /* The fake. spec is a comma-separated list of key=value (all optional):
  *   delay=MS     time per token (default 20)        tokens=N  tokens per reply (default 12)
  *   ctx=N        context size in tokens (4096)      prefill=MS  time before the first token (0)
+ *   count=0      it cannot count tokens (count_tokens is NULL), as a remote backend may
  * Tokens are whole words: the reply to a message M is "Reply to: M." cut to its first
  * 40 bytes, then "w1 w2 w3 ...". Prompt tokens are counted as ceil(bytes / 4) plus 4 per
  * message. A user message can override per request with words in it:

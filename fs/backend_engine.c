@@ -33,6 +33,6 @@ fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errl
         free(b);
         return NULL;
     }
-    *b = (fs_backend){b->ctx, "engine", eng_submit, eng_cancel, eng_count, eng_context, eng_forget, eng_stats, eng_close};
+    *b = (fs_backend){b->ctx, "engine", eng_submit, eng_cancel, eng_count, eng_context, eng_forget, eng_stats, eng_close, NULL};
     return b;
 }

@@ -157,6 +157,7 @@ static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const ge
     for (int i = 0; i < n; i++) {
         if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") && strcmp(msgs[i].role, "assistant")) {
             snprintf(err, errlen, "unknown role '%s'", msgs[i].role);
+            errno = EINVAL;
             return 0;
         }
         if (!strcmp(msgs[i].role, "user")) last = msgs[i].content;
@@ -164,12 +165,14 @@ static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const ge
     int pt = count(msgs, n);
     if (pt >= f->ctx) {
         snprintf(err, errlen, "the prompt has %d tokens, more than the context of %d", pt, f->ctx);
+        errno = EFBIG;
         return 0;
     }
     job *j = calloc(1, sizeof *j);
     if (!j || !(j->last_user = strdup(last))) {
         free(j);
         snprintf(err, errlen, "out of memory");
+        errno = ENOMEM;
         return 0;
     }
     j->cb = *cb;
@@ -264,15 +267,17 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
     f->delay_ms = 20;
     f->tokens = 12;
     f->ctx = 4096;
+    int counts = 1;
     char *copy = strdup(spec ? spec : ""), *save = NULL;
     for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         int v = eq ? atoi(eq + 1) : -1;
         if (eq) *eq = 0;
         int *dst = !strcmp(kv, "delay") ? &f->delay_ms : !strcmp(kv, "tokens") ? &f->tokens
-                 : !strcmp(kv, "ctx") ? &f->ctx : !strcmp(kv, "prefill") ? &f->prefill_ms : NULL;
+                 : !strcmp(kv, "ctx") ? &f->ctx : !strcmp(kv, "prefill") ? &f->prefill_ms
+                 : !strcmp(kv, "count") ? &counts : NULL;
         if (!dst || v < 0) {
-            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill)", kv);
+            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill, count)", kv);
             free(copy);
             free(f);
             return NULL;
@@ -280,8 +285,8 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
         *dst = v;
     }
     free(copy);
-    f->base = (fs_backend){f, "fake", fake_submit, fake_cancel, fake_count, fake_context, fake_forget, fake_stats,
-                           fake_close};
+    f->base = (fs_backend){f, "fake", fake_submit, fake_cancel, counts ? fake_count : NULL, fake_context, fake_forget,
+                           fake_stats, fake_close, NULL};
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     if (pthread_create(&f->thread, NULL, worker, f) != 0) {

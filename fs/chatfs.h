@@ -4,7 +4,7 @@
  * The FUSE layer (fuse_ops.c) translates each request into one call here and the
  * answer back; tests and fuzzers call these directly. Every function returns 0 (or a
  * byte count) on success and a negative errno on failure, and takes the caller's
- * thread id where the answer depends on who asks (see "fresh conversations" in
+ * thread id where the answer depends on who asks (see "Copies into the mount" in
  * fs/README.md). One mutex guards all state; nothing here blocks while holding it
  * except the database, and the engine is only called with it released.
  *
@@ -15,10 +15,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "fs/backend.h"
-#include "fs/store.h"
+#include "store/conversations.h"
 
 typedef struct chatfs chatfs;
 typedef struct fs_handle fs_handle;
@@ -48,7 +49,14 @@ typedef struct {
 } fs_setattr_in;
 
 /* st may be NULL (nothing persists: tests). Takes ownership of neither. */
-chatfs *chatfs_new(fs_backend *b, fs_store *st, char *err, size_t errlen);
+chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen);
+/* What answers: "FILE (ARCH), context N tokens per conversation" (from the backend's
+ * stats, its "model" object; the backend's name when it has none). */
+const char *chatfs_model(const chatfs *fs);
+/* Logs to f (NULL: nothing): level 1, one line per reply (conversation, prompt, reused
+ * and computed tokens, time to the first token, speed); 2, also every change (messages,
+ * edits, imports, errors). */
+void chatfs_set_log(chatfs *fs, FILE *f, int level);
 /* fn(ud) is called, without locks held, whenever a parked read or poll may be ready. */
 void chatfs_set_notify(chatfs *fs, void (*fn)(void *ud), void *ud);
 /* Stops every generation (their replies are kept, marked stopped) and waits for them. */
@@ -66,7 +74,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
 int fs_symlink(chatfs *fs, uint32_t tid, const char *target, uint64_t parent, const char *name, fs_attr *out);
 int fs_readlink(chatfs *fs, uint64_t ino, char **target); /* malloc'd */
 /* a snapshot of a directory, "." and ".." included */
-int fs_readdir(chatfs *fs, uint64_t ino, fs_dirent **ents, int *n);
+int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n);
 void fs_dirents_free(fs_dirent *ents, int n);
 
 /* flags as open(2) gives them (O_TRUNC included). *direct tells whether the page

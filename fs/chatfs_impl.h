@@ -3,7 +3,10 @@
  * functions one part calls in another. Nothing outside fs/ includes this; callers use
  * chatfs.h.
  *
- *   chatfs.c      what names and inodes point at, lifetime, the public operations
+ *   chatfs.c      lifetime, the operations on names (lookup, mkdir, rename, readdir ...)
+ *   files.c       the operations on open files (open, read, write, flush, setattr ...)
+ *   names.c       what names and inodes point at, attributes
+ *   scratch.c     editors' scratch files
  *   conv.c        a conversation in memory: turns, reply streams, the error file; helpers
  *   generation.c  a reply being generated: the engine's callbacks, starting, stopping
  *   views.c       what each file reads as
@@ -19,12 +22,14 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "fs/chatfs.h"
 #include "fs/settings.h"
 
 #define MAX_BUFFER (64u << 20)    /* most bytes one write handle or scratch file holds */
+#define SCRATCH_CAP (64u << 20)   /* most bytes all scratch files together hold */
 
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
@@ -51,6 +56,7 @@ enum state { ST_IDLE, ST_BUSY, ST_DONE, ST_FAILED };
 
 struct gen;
 typedef struct conv {
+    struct chatfs *fs;
     int64_t id;
     char *name;
     int refs, deleted;
@@ -66,8 +72,15 @@ typedef struct conv {
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
     stream *reply;    /* the current or last reply */
-    uint32_t fresh_tid;
-    int64_t fresh_until;
+    uint32_t fresh_tid;   /* cp or mv made it: that thread sees its files as it creates them */
+    int fresh_turns;      /* ... and it has made turns/ */
+    uint32_t maker_tid;   /* the thread that made it, which does not see turns/ until it makes it,
+                             reads something here or sends (copyin.c) */
+    int64_t young_until;  /* the copy window (copyin.c), CLOCK_MONOTONIC; 0: over */
+    struct {
+        uint64_t hash;    /* what a file read as when last looked at (names.c: content_mtime) */
+        int64_t mtime;
+    } seen[K_SCRATCH];
 } conv;
 
 typedef struct gen {
@@ -92,13 +105,14 @@ typedef struct scratch {
     uint32_t mode;
     int64_t mtime;
     int refs, linked;
+    int pending;  /* a turn that came before its turn (copyin.c) */
 } scratch;
 
 struct chatfs {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* n_running changes */
     fs_backend *be;
-    fs_store *st;
+    convs_store *st;
     conv **convs;
     int n_convs, cap_convs;
     scratch *scratch;
@@ -109,6 +123,15 @@ struct chatfs {
     void *notify_ud;
     int n_running;
     int wake_pending; /* a reply ended inside an operation: wake readers after unlocking */
+    void *undo;       /* unlinks a copy tool may take back (copyin.c) */
+    /* the saver thread (generation.c): replies' turns due for the database */
+    struct save_req *saves;
+    pthread_cond_t save_cv;
+    pthread_t saver;
+    int saver_running, saver_stop, saving;
+    char model[640];  /* "FILE (ARCH), context N tokens per conversation": README, the mount's line */
+    FILE *log;        /* chatfs_set_log: where -f writes a line per reply (level 1) and per change (2) */
+    int log_level;
     /* counters for stats.json */
     uint64_t n_sent, n_replies, n_failed, n_stopped, n_imports, n_regenerated;
 };
@@ -130,10 +153,131 @@ typedef struct {
 
 /* messages.json parsed: the system prompt and the turns (cfs_parse_import) */
 typedef struct {
-    char *system;
+    char *system;   /* "" when the import has no system message */
+    int has_system;
     turn *turns;
     int n;
 } import;
+
+/* ---- inode numbers (names.c) ---- */
+
+#define CONV_SHIFT 24
+#define SUB_TURNS 16
+#define SUB_TURN0 32
+#define SCRATCH_BIT (1ull << 62)
+
+/* an open file (files.c) */
+struct fs_handle {
+    uint64_t ino;
+    int kind;
+    conv *c;      /* a reference, or NULL */
+    int turn;     /* K_TURN: 0-based index */
+    int flags;
+    int wr, discard, how; /* how: COMMIT_EDIT, COMMIT_NEW_TURN or COMMIT_COPY (commit.c) */
+    char *buf;    /* what a writer wrote, committed at flush */
+    size_t len, cap;
+    int dirty, truncated, written, committed;
+    size_t checked; /* buf[0..checked) is known to be whole UTF-8 characters (fs_write) */
+    stream *s;    /* K_REPLY: the reply this handle reads */
+    off_t pos;    /* where the last read ended */
+    scratch *sc;
+};
+
+/* ---- names.c: what names and inodes point at ---- */
+
+typedef struct {
+    const char *name;
+    int kind, sub;
+    uint32_t mode;
+} cfs_file_entry;
+typedef struct {
+    const char *name;
+    int kind;
+    uint64_t ino;
+    uint32_t mode;
+} cfs_root_entry;
+#define CFS_N_ROOT_FILES 3
+#define CFS_N_CONV_FILES 10
+extern const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES]; /* a conversation's files, in inode order */
+extern const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES];
+
+conv *cfs_find_conv_id(chatfs *fs, int64_t id);
+conv *cfs_find_conv_name(chatfs *fs, const char *name);
+conv *cfs_conv_add(chatfs *fs, int64_t id, const char *name);
+void cfs_conv_remove(chatfs *fs, conv *c);
+/* a copy tool (cp -r, mv across filesystems) that made a conversation sees its files
+ * only as it creates them: see fs/copyin.c */
+int cfs_copier(uint32_t tid);
+int cfs_fresh_for(const conv *c, uint32_t tid);
+uint64_t cfs_conv_ino(const conv *c, int sub);
+const char *cfs_kind_name(int kind); /* "reply", "settings.json" ... */
+int cfs_resolve(chatfs *fs, uint64_t ino, node *nd);
+int cfs_is_dir_kind(int k);
+uint64_t cfs_node_ino(const node *nd);
+int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a);
+/* "001-user.md" -> 0-based index and role; -1 for other names */
+int cfs_parse_turn_name(const char *name, int *user);
+void cfs_turn_name(const conv *c, int i, char *buf, size_t n);
+/* Looks name up in directory node dir; tid decides what a copy tool sees (copyin.c). */
+int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node *out);
+int cfs_valid_conv_name(const char *name);
+
+/* ---- scratch.c: editors' scratch files ---- */
+
+scratch *cfs_find_scratch_ino(chatfs *fs, uint64_t ino);
+scratch *cfs_find_scratch(chatfs *fs, uint64_t parent, const char *name);
+scratch *cfs_scratch_new(chatfs *fs, uint64_t parent, const char *name, uint32_t mode);
+void cfs_scratch_unref(scratch *s);
+void cfs_scratch_unlink(chatfs *fs, scratch *s);
+int cfs_scratch_set(chatfs *fs, scratch *s, const char *data, size_t len);
+/* 1 when name follows an editor's or a tool's scratch pattern (.f.swp, f~, #f#, 4913,
+ * .f.XXXXXX, sedXXXXXX, f.tmp ...) */
+int cfs_scratch_name_ok(const char *name);
+/* -EPERM, with the reason in c's error file (c may be NULL) */
+int cfs_scratch_refuse(conv *c, const char *name);
+/* 0 when s may hold new_len bytes within SCRATCH_CAP (all scratch files), else -ENOSPC */
+int cfs_scratch_room(chatfs *fs, const scratch *s, size_t new_len);
+int cfs_has_scratch(chatfs *fs, uint64_t dir);
+int cfs_can_hold_scratch(const node *dir);
+
+/* ---- copyin.c: copies brought in by cp -a, tar -xf, rsync -a, shutil.copytree ---- */
+
+int cfs_young(const conv *c);  /* mkdir'ed moments ago, nothing sent yet: a copy may be arriving */
+void cfs_young_begin(conv *c); /* mkdir */
+void cfs_young_touch(conv *c); /* a file of the copy came: the window goes on */
+void cfs_young_end(chatfs *fs, conv *c); /* a message is on its way: the conversation is in use */
+/* the thread that made c looked at it (a read, a listing): it sees turns/ from now on */
+void cfs_maker_looked(conv *c, uint32_t tid);
+/* unlink of a conversation's own file: hidden from that thread until it creates it again */
+void cfs_hide(chatfs *fs, uint32_t tid, const conv *c, int sub);
+int cfs_hidden(chatfs *fs, uint32_t tid, const conv *c, int sub);
+int cfs_unhide(chatfs *fs, uint32_t tid, const conv *c, int sub); /* 1 when it was hidden */
+/* unlink of turns[from..]: kept for a moment so that the same thread creating turn
+ * `from` again gets them back (1) */
+void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from);
+int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user);
+/* appends the waiting turns whose turn has come */
+void cfs_adopt_pending(chatfs *fs, conv *c);
+void cfs_copyin_forget(chatfs *fs, int64_t conv_id); /* the conversation is gone */
+void cfs_copyin_free(chatfs *fs);
+
+/* ---- text.c: UTF-8 without NUL; BOM and CRLF normalised ---- */
+
+/* the longest prefix of s[0..n) made of whole UTF-8 characters; *bad when what follows
+ * is not UTF-8 (or a NUL) rather than a character cut short */
+size_t cfs_utf8_valid_prefix(const char *s, size_t n, int *bad);
+/* 0, or -EINVAL with the reason in c's error file (c may be NULL): what names the file */
+int cfs_check_text(conv *c, const char *what, const char *s, size_t n);
+int cfs_json_has_nul(const char *s, size_t n); /* a \u0000 escape */
+size_t cfs_skip_bom(const char *s, size_t n); /* 3 when s starts with a byte-order mark */
+/* without a leading byte-order mark and with CRLF as LF; malloc'd, NUL-terminated */
+char *cfs_normalise(const char *s, size_t n, size_t *out_len);
+/* every byte that is not part of a UTF-8 character (or is a NUL) as U+FFFD; malloc'd */
+char *cfs_utf8_repair(const char *s, size_t n, size_t *out_len);
+
+/* ---- chatfs.c ---- */
+
+void cfs_touch_dir(chatfs *fs, const node *dir); /* a name in it came or went */
 
 /* ---- conv.c: helpers, streams, conversations ---- */
 
@@ -144,7 +288,9 @@ int cfs_reserve(char **p, size_t *cap, size_t need);
 char *cfs_memdup0(const char *s, size_t n); /* n bytes and a NUL */
 /* Texts are stored without the one newline that editors and echo add; files show it. */
 size_t cfs_strip_newline(const char *s, size_t n);
-void cfs_set_error(conv *c, const char *fmt, ...); /* the error file */
+void cfs_set_error(conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3))); /* the error file */
+/* a line on the -f log when level <= the log's level: "chatfs: ..." */
+void cfs_log(chatfs *fs, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void cfs_clear_error(conv *c);
 
 stream *cfs_stream_new(void); /* one reference */
@@ -154,6 +300,9 @@ int cfs_stream_add(stream *s, const char *t, size_t n); /* 0 or -1 */
 stream *cfs_stream_of_turn(const turn *t);
 
 void cfs_conv_unref(conv *c);
+/* What turn i reads as (without its file's newline): a reply being generated lives in
+ * its stream until it ends, the rest in the turn. */
+const char *cfs_turn_text(const conv *c, int i, size_t *len);
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
 void cfs_turns_truncate(conv *c, int n);
 /* The reply file shows the last assistant turn again (after an edit or a load). */
@@ -174,6 +323,12 @@ chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n);
 int cfs_start_gen(chatfs *fs, conv *c, int drop_user);
 /* Stops c's generation (if any); releases fs->mu while the engine is told. */
 void cfs_stop_gen(chatfs *fs, conv *c);
+/* The saver thread that writes replies to the database (only with a store): started by
+ * chatfs_new; drain waits until what is due is written (chatfs_stop); stop writes the
+ * rest and ends it (chatfs_free). Called without fs->mu. */
+int cfs_saver_start(chatfs *fs);
+void cfs_saver_drain(chatfs *fs);
+void cfs_saver_stop(chatfs *fs);
 
 /* ---- views.c ---- */
 
@@ -186,14 +341,21 @@ char *cfs_stats_text(chatfs *fs, size_t *len);
 
 /* README, stats.json, reply, transcript.md, status, error: they only show state */
 int cfs_is_derived(int kind);
+/* how a write reached a file: through an existing file (an edit), a turn created by its
+ * writer (filled, nothing generated), or a copy tool's create over an existing file (a
+ * turn must stay as it is) */
+enum { COMMIT_EDIT = 0, COMMIT_NEW_TURN = 1, COMMIT_COPY = 2 };
 /* data written to (or renamed onto) a file node; fs->mu held */
-int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len);
+int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len);
 /* the checks fs_write makes at each write (final 0), so errors come back at write(2) */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len);
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
+/* An import only adds turns after the ones c has: -1 when it can, else (with the reason
+ * in c's error file) the index of the first turn it would change. */
+int cfs_import_conflict(conv *c, const import *im);
 void cfs_import_free(import *im);
 
 #endif

@@ -33,18 +33,27 @@ static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
     if (rc) return rc;
     c->mtime = cfs_now_ns();
     fs->n_sent++;
+    cfs_log(fs, 2, "%s: a message of %zu bytes", c->name, len);
     return cfs_start_gen(fs, c, 1);
+}
+
+/* a user message to answer once a last reply is dropped */
+static int can_regenerate(const conv *c) {
+    int n = c->n_turns;
+    if (n && !c->turns[n - 1].user) n--;
+    return n > 0 && c->turns[n - 1].user;
 }
 
 static int regenerate(chatfs *fs, conv *c) {
     if (cfs_busy(c)) return -EBUSY;
-    if (c->n_turns && !c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
-    if (!c->n_turns) {
+    if (!can_regenerate(c)) {
         cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
         return -EINVAL;
     }
+    if (!c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
     c->mtime = cfs_now_ns();
     fs->n_regenerated++;
+    cfs_log(fs, 2, "%s: regenerate", c->name);
     return cfs_start_gen(fs, c, 0);
 }
 
@@ -61,20 +70,32 @@ static int set_turn_text(turn *t, const char *text, size_t len) {
 
 static void save_one_turn(chatfs *fs, conv *c, int k) {
     char err[256];
-    if (fs->st && store_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
+    if (fs->st && convs_update_turn(fs->st, c->id, k + 1, c->turns[k].text, c->turns[k].len, 1, err, sizeof err))
         cfs_set_error(c, "%s", err);
 }
 
-/* A turn file written through a handle that opened the existing turn. */
-static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int created) {
+/* A turn file written: edited through the existing turn, filled as a new one, or
+ * written by a copy tool that created it over the existing one (how). */
+static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int how) {
     if (k >= c->n_turns) return -ENOENT;
     if (cfs_busy(c)) return -EBUSY;
     len = cfs_strip_newline(text, len);
     turn *t = &c->turns[k];
-    if (!created && t->len == len && !memcmp(t->text, text, len)) return 0; /* unchanged: nothing happens */
+    int same = t->len == len && !memcmp(t->text, text, len);
+    if (how != COMMIT_NEW_TURN && same) return 0; /* unchanged: nothing happens */
+    if (how == COMMIT_COPY) { /* a copy never rewrites the history (tar over a conversation) */
+        char name[64];
+        cfs_turn_name(c, k, name, sizeof name);
+        cfs_set_error(c, "turns/%s: a copy differs from this turn, which stays; copy into a new conversation instead",
+                      name);
+        return -EPERM;
+    }
     int rc = set_turn_text(t, text, len);
     if (rc) return rc;
-    if (created || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
+    char name[64];
+    cfs_turn_name(c, k, name, sizeof name);
+    cfs_log(fs, 2, "%s: turns/%s %s", c->name, name, how == COMMIT_NEW_TURN ? "added" : "edited");
+    if (how == COMMIT_NEW_TURN || !t->user) { /* a new turn being filled, or the model's words edited: no generation */
         save_one_turn(fs, c, k);
         cfs_reset_reply(c);
         return 0;
@@ -108,6 +129,12 @@ static void append_merged(char **dst, size_t *dlen, const char *s) {
  * 1: done; 0: not complete JSON yet; -1: invalid (reason in err). */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
+    size_t bom = cfs_skip_bom(text, len);
+    text += bom, len -= bom;
+    if (cfs_json_has_nul(text, len)) { /* cJSON would end the string there */
+        snprintf(err, errlen, "messages.json: a \\u0000 (NUL) in a string (text only)");
+        return -1;
+    }
     const char *end = NULL;
     cJSON *a = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!a) {
@@ -163,8 +190,16 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             free(body);
             break;
         }
+        size_t norm_len; /* CRLF in a message is a line end, as in the files */
+        char *norm = cfs_normalise(body, blen, &norm_len);
+        free(body);
+        if (!(body = norm)) break;
+        blen = norm_len;
         const char *r = role->valuestring;
-        if (!strcmp(r, "system") || !strcmp(r, "developer")) append_merged(&im->system, &sys_len, body);
+        if (!strcmp(r, "system") || !strcmp(r, "developer")) {
+            append_merged(&im->system, &sys_len, body);
+            im->has_system = 1;
+        }
         else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
             int user = r[0] == 'u';
             if (im->n && im->turns[im->n - 1].user == user) {
@@ -188,6 +223,23 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
     return rc;
 }
 
+int cfs_import_conflict(conv *c, const import *im) {
+    for (int i = 0; i < im->n && i < c->n_turns; i++) {
+        const turn *a = &c->turns[i], *b = &im->turns[i];
+        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len)) continue;
+        char name[64];
+        cfs_turn_name(c, i, name, sizeof name);
+        cfs_set_error(c, "messages.json: the import differs from turns/%s; an import only adds turns after the ones "
+                      "the conversation has (edit a turn's file to change it, remove turns/ to replace the history)",
+                      name);
+        return i;
+    }
+    return -1;
+}
+
+/* messages.json written: the turns it has beyond the conversation's are added, and its
+ * system prompt (if it has one) replaces the conversation's. It never drops or changes
+ * a turn: a copy of an older backup brings nothing new. */
 static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     if (cfs_busy(c)) return -EBUSY;
     import im;
@@ -197,18 +249,29 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
         cfs_set_error(c, "%s", err);
         return -EINVAL;
     }
-    cfs_turns_truncate(c, 0);
-    for (int i = 0; i < im.n; i++)
+    if (cfs_import_conflict(c, &im) >= 0) {
+        cfs_import_free(&im);
+        return -EPERM;
+    }
+    int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
+    for (int i = from; i < im.n; i++)
         if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
-    free(c->system);
-    c->system = im.system;
-    im.system = NULL;
+    if (with_system) {
+        free(c->system);
+        c->system = im.system;
+        im.system = NULL;
+        c->mtime_system = cfs_now_ns();
+    }
     cfs_import_free(&im);
-    c->mtime = c->mtime_system = cfs_now_ns();
+    if (c->n_turns == from && !with_system) return 0; /* nothing new */
+    c->mtime = cfs_now_ns();
     c->state = ST_IDLE;
-    cfs_save_turns(fs, c, 0, 1);
+    cfs_save_turns(fs, c, from, with_system);
     cfs_reset_reply(c);
+    cfs_adopt_pending(fs, c);
     fs->n_imports++;
+    cfs_log(fs, 2, "%s: messages.json imported: %d turns added%s", c->name, c->n_turns - from,
+            with_system ? ", a new system prompt" : "");
     return 0;
 }
 
@@ -220,8 +283,9 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     free(c->system);
     c->system = p;
     c->mtime_system = cfs_now_ns();
+    cfs_log(fs, 2, "%s: system prompt of %zu bytes", c->name, len);
     char err[256];
-    if (fs->st && store_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
+    if (fs->st && convs_set_system(fs->st, c->id, c->system, c->mtime_system, err, sizeof err)) cfs_set_error(c, "%s", err);
     return 0;
 }
 
@@ -229,10 +293,20 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     conv_settings st, builtin;
     char err[400];
+    size_t bom = cfs_skip_bom(text, len);
+    text += bom, len -= bom;
     settings_builtin(&builtin);
     int rc = blank(text, len) ? settings_parse("{}", 2, c ? &fs->defaults : &builtin, &st, err, sizeof err)
                               : settings_parse(text, len, c ? &fs->defaults : &builtin, &st, err, sizeof err);
     settings_free(&builtin);
+    /* Incomplete JSON may still be growing, but a write that ends a line and leaves it
+     * incomplete is what `echo '{"top_k": 5' > settings.json` does, and the shell only
+     * looks at the write: every tool that writes JSON (editors, json.dump, jq, cat)
+     * writes a settings file in one go */
+    if (rc == 0 && !final && len && text[len - 1] == '\n') {
+        snprintf(err, sizeof err, "settings.json: incomplete JSON (a '}' or ']' missing?)");
+        rc = -1;
+    }
     if (rc < 0 || (rc == 0 && final)) {
         if (c) cfs_set_error(c, "%s", err);
         return -EINVAL;
@@ -249,11 +323,12 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
     settings_free(dst);
     *dst = st;
     char *json = settings_render(dst);
+    cfs_log(fs, 2, "%s: settings.json %s", c ? c->name : "(root)", json ? json : "");
     if (c) c->mtime_settings = cfs_now_ns();
     else fs->mtime_settings = cfs_now_ns();
     if (fs->st && json) {
-        if (c && store_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
-        if (!c) store_set_global(fs->st, "settings", json, err, sizeof err);
+        if (c && convs_set_settings(fs->st, c->id, json, err, sizeof err)) cfs_set_error(c, "%s", err);
+        if (!c) convs_set_global(fs->st, "settings", json, err, sizeof err);
     }
     free(json);
     return 0;
@@ -264,16 +339,23 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     char *copy = cfs_memdup0(text, len), *save = NULL;
     if (!copy) return -ENOMEM;
     int rc = 0, stopped = 0, trailing_space = len && strchr(" \t\r\n", text[len - 1]);
+    /* a good command says the last failure is over - cleared before the verbs run, not
+     * after: a regenerate's reply may already have failed (and said why) by the time
+     * the write returns */
+    if (final) cfs_clear_error(c);
     for (char *w = strtok_r(copy, " \t\r\n", &save); w && !rc; w = strtok_r(NULL, " \t\r\n", &save)) {
         int last = !final && !trailing_space && w + strlen(w) == copy + len;
         if (last && (!strncmp("stop", w, strlen(w)) || !strncmp("regenerate", w, strlen(w)))) break;
         if (!strcmp(w, "stop")) {
-            if (final) cfs_stop_gen(fs, c);
+            if (final) cfs_log(fs, 2, "%s: stop", c->name), cfs_stop_gen(fs, c);
             stopped = 1;
         } else if (!strcmp(w, "regenerate")) {
             if (!final && cfs_busy(c) && !stopped) { /* "stop regenerate" is fine: it stops first */
                 cfs_set_error(c, "a reply is being generated: write 'stop' first");
                 rc = -EBUSY;
+            } else if (!final && !can_regenerate(c)) {
+                cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
+                rc = -EINVAL;
             } else if (final) rc = regenerate(fs, c);
         } else {
             cfs_set_error(c, "ctl: unknown command '%.40s' (stop, regenerate)", w);
@@ -284,9 +366,13 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     return rc;
 }
 
-/* The text fits in the context together with c's history? fs->mu held; released while
- * the engine counts. 0 or -EFBIG. */
+/* The text fits in the context together with c's history? Asked at each write of a
+ * message, so that EFBIG comes back where shells look (they ignore close). Only a
+ * conversation whose bytes come near the context is counted (rendered and tokenized by
+ * the backend); the rest pass by their length, and the message is rendered once, when it
+ * is sent. fs->mu held; released while the backend counts. 0 or -EFBIG. */
 int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
+    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
     size_t bytes = strlen(c->system) + len;
     for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
     int ctx = fs->be->context(fs->be);
@@ -312,7 +398,7 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
     }
-    return 0;
+    return 0; /* (-2: the backend cannot count; the message is refused when sent) */
 }
 
 int cfs_is_derived(int kind) {
@@ -320,10 +406,9 @@ int cfs_is_derived(int kind) {
            kind == K_ERROR;
 }
 
-/* data written to (or renamed onto) a file node; fs->mu held */
-int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t len) {
+/* what a finished write does to a file node, the text checked and normalised */
+static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
     conv *c = nd->c;
-    if (c && c->deleted) return -ENOENT;
     int rc = 0;
     switch (nd->kind) {
     case K_MESSAGE: rc = send_message(fs, c, data, len); break;
@@ -332,9 +417,34 @@ int cfs_commit(chatfs *fs, const node *nd, int created, const char *data, size_t
     case K_GSETTINGS: return cfs_set_settings(fs, NULL, data, len, 1);
     case K_MESSAGES: rc = do_import(fs, c, data, len); break;
     case K_CTL: rc = cfs_run_ctl(fs, c, data, len, 1); break;
-    case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, created); break;
+    case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, how); break;
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
-    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_CTL && nd->kind != K_TURN) cfs_clear_error(c);
+    /* a good write says the last failure is over (a message or a turn edit clears it when its
+     * reply starts, ctl before its verbs run) */
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN && nd->kind != K_CTL) cfs_clear_error(c);
+    return rc;
+}
+
+/* data written to (or renamed onto) a file node; fs->mu held */
+int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
+    conv *c = nd->c;
+    if (c && c->deleted) return -ENOENT;
+    if (cfs_is_derived(nd->kind) || nd->kind == K_SCRATCH || cfs_is_dir_kind(nd->kind))
+        return apply(fs, nd, how, data, len);
+    char what[64];
+    if (nd->kind == K_TURN && nd->turn < c->n_turns) {
+        snprintf(what, sizeof what, "turns/");
+        cfs_turn_name(c, nd->turn, what + 6, sizeof what - 6);
+    } else snprintf(what, sizeof what, "%s", cfs_kind_name(nd->kind));
+    int rc = cfs_check_text(c, what, data, len); /* UTF-8 without NUL */
+    if (rc || (nd->kind != K_MESSAGE && nd->kind != K_SYSTEM && nd->kind != K_TURN))
+        return rc ? rc : apply(fs, nd, how, data, len);
+    /* what editors add (a byte-order mark, CRLF) is not part of the text */
+    size_t n;
+    char *norm = cfs_normalise(data, len, &n);
+    if (!norm) return -ENOMEM;
+    rc = apply(fs, nd, how, norm, n);
+    free(norm);
     return rc;
 }

@@ -61,6 +61,18 @@ void cfs_set_error(conv *c, const char *fmt, ...) {
     free(c->error);
     c->error = strdup(tmp);
     c->mtime_hist = cfs_now_ns();
+    if (c->fs) cfs_log(c->fs, 2, "%s: error: %s", c->name, tmp);
+}
+
+void cfs_log(chatfs *fs, int level, const char *fmt, ...) {
+    if (!fs->log || level > fs->log_level) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(fs->log, "chatfs: %s\n", line); /* one call: lines from several threads stay whole */
+    fflush(fs->log);
 }
 
 void cfs_clear_error(conv *c) {
@@ -119,6 +131,16 @@ void cfs_conv_unref(conv *c) {
     free(c);
 }
 
+const char *cfs_turn_text(const conv *c, int i, size_t *len) {
+    const struct gen *g = c->gen;
+    if (g && g->turn == i && !g->detached) {
+        *len = g->s->len - (g->s->done && g->s->len ? 1 : 0);
+        return g->s->buf ? g->s->buf : "";
+    }
+    *len = c->turns[i].len;
+    return c->turns[i].text;
+}
+
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime) {
     if (c->n_turns == c->cap_turns) {
         int cap = c->cap_turns ? 2 * c->cap_turns : 8;
@@ -158,14 +180,16 @@ int cfs_busy(const conv *c) { return c->gen != NULL; }
 void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
     if (!fs->st) return;
     int n = c->n_turns - from;
-    store_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
+    convs_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
     if (!t) return;
     for (int i = 0; i < n; i++) {
         const turn *u = &c->turns[from + i];
-        t[i] = (store_turn){u->user, u->text, u->len, u->complete, u->mtime};
+        size_t len;
+        const char *text = cfs_turn_text(c, from + i, &len);
+        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime};
     }
     char err[256];
-    if (store_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
+    if (convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))
         cfs_set_error(c, "%s", err);
     free(t);
 }

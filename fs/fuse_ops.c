@@ -347,7 +347,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    int rc = fs_readdir(FS(req), ino, &d->e, &d->n);
+    int rc = fs_readdir(FS(req), TID(req), ino, &d->e, &d->n);
     if (rc) {
         free(d);
         fuse_reply_err(req, -rc);

@@ -37,61 +37,127 @@ void cfs_unlock(chatfs *fs) {
     if (w) cfs_notify(fs);
 }
 
-/* Saves the growing reply at most every SAVE_INTERVAL_NS (force: now). Called with
- * fs->mu held; the write itself happens after unlocking, from a copy. */
-typedef struct {
-    int64_t id;
-    int idx;
-    char *text;
-    size_t len;
-    int complete;
-} pending_save;
+/* ---- saving replies: a thread of its own ----
+ *
+ * A growing reply reaches the database every SAVE_INTERVAL_NS and when it ends, written
+ * by the saver thread rather than the engine's (whose callbacks every running reply
+ * waits for) or a FUSE thread. The callbacks only note which turn is due; the saver
+ * copies what the turn reads as at that moment, unlocks, and writes it. It writes only
+ * rows still marked incomplete (convs_update_reply), so a copy that lost a race with an
+ * edit or a removal changes nothing. */
 
-static void plan_save(chatfs *fs, gen *g, int force, pending_save *ps) {
-    ps->text = NULL;
-    if (!fs->st || g->detached || g->c->deleted || g->turn >= g->c->n_turns) return;
-    int64_t t = cfs_mono_ns();
-    if (!force && t - g->last_save < SAVE_INTERVAL_NS) return;
-    g->last_save = t;
-    const turn *u = &g->c->turns[g->turn];
-    ps->id = g->c->id;
-    ps->idx = g->turn + 1;
-    ps->len = u->len;
-    ps->complete = u->complete;
-    ps->text = cfs_memdup0(u->text, u->len);
+typedef struct save_req {
+    struct save_req *next;
+    int64_t conv;
+    int idx; /* 0-based */
+} save_req;
+
+/* notes that turn idx of conversation c is due; fs->mu held */
+static void save_due(chatfs *fs, conv *c, int idx) {
+    if (!fs->st || !fs->saver_running) return;
+    for (save_req *q = fs->saves; q; q = q->next)
+        if (q->conv == c->id && q->idx == idx) return; /* the copy is taken when it is written */
+    save_req *q = calloc(1, sizeof *q);
+    if (!q) return;
+    *q = (save_req){fs->saves, c->id, idx};
+    fs->saves = q;
+    pthread_cond_broadcast(&fs->save_cv);
 }
 
-static void do_save(chatfs *fs, pending_save *ps) {
-    if (!ps->text) return;
-    char err[256];
-    store_update_turn(fs->st, ps->id, ps->idx, ps->text, ps->len, ps->complete, err, sizeof err);
-    free(ps->text);
+static void *saver(void *arg) {
+    chatfs *fs = arg;
+    pthread_mutex_lock(&fs->mu);
+    for (;;) {
+        while (!fs->saves && !fs->saver_stop) pthread_cond_wait(&fs->save_cv, &fs->mu);
+        if (!fs->saves) break;
+        save_req *q = fs->saves;
+        fs->saves = q->next;
+        int64_t q_conv = q->conv;
+        conv *c = cfs_find_conv_id(fs, q_conv);
+        char *text = NULL;
+        size_t len = 0;
+        int complete = 0, idx = q->idx;
+        if (c && idx < c->n_turns) {
+            const char *t = cfs_turn_text(c, idx, &len);
+            text = cfs_memdup0(t, len);
+            complete = c->turns[idx].complete;
+        }
+        fs->saving = 1;
+        pthread_mutex_unlock(&fs->mu);
+        free(q);
+        char err[256];
+        int failed = text && convs_update_reply(fs->st, q_conv, idx + 1, text, len, complete, err, sizeof err);
+        free(text);
+        pthread_mutex_lock(&fs->mu);
+        if (failed) cfs_log(fs, 2, "saving a reply: %s", err);
+        fs->saving = 0;
+        pthread_cond_broadcast(&fs->save_cv);
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return NULL;
 }
 
-static void on_text(void *ud, const char *text, size_t len) {
+int cfs_saver_start(chatfs *fs) {
+    if (!fs->st) return 0;
+    pthread_cond_init(&fs->save_cv, NULL);
+    if (pthread_create(&fs->saver, NULL, saver, fs) != 0) return -1;
+    fs->saver_running = 1;
+    return 0;
+}
+
+void cfs_saver_drain(chatfs *fs) {
+    pthread_mutex_lock(&fs->mu);
+    while (fs->saver_running && (fs->saves || fs->saving)) pthread_cond_wait(&fs->save_cv, &fs->mu);
+    pthread_mutex_unlock(&fs->mu);
+}
+
+void cfs_saver_stop(chatfs *fs) {
+    if (!fs->saver_running) return;
+    pthread_mutex_lock(&fs->mu);
+    fs->saver_stop = 1; /* it writes what is queued, then returns */
+    pthread_cond_broadcast(&fs->save_cv);
+    pthread_mutex_unlock(&fs->mu);
+    pthread_join(fs->saver, NULL);
+    fs->saver_running = 0;
+    pthread_cond_destroy(&fs->save_cv);
+}
+
+/* The reply lives in its stream while it grows (the files show it from there: one
+ * copy); the turn takes the text when it ends. fs->mu held. */
+static void settle_turn(gen *g) {
+    conv *c = g->c;
+    if (g->turn >= c->n_turns) return;
+    turn *u = &c->turns[g->turn];
+    size_t len = g->s->len - (g->s->done && g->s->len ? 1 : 0); /* the stream ends with a newline once done */
+    char *t = cfs_memdup0(g->s->buf ? g->s->buf : "", len);
+    if (!t) return;
+    free(u->text);
+    u->text = t;
+    u->len = len;
+    u->complete = 1;
+    u->mtime = cfs_now_ns();
+}
+
+static void on_text(void *ud, const char *raw, size_t raw_len) {
     gen *g = ud;
     chatfs *fs = g->fs;
-    pending_save ps = {0};
+    size_t len; /* every file stays text (text.c) */
+    char *text = cfs_utf8_repair(raw, raw_len, &len);
+    if (!text) return;
     pthread_mutex_lock(&fs->mu);
     if (!g->detached) {
         conv *c = g->c;
         cfs_stream_add(g->s, text, len);
-        if (g->turn < c->n_turns) {
-            turn *u = &c->turns[g->turn];
-            char *p = realloc(u->text, u->len + len + 1);
-            if (p) {
-                memcpy(p + u->len, text, len);
-                u->len += len;
-                p[u->len] = 0;
-                u->text = p;
-                u->mtime = cfs_now_ns();
-            }
-        }
+        if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
         c->mtime_hist = cfs_now_ns();
-        plan_save(fs, g, 0, &ps);
+        int64_t t = cfs_mono_ns();
+        if (t - g->last_save >= SAVE_INTERVAL_NS) {
+            g->last_save = t;
+            save_due(fs, c, g->turn);
+        }
     }
     pthread_mutex_unlock(&fs->mu);
-    do_save(fs, &ps);
+    free(text);
     cfs_notify(fs);
 }
 
@@ -118,14 +184,13 @@ static void finish_stream(gen *g, int failed) {
 static void on_done(void *ud, const gen_report *r, const char *error) {
     gen *g = ud;
     chatfs *fs = g->fs;
-    pending_save ps = {0};
     pthread_mutex_lock(&fs->mu);
     if (!g->detached) {
         conv *c = g->c;
         c->rep = *r;
         c->rep.source = NULL;
         c->finish = r->finish;
-        if (g->turn < c->n_turns) c->turns[g->turn].complete = 1;
+        settle_turn(g);
         finish_stream(g, error != NULL);
         if (error) {
             c->state = ST_FAILED;
@@ -140,13 +205,18 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         }
         c->gen = NULL;
         c->mtime_hist = cfs_now_ns();
-        plan_save(fs, g, 1, &ps);
+        save_due(fs, c, g->turn);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
+        static const char *const how[] = {"", "end of turn", "max_tokens", "stop string", "context full", "stopped", "failed"};
+        cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated, first token after %.0f ms, "
+                "%.1f tok/s, %s%s%s", c->name, r->prompt_tokens, r->reused_tokens, r->source ? r->source : "none",
+                r->computed_tokens, r->generated_tokens, r->ttft_ms, r->decode_tokens_per_s,
+                r->finish >= 0 && r->finish <= FINISH_ERROR ? how[r->finish] : "?", error ? ": " : "", error ? error : "");
+        if (r->miss_reason[0]) cfs_log(fs, 2, "%s: no checkpoint used: %s", c->name, r->miss_reason);
     }
     gen_unref(g);
     fs->wake_pending = 0;
     pthread_mutex_unlock(&fs->mu);
-    do_save(fs, &ps);
     cfs_notify(fs);
     /* last: chatfs_stop waits for this, and may free what the lines above use */
     pthread_mutex_lock(&fs->mu);
@@ -157,13 +227,12 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
 
 /* Stops c's generation at once for everyone here: readers get the end of the reply,
  * the turn stays as far as it got; the engine is told after unlocking (*cancel_id). */
-static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id, pending_save *ps) {
+static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id) {
     gen *g = c->gen;
     *cancel_id = 0;
-    ps->text = NULL;
     if (!g) return;
-    if (g->turn < c->n_turns) c->turns[g->turn].complete = 1;
-    plan_save(fs, g, 1, ps);
+    settle_turn(g);
+    save_due(fs, c, g->turn);
     finish_stream(g, 0);
     g->detached = 1;
     if (g->id) *cancel_id = g->id;
@@ -176,17 +245,12 @@ static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id, pending_save *p
     gen_unref(g); /* c->gen's reference */
 }
 
-static void cancel_after(chatfs *fs, uint64_t id, pending_save *ps) {
-    do_save(fs, ps);
-    if (id) fs->be->cancel(fs->be, id);
-}
-
 void cfs_stop_gen(chatfs *fs, conv *c) {
     uint64_t id;
-    pending_save ps;
-    detach_gen(fs, c, &id, &ps);
+    detach_gen(fs, c, &id);
+    if (!id) return;
     pthread_mutex_unlock(&fs->mu);
-    cancel_after(fs, id, &ps);
+    fs->be->cancel(fs->be, id);
     pthread_mutex_lock(&fs->mu);
 }
 
@@ -236,20 +300,17 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     c->finish = FINISH_NONE;
     cfs_clear_error(c);
     c->mtime_hist = cfs_now_ns();
-    c->fresh_tid = 0;
+    cfs_young_end(fs, c); /* in use: no copy is arriving */
     cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0);
     fs->n_running++;
 
     gen_callbacks cb = {on_text, on_progress, on_done, g};
     char err[512] = "";
     pthread_mutex_unlock(&fs->mu);
-    int tokens = fs->be->count_tokens(fs->be, m, n, st.template_name);
-    int ctx = fs->be->context(fs->be);
-    uint64_t id = 0;
-    if (tokens < 0) snprintf(err, sizeof err, "the conversation cannot be rendered with its chat template");
-    else if (tokens >= ctx)
-        snprintf(err, sizeof err, "the conversation has %d tokens, more than the context of %d", tokens, ctx);
-    else id = fs->be->submit(fs->be, m, n, &gs, &cb, err, sizeof err);
+    /* the engine renders and tokenizes the conversation here, once, and refuses one that
+     * does not fit the context (errno EFBIG) */
+    uint64_t id = fs->be->submit(fs->be, m, n, &gs, &cb, err, sizeof err);
+    int why = errno;
     pthread_mutex_lock(&fs->mu);
     for (int i = 0; i < n; i++) free(copies[i]);
     free(copies);
@@ -269,10 +330,10 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             cfs_save_turns(fs, c, c->n_turns, 0);
             cfs_reset_reply(c);
             c->state = ST_IDLE;
-            cfs_set_error(c, "%s", err);
+            cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");
         }
         g->refs--; /* the engine's */
-        rc = tokens >= ctx ? -EFBIG : -EIO;
+        rc = why == EFBIG ? -EFBIG : -EIO;
     } else {
         g->id = id;
         if (g->cancel_pending) {

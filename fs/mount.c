@@ -4,28 +4,35 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "fs/fuse_ops.h"
-#include "fs/store.h"
+#include "store/ckpt_store.h"
+#include "store/conversations.h"
 #include "store/db.h"
 
-/* The parent of a daemon waits for one message on this pipe: "" when mounted, else
- * the reason, so that `chatfs mount` fails in the terminal when the model or the
- * mountpoint is wrong. (fuse_daemonize cannot do this: it reports before we mount, and
- * the engine's threads must start after the fork.) */
+/* The parent of a daemon waits for one message on this pipe: "\1" and what was mounted
+ * when mounted, else the reason, so that `chatfs mount` fails in the terminal when the
+ * model or the mountpoint is wrong. (fuse_daemonize cannot do this: it reports before
+ * we mount, and the engine's threads must start after the fork.) */
 static int ready_fd = -1;
 
-static void report(const char *msg) {
+static void report(int ok, const char *msg) {
     if (ready_fd < 0) {
         if (*msg) fprintf(stderr, "chatfs: %s\n", msg);
         return;
     }
-    if (write(ready_fd, msg, strlen(msg) + 1) < 0) { /* the parent is gone: nothing to tell */
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s%s", ok ? "\1" : "", msg);
+    if (write(ready_fd, buf, strlen(buf) + 1) < 0) { /* the parent is gone: nothing to tell */
     }
     close(ready_fd);
     ready_fd = -1;
@@ -44,7 +51,7 @@ static int daemonise(void) {
     }
     if (pid > 0) { /* the parent: wait for the child's word */
         close(p[1]);
-        char msg[1024];
+        char msg[4096];
         size_t n = 0;
         ssize_t k;
         while (n < sizeof msg - 1 && (k = read(p[0], msg + n, sizeof msg - 1 - n)) > 0) {
@@ -52,9 +59,10 @@ static int daemonise(void) {
             if (memchr(msg, 0, n)) break;
         }
         msg[n] = 0;
+        int ok = n > 0 && msg[0] == 1;
         if (n == 0) fprintf(stderr, "chatfs: the daemon exited before mounting\n");
-        else if (msg[0]) fprintf(stderr, "chatfs: %s\n", msg);
-        _exit(n > 0 && !msg[0] ? 0 : 1);
+        else if (msg[ok]) fprintf(stderr, "chatfs: %s\n", msg + ok);
+        _exit(ok ? 0 : 1);
     }
     close(p[0]);
     ready_fd = p[1];
@@ -71,41 +79,160 @@ static void detach_stdio(void) {
     if (fd > 2) close(fd);
 }
 
-int chatfs_mount(const mount_opts *o) {
-    struct stat st;
-    if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "chatfs: %s: %s\n", o->mountpoint, errno ? strerror(errno) : "not a directory");
-        return 1;
+/* The files of a database this mount created, when the mount failed. */
+static void remove_db_files(const char *db) {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal", ".lock"};
+    char p[1100];
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+        snprintf(p, sizeof p, "%s%s", db, suffix[i]);
+        unlink(p);
     }
-    char *mnt = realpath(o->mountpoint, NULL);
+}
+
+/* The type of the filesystem mounted at path (the topmost), from /proc/self/mountinfo;
+ * "" when path is no mount point. */
+static void mount_type(const char *path, char *type, size_t n) {
+    type[0] = 0;
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        /* id parent major:minor root MOUNTPOINT options ... - TYPE source options */
+        char point[2048], *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %*s %2047s", point) != 1) continue;
+        char *o = point; /* \040 and friends: octal escapes */
+        for (char *i = point; *i; i++)
+            if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] && i[3]) {
+                *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+                i += 3;
+            } else *o++ = *i;
+        *o = 0;
+        char t[64];
+        if (strcmp(point, path) || sscanf(dash + 3, "%63s", t) != 1) continue;
+        size_t k = strlen(t) < n ? strlen(t) : n - 1;
+        memcpy(type, t, k);
+        type[k] = 0;
+    }
+    fclose(f);
+}
+
+/* fusermount3 -u path; 0 when it unmounted */
+static int fusermount_u(const char *path) {
+    pid_t pid;
+    char *argv[] = {"fusermount3", "-u", (char *)path, NULL};
+    int status;
+    if (posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ) != 0) return -1;
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The mountpoint as an absolute path, checked: a directory, not a chatfs mount already;
+ * the mount of a chatfs that was killed is cleaned up (as users of sshfs expect). NULL
+ * after printing the reason. */
+static char *check_mountpoint(const char *arg) {
+    char *path = realpath(arg, NULL);
+    if (!path) { /* a dead mount cannot be resolved: its directory and name */
+        char dir[4096], *slash;
+        snprintf(dir, sizeof dir, "%s", arg);
+        while ((slash = strrchr(dir, '/')) && slash[1] == 0 && slash != dir) *slash = 0; /* mnt/ */
+        slash = strrchr(dir, '/');
+        const char *base = slash ? slash + 1 : dir;
+        char *parent = realpath(slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".", NULL);
+        if (parent && (path = malloc(strlen(parent) + strlen(base) + 2)))
+            sprintf(path, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", base);
+        free(parent);
+        if (!path) {
+            fprintf(stderr, "chatfs: %s: %s\n", arg, strerror(errno));
+            return NULL;
+        }
+    }
+    char type[64];
+    mount_type(path, type, sizeof type);
+    struct stat st;
+    int rc = stat(path, &st), e = errno;
+    if (rc != 0 && e == ENOTCONN) {
+        if (!strcmp(type, "fuse.chatfs") && fusermount_u(path) == 0) {
+            fprintf(stderr, "chatfs: %s: unmounted the mount of a chatfs that is gone (killed?)\n", path);
+            mount_type(path, type, sizeof type);
+            rc = stat(path, &st), e = errno;
+        } else {
+            fprintf(stderr, "chatfs: %s: the filesystem mounted here is gone (%s): unmount it with fusermount3 -u %s\n",
+                    path, strerror(e), path);
+            free(path);
+            return NULL;
+        }
+    }
+    if (rc != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "chatfs: %s: %s\n", path, rc ? strerror(e) : "not a directory");
+        free(path);
+        return NULL;
+    }
+    if (!strcmp(type, "fuse.chatfs")) {
+        fprintf(stderr, "chatfs: %s is a chatfs mount already (fusermount3 -u %s unmounts it)\n", path, path);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+int chatfs_mount(const mount_opts *o) {
+    char *mnt = check_mountpoint(o->mountpoint);
+    if (!mnt) return 1;
     int foreground = o->foreground || o->debug;
     if (!foreground && daemonise() != 0) return 1;
 
-    char err[1024], dbpath[1024];
+    char err[2600], dbpath[1024];
     int rc = 1;
-    fs_store *store = NULL;
+    store_db *database = NULL;
+    convs_store *store = NULL;
+    ckpt_store *checkpoints = NULL;
     fs_backend *be = NULL;
     chatfs *fs = NULL;
     fsfuse *F = NULL;
     struct fuse_session *se = NULL;
+    int lock_fd = -1, new_db = 0;
     const char *db = o->db ? o->db : db_default_path(dbpath, sizeof dbpath);
-    if (!(store = store_open(db, err, sizeof err))) goto fail;
+    /* one process writes a database: a second mount (or a running chatfs ask) is named */
+    char what[1100], owner[1200];
+    snprintf(what, sizeof what, "chatfs mount on %s", mnt);
+    int lk = db_claim(db, what, 1, &lock_fd, owner, sizeof owner);
+    if (lk != 0) {
+        if (lk > 0)
+            snprintf(err, sizeof err, "%s is in use by %s: one process at a time writes a database (unmount it, or "
+                     "pass another --db)", db, owner);
+        else snprintf(err, sizeof err, "%s", owner);
+        goto fail;
+    }
+    struct stat dbst;
+    new_db = stat(db, &dbst) != 0;
+    /* this process opens the database once and hands it to the conversations and the
+     * checkpoints (store/db.h) */
+    if (!(database = db_open(db, err, sizeof err)) || !(store = convs_open(database, err, sizeof err))) goto fail;
     if (o->fake) be = backend_fake_open(o->fake, err, sizeof err);
-    else {
+    else if (o->engine_url) {
+        remote_config rc = {o->engine_url, o->remote_model, o->api_key_file, o->max_batch};
+        be = backend_remote_open(&rc, err, sizeof err);
+    } else {
+        cs_config budgets = {o->ram_budget, o->disk_budget, 0};
+        char warn[512] = "";
+        if (!(checkpoints = cs_new(database, &budgets, warn, sizeof warn))) {
+            snprintf(err, sizeof err, "%s", warn);
+            goto fail;
+        }
+        if (warn[0]) fprintf(stderr, "chatfs: %s\n", warn);
         engine_config cfg = {0};
         cfg.model_path = o->model;
-        cfg.db_path = db;
+        cfg.checkpoints = checkpoints;
         cfg.threads = o->threads;
+        cfg.n_ctx = o->n_ctx;
         cfg.prefill_chunk = o->prefill_chunk;
         cfg.max_batch = o->max_batch;
-        cfg.ram_budget = o->ram_budget;
-        cfg.disk_budget = o->disk_budget;
         cfg.draft = o->draft;
         cfg.draft_vocab = o->draft_vocab;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;
     if (!(fs = chatfs_new(be, store, err, sizeof err))) goto fail;
+    if (foreground) chatfs_set_log(fs, stderr, o->verbose ? 2 : 1);
     if (!(F = fsfuse_new(fs))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
@@ -138,7 +265,9 @@ int chatfs_mount(const mount_opts *o) {
         fuse_remove_signal_handlers(se);
         goto fail;
     }
-    report("");
+    char what_ran[2600];
+    snprintf(what_ran, sizeof what_ran, "mounted on %s: %s; database %s", mnt, chatfs_model(fs), db);
+    report(1, what_ran);
     if (!foreground) {
         detach_stdio();
         if (chdir("/") != 0) { /* keeps no directory busy; failure is harmless */
@@ -146,6 +275,7 @@ int chatfs_mount(const mount_opts *o) {
     }
     struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 10};
     int lrc = fuse_session_loop_mt(se, &cfg);
+    db_claim_finishing(lock_fd); /* a new mount on this database now waits for the rest, not refuses */
     /* unmounted or signalled: stop what generates (the replies so far are kept), answer
      * whoever still waits, then close */
     chatfs_stop(fs);
@@ -155,13 +285,17 @@ int chatfs_mount(const mount_opts *o) {
     rc = lrc < 0 ? 1 : 0;
     goto out;
 fail:
-    report(err);
+    report(0, err);
 out:
     if (se) fuse_session_destroy(se);
     if (be) be->close(be);
     fsfuse_free(F);
     chatfs_free(fs);
-    store_close(store);
+    convs_close(store);
+    cs_close(checkpoints); /* after the engine, which wrote its checkpoints at close */
+    db_close(database);
+    if (rc != 0 && new_db) remove_db_files(db); /* a failed mount leaves no new database */
+    db_unclaim(lock_fd);
     free(mnt);
     return rc;
 }

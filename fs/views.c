@@ -61,20 +61,24 @@ static void render_transcript(const conv *c, sbuf *b) {
     for (int i = 0; i < c->n_turns; i++) {
         const turn *t = &c->turns[i];
         int running = c->gen && c->gen->turn == i;
+        size_t len;
+        const char *text = cfs_turn_text(c, i, &len);
         sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
         if (running) {
-            sb_add(b, t->text, t->len); /* grows at the end while it generates */
+            sb_add(b, text, len); /* grows at the end while it generates */
             continue;
         }
-        add_turn_text(b, t->text, t->len);
+        add_turn_text(b, text, len);
         if (!t->complete) sb_str(b, "\n*(incomplete: the daemon stopped while it generated)*\n");
         sb_str(b, "\n");
     }
 }
 
 /* one message per line: readable, and diff/grep-friendly */
-static void add_message_json(sbuf *b, const char *role, const char *content, int *first) {
-    cJSON *str = cJSON_CreateString(content);
+static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, int *first) {
+    char *z = cfs_memdup0(content, len); /* a growing reply has no NUL at its end */
+    cJSON *str = z ? cJSON_CreateString(z) : NULL;
+    free(z);
     char *t = str ? cJSON_PrintUnformatted(str) : NULL;
     cJSON_Delete(str);
     if (!t) {
@@ -91,9 +95,12 @@ static void add_message_json(sbuf *b, const char *role, const char *content, int
 static void render_messages(const conv *c, sbuf *b) {
     int first = 1;
     sb_str(b, "[");
-    if (c->system[0]) add_message_json(b, "system", c->system, &first);
-    for (int i = 0; i < c->n_turns; i++)
-        add_message_json(b, c->turns[i].user ? "user" : "assistant", c->turns[i].text, &first);
+    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), &first);
+    for (int i = 0; i < c->n_turns; i++) {
+        size_t len;
+        const char *text = cfs_turn_text(c, i, &len);
+        add_message_json(b, c->turns[i].user ? "user" : "assistant", text, len, &first);
+    }
     sb_str(b, first ? "]\n" : "\n]\n");
 }
 
@@ -116,13 +123,17 @@ static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
     if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
+    else if (c->state == ST_BUSY && r->phase == GEN_PREFILL && r->prompt_tokens < 0)
+        sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
     else if (c->state == ST_BUSY) {
         sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
-    } else if (c->state == ST_DONE) {
+    } else if (c->state == ST_DONE && r->prompt_tokens < 0) /* a server that sent no usage */
+        sb_fmt(b, "done %d tokens %.1f tok/s%s", r->generated_tokens, r->decode_tokens_per_s, finish_note(c->finish));
+    else if (c->state == ST_DONE) {
         sb_fmt(b, "done %d tokens %.1f tok/s reused %d/%d%s", r->generated_tokens, r->decode_tokens_per_s,
                r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
         speculation_note(r, b);
@@ -151,14 +162,22 @@ static const char readme_text[] =
     "  settings.json                   defaults for new conversations\n"
     "  stats.json                      engine and checkpoint counters\n"
     "\n"
+    "  cp -a / tar -xf / rsync -a       copy a conversation in (under a new name); onto the one it\n"
+    "                                   came from, nothing of its history is cut\n"
+    "\n"
     "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
-    "the context EFBIG, a bad settings.json or messages.json EINVAL; the reason is in error.\n";
+    "the context EFBIG, a bad settings.json or messages.json or text that is not UTF-8\n"
+    "(or has a NUL) EINVAL, an import that would change a turn EPERM, a file no editor\n"
+    "makes EPERM; the reason is in error.\n";
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     conv *c = nd->c;
     switch (nd->kind) {
-    case K_README: sb_str(b, readme_text); break;
+    case K_README:
+        sb_str(b, readme_text);
+        sb_fmt(b, "\nThis mount: %s.\n", fs->model);
+        break;
     case K_GSETTINGS: {
         char *t = settings_render(&fs->defaults);
         if (t) sb_str(b, t);
@@ -185,9 +204,10 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
         }
         break;
     case K_TURN: {
-        const turn *t = &c->turns[nd->turn];
-        if (c->gen && c->gen->turn == nd->turn) sb_add(b, t->text, t->len);
-        else add_turn_text(b, t->text, t->len);
+        size_t len;
+        const char *text = cfs_turn_text(c, nd->turn, &len);
+        if (c->gen && c->gen->turn == nd->turn) sb_add(b, text, len);
+        else add_turn_text(b, text, len);
         break;
     }
     case K_SCRATCH: sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;
@@ -207,8 +227,9 @@ char *cfs_stats_text(chatfs *fs, size_t *len) {
     cJSON *f = cJSON_AddObjectToObject(o, "filesystem");
     pthread_mutex_lock(&fs->mu);
     int busy_n = 0, scratch_n = 0;
+    size_t scratch_bytes = 0;
     for (int i = 0; i < fs->n_convs; i++) busy_n += cfs_busy(fs->convs[i]);
-    for (scratch *s = fs->scratch; s; s = s->next) scratch_n++;
+    for (scratch *s = fs->scratch; s; s = s->next) scratch_n++, scratch_bytes += s->len;
     cJSON_AddNumberToObject(f, "conversations", fs->n_convs);
     cJSON_AddNumberToObject(f, "generating", busy_n);
     cJSON_AddNumberToObject(f, "messages_sent", (double)fs->n_sent);
@@ -218,6 +239,8 @@ char *cfs_stats_text(chatfs *fs, size_t *len) {
     cJSON_AddNumberToObject(f, "replies_failed", (double)fs->n_failed);
     cJSON_AddNumberToObject(f, "imports", (double)fs->n_imports);
     cJSON_AddNumberToObject(f, "scratch_files", scratch_n);
+    cJSON_AddNumberToObject(f, "scratch_bytes", (double)scratch_bytes);
+    cJSON_AddNumberToObject(f, "scratch_bytes_max", SCRATCH_CAP);
     pthread_mutex_unlock(&fs->mu);
     char *t = cJSON_Print(o);
     cJSON_Delete(o);

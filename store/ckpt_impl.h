@@ -4,6 +4,7 @@
 #define CHATFS_CKPT_IMPL_H
 
 #include "store/ckpt_store.h"
+#include "store/db.h"
 
 typedef struct cs_page {
     uint64_t key;            /* token chain hash at pos0 + n */
@@ -38,7 +39,7 @@ struct cs_entry {
 #define CS_EVICTED_RING 1024
 
 struct ckpt_store {
-    sqlite3 *db;             /* NULL: RAM only */
+    store_db *db;            /* NULL: RAM only */
     int64_t model_id;
     cs_model m;
     uint8_t fp[64];
@@ -79,6 +80,10 @@ uint64_t cs_entry_checksum(const ckpt_store *s, const cs_entry *e, const void *r
 void cs_disk_drop(ckpt_store *s, cs_entry *e);
 
 /* the tables (ckpt_sql.c); each returns 0 or -1 */
+/* creates or migrates them; -1 only for a newer schema (an unusable one leaves the store
+ * RAM only, with the reason in err) */
+int cs_sql_migrate(ckpt_store *s, char *err, size_t errlen);
+/* loads the index of the attached model; an unreadable database leaves it RAM only */
 int cs_sql_open(ckpt_store *s, char *err, size_t errlen);
 /* writes what is only in RAM (and newer recencies) in one transaction; after each
  * checkpoint written, stop (may be NULL) can end it early, committing what is done.

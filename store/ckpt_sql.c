@@ -3,7 +3,6 @@
  *   ckpt_models   one row per model fingerprint
  *   ckpt_pages    KV pages: (model, key) -> parent key, first position, tokens, KV rows
  *   ckpt_entries  checkpoints: (model, prefix hash, n) -> last page, recurrent blob, logits
- *   ask_turns     conversations of `chatfs ask`
  *
  * 64-bit hashes are stored as SQLite integers (two's complement). Every length and
  * count read back is checked against what the model says it must be; rows that fail
@@ -27,16 +26,23 @@ static const char *const migrations[] = {
     "CREATE TABLE ckpt_entries(model INTEGER NOT NULL, hash INTEGER NOT NULL, n_tokens INTEGER NOT NULL,"
     " last_page INTEGER NOT NULL, kind INTEGER NOT NULL, session TEXT, last_used INTEGER NOT NULL,"
     " has_logits INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum INTEGER NOT NULL, rec BLOB, logits BLOB,"
-    " UNIQUE(model, hash, n_tokens));"
-    "CREATE TABLE ask_turns(conversation TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL,"
-    " content TEXT NOT NULL, PRIMARY KEY(conversation, idx));",
+    " UNIQUE(model, hash, n_tokens));",
+    /* version 1 also made ask_turns in databases from before store/ask_history.c, which
+     * owns it now */
 };
+
+/* Every use of the connection is between db_enter and db_leave (db.h): a transaction
+ * holds the database from cs_sql_begin to cs_sql_end, a read or a delete for itself. */
+static sqlite3 *sql(ckpt_store *s) { return db_sql(s->db); }
 
 void cs_sql_failed(ckpt_store *s, const char *what) {
     if (!s->db) return;
     fprintf(stderr, "chatfs: checkpoint database: %s: %s; continuing with checkpoints in RAM only\n", what,
-            sqlite3_errmsg(s->db));
-    if (s->txn_depth > 0) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            sqlite3_errmsg(sql(s)));
+    if (s->txn_depth > 0) {
+        sqlite3_exec(sql(s), "ROLLBACK", NULL, NULL, NULL);
+        db_leave(s->db);
+    }
     s->txn_depth = 0;
     s->db = NULL;
     s->db_broken = 1;
@@ -66,7 +72,9 @@ void cs_db_lost_cleanup(ckpt_store *s) {
 int cs_sql_begin(ckpt_store *s) {
     if (!s->db) return -1;
     if (s->txn_depth++ > 0) return 0;
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    db_enter(s->db);
+    if (sqlite3_exec(sql(s), "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        db_leave(s->db);
         s->txn_depth = 0;
         cs_sql_failed(s, "cannot begin a transaction");
         return -1;
@@ -77,14 +85,18 @@ int cs_sql_begin(ckpt_store *s) {
 int cs_sql_end(ckpt_store *s, int ok) {
     if (!s->db || s->txn_depth == 0) return -1;
     if (--s->txn_depth > 0) return 0;
-    if (ok && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) return 0;
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    return -1;
+    int rc = 0;
+    if (!ok || sqlite3_exec(sql(s), "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(sql(s), "ROLLBACK", NULL, NULL, NULL);
+        rc = -1;
+    }
+    db_leave(s->db);
+    return rc;
 }
 
-static sqlite3_stmt *prep(ckpt_store *s, const char *sql) {
+static sqlite3_stmt *prep(ckpt_store *s, const char *text) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+    if (sqlite3_prepare_v2(sql(s), text, -1, &st, NULL) != SQLITE_OK) return NULL;
     return st;
 }
 
@@ -136,7 +148,7 @@ static int model_row(ckpt_store *s) {
         sqlite3_bind_int64(st, 5, (sqlite3_int64)s->m.logits_bytes);
         sqlite3_bind_int64(st, 6, (sqlite3_int64)time(NULL));
         if (exec_stmt(st) != 0) return -1;
-        s->model_id = sqlite3_last_insert_rowid(s->db);
+        s->model_id = sqlite3_last_insert_rowid(sql(s));
     }
     /* a model of the same name with another fingerprint (its weights or tokenizer changed) */
     st = prep(s, "SELECT count(*) FROM ckpt_models m WHERE name=? AND id<>?"
@@ -310,25 +322,24 @@ static int load_entries(ckpt_store *s) {
     return 0;
 }
 
-int cs_migrate(sqlite3 *db, char *err, size_t errlen) {
-    return db_migrate(db, "checkpoints", migrations, (int)(sizeof migrations / sizeof migrations[0]), err, errlen);
+int cs_sql_migrate(ckpt_store *s, char *err, size_t errlen) {
+    char e[256];
+    if (db_migrate(s->db, "checkpoints", migrations, (int)(sizeof migrations / sizeof migrations[0]), e, sizeof e) == 0)
+        return 0;
+    if (strstr(e, "newer than")) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    snprintf(err, errlen, "checkpoint database unusable (%s); checkpoints stay in RAM", e);
+    s->db = NULL;
+    s->db_broken = 1;
+    return 0;
 }
 
 int cs_sql_open(ckpt_store *s, char *err, size_t errlen) {
-    char e[256];
-    if (cs_migrate(s->db, e, sizeof e) != 0) {
-        if (strstr(e, "newer than")) {
-            snprintf(err, errlen, "%s", e);
-            return -1;
-        }
-        snprintf(err, errlen, "checkpoint database unusable (%s); checkpoints stay in RAM", e);
-        s->db = NULL;
-        s->db_broken = 1;
-        return -1;
-    }
     if (cs_sql_begin(s) != 0 || model_row(s) != 0 || load_pages(s) != 0 || load_entries(s) != 0) {
         snprintf(err, errlen, "checkpoint database unreadable (%s); checkpoints stay in RAM",
-                 s->db ? sqlite3_errmsg(s->db) : "cannot begin");
+                 s->db ? sqlite3_errmsg(sql(s)) : "cannot begin");
         if (s->db) cs_sql_end(s, 0);
         /* forget whatever was half loaded */
         for (int i = s->n_e - 1; i >= 0; i--) cs_entry_free(s, s->e[i]);
@@ -467,8 +478,12 @@ int cs_sql_flush(ckpt_store *s, int (*stop)(void *ud), void *ud) {
 /* ------------------------------------------------------------------ read, delete */
 
 int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void *kv), void *ud) {
+    db_enter(s->db);
     sqlite3_stmt *st = prep(s, "SELECT tokens, kv, checksum FROM ckpt_pages WHERE model=? AND key=?");
-    if (!st) return -1;
+    if (!st) {
+        db_leave(s->db);
+        return -1;
+    }
     sqlite3_bind_int64(st, 1, s->model_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)p->key);
     int rc = -1;
@@ -487,13 +502,18 @@ int cs_sql_read_page(ckpt_store *s, cs_page *p, int (*use)(void *ud, const void 
         }
     }
     sqlite3_finalize(st);
+    db_leave(s->db);
     return rc;
 }
 
 int cs_sql_read_entry(ckpt_store *s, cs_entry *e, void *rec_out, void *logits_out) {
+    db_enter(s->db);
     sqlite3_stmt *st = prep(s, "SELECT rec, logits, checksum, last_page FROM ckpt_entries WHERE model=? AND hash=?"
                                " AND n_tokens=?");
-    if (!st) return -1;
+    if (!st) {
+        db_leave(s->db);
+        return -1;
+    }
     sqlite3_bind_int64(st, 1, s->model_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)e->hash);
     sqlite3_bind_int(st, 3, e->n);
@@ -512,23 +532,24 @@ int cs_sql_read_entry(ckpt_store *s, cs_entry *e, void *rec_out, void *logits_ou
         }
     }
     sqlite3_finalize(st);
+    db_leave(s->db);
     return ok ? 0 : -1;
 }
 
 int cs_sql_delete_entry(ckpt_store *s, const cs_entry *e) {
     if (!s->db) return -1;
-    if (delete_entry_key(s, e->hash, e->n) != 0) {
-        cs_sql_failed(s, "cannot delete a checkpoint");
-        return -1;
-    }
-    return 0;
+    db_enter(s->db);
+    int rc = delete_entry_key(s, e->hash, e->n);
+    db_leave(s->db);
+    if (rc != 0) cs_sql_failed(s, "cannot delete a checkpoint");
+    return rc;
 }
 
 int cs_sql_delete_page(ckpt_store *s, const cs_page *p) {
     if (!s->db) return -1;
-    if (delete_page_key(s, p->key) != 0) {
-        cs_sql_failed(s, "cannot delete a page");
-        return -1;
-    }
-    return 0;
+    db_enter(s->db);
+    int rc = delete_page_key(s, p->key);
+    db_leave(s->db);
+    if (rc != 0) cs_sql_failed(s, "cannot delete a page");
+    return rc;
 }

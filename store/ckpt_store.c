@@ -232,26 +232,42 @@ static void enforce_disk(ckpt_store *s) {
 
 /* ------------------------------------------------------------------ open/close */
 
-ckpt_store *cs_open(sqlite3 *db, const cs_model *m, const cs_config *c, char *err, size_t errlen) {
+ckpt_store *cs_new(store_db *db, const cs_config *c, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
-    if (m->fp_len == 0 || m->fp_len > sizeof ((ckpt_store *)0)->fp) {
-        if (err) snprintf(err, errlen, "bad model fingerprint");
+    ckpt_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        if (err) snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    ckpt_store *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    s->ram_budget = c ? c->ram_budget : CS_DEFAULT_RAM_BUDGET;
+    s->disk_budget = c ? c->disk_budget : CS_DEFAULT_DISK_BUDGET;
+    s->P = c && c->page_tokens > 0 ? c->page_tokens : CS_DEFAULT_PAGE_TOKENS;
+    s->db = s->disk_budget ? db : NULL; /* a disk budget of 0: none in the database */
+    if (s->db && cs_sql_migrate(s, err, errlen) != 0) { /* a newer schema; an unusable one leaves RAM only */
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int cs_attach(ckpt_store *s, const cs_model *m, char *err, size_t errlen) {
+    if (m->fp_len == 0 || m->fp_len > sizeof s->fp || s->m.fp_len) {
+        if (err) snprintf(err, errlen, s->m.fp_len ? "the checkpoint store has a model already" : "bad model fingerprint");
+        return -1;
+    }
     s->m = *m;
     memcpy(s->fp, m->fingerprint, m->fp_len);
     s->m.fingerprint = s->fp;
     snprintf(s->name, sizeof s->name, "%s", m->name ? m->name : "");
     s->m.name = s->name;
     s->seed = hash64(s->fp, m->fp_len, 0x63686174667321ULL);
-    s->ram_budget = c && c->ram_budget ? c->ram_budget : CS_DEFAULT_RAM_BUDGET;
-    s->disk_budget = c && c->disk_budget ? c->disk_budget : CS_DEFAULT_DISK_BUDGET;
-    s->P = c && c->page_tokens > 0 ? c->page_tokens : CS_DEFAULT_PAGE_TOKENS;
-    s->db = db;
-    if (db && cs_sql_open(s, err, errlen) != 0) {
-        if (s->db == NULL && s->db_broken) return s; /* unreadable: RAM only, err says why */
+    if (s->db) cs_sql_open(s, err, errlen); /* unreadable: RAM only, err says why */
+    return 0;
+}
+
+ckpt_store *cs_open(store_db *db, const cs_model *m, const cs_config *c, char *err, size_t errlen) {
+    ckpt_store *s = cs_new(db, c, err, errlen);
+    if (s && cs_attach(s, m, err, errlen) != 0) {
         cs_close(s);
         return NULL;
     }
@@ -598,7 +614,8 @@ int cs_save(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_get_rows g
         return 0;
     }
     if (old) return -1; /* a 64-bit collision: never store a second state under one key */
-    if (cs_entry_own_bytes(s, &(cs_entry){.has_logits = logits != NULL}) > s->ram_budget) return -1;
+    /* larger than the RAM budget: only when the database takes it (then at once) */
+    if (!s->db && cs_entry_own_bytes(s, &(cs_entry){.has_logits = logits != NULL}) > s->ram_budget) return -1;
 
     /* walk (and extend) the page tree along t[0..n) */
     cs_page *parent = NULL, *last = NULL, *created = NULL;
@@ -663,6 +680,7 @@ int cs_save(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_get_rows g
     e->pins++; /* not evicted by its own arrival */
     enforce_ram(s);
     e->pins--;
+    if (s->db && s->ram_bytes > s->ram_budget) enforce_ram(s); /* over the budget by itself: to the database now */
     return 1;
 fail:
     /* pages the failed save created, and RAM copies nobody references, go */

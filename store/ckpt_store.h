@@ -23,9 +23,10 @@
 #ifndef CHATFS_CKPT_STORE_H
 #define CHATFS_CKPT_STORE_H
 
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "store/db.h"
 
 #define CS_DEFAULT_RAM_BUDGET ((size_t)1 << 30)   /* 1 GiB */
 #define CS_DEFAULT_DISK_BUDGET ((size_t)8 << 30)  /* 8 GiB */
@@ -45,20 +46,24 @@ typedef struct {
 } cs_model;
 
 typedef struct {
-    size_t ram_budget;  /* 0: CS_DEFAULT_RAM_BUDGET */
-    size_t disk_budget; /* 0: CS_DEFAULT_DISK_BUDGET */
+    size_t ram_budget;  /* bytes; 0: none (with a database, a checkpoint goes there at once) */
+    size_t disk_budget; /* bytes; 0: none (the database is not used) */
     int page_tokens;    /* 0: CS_DEFAULT_PAGE_TOKENS */
 } cs_config;
 
-/* Opens the store for one model. db may be NULL (RAM only). The checkpoint tables
- * are created or migrated (module "checkpoints"); rows that fail validation are
- * deleted and counted as corrupt. A database that cannot be read leaves the store
- * RAM-only, with a warning in err (the return value is still usable). NULL only when
- * out of memory or the database schema is newer than this build. */
-ckpt_store *cs_open(sqlite3 *db, const cs_model *m, const cs_config *c, char *err, size_t errlen);
-/* Creates or migrates the tables of module "checkpoints" (also ask_turns, the
- * conversations of `chatfs ask`) without opening a store. 0 or -1 with err. */
-int cs_migrate(sqlite3 *db, char *err, size_t errlen);
+/* A store on db (NULL: RAM only) with the budgets of c (NULL: CS_DEFAULT_*), without a
+ * model yet: the process that owns the database makes it and hands it to the engine,
+ * which attaches its model. The checkpoint tables are created or migrated (module
+ * "checkpoints"). A database that cannot be used leaves the store RAM-only, with a
+ * warning in err (the store is still returned). NULL only when out of memory or the
+ * database schema is newer than this build. */
+ckpt_store *cs_new(store_db *db, const cs_config *c, char *err, size_t errlen);
+/* Binds the store to model m and loads its index; rows that fail validation are
+ * deleted and counted as corrupt. 0 (maybe a warning in err: RAM only), or -1 (a bad
+ * fingerprint, a store that has a model). */
+int cs_attach(ckpt_store *s, const cs_model *m, char *err, size_t errlen);
+/* cs_new and cs_attach in one. */
+ckpt_store *cs_open(store_db *db, const cs_model *m, const cs_config *c, char *err, size_t errlen);
 /* Flushes and frees. */
 void cs_close(ckpt_store *s);
 /* The seed of the token chain, h[0] (derived from the fingerprint). */

@@ -35,6 +35,17 @@ check "turn 2 restored from the database" grep -q '"source":"disk","miss_reason"
 check "turn 2 reused the first turn" [ "$(num reused_tokens $T/s2)" -gt "$(num prompt_tokens $T/s1)" ]
 check "the database is private" [ "$(stat -c %a $T/a.db)" = 600 ]
 
+# budgets of 0 are none (they used to mean the defaults): no RAM keeps every checkpoint
+# in the database, no disk keeps none there, neither keeps none at all
+b1=$(ask $T/b.db --conversation c --system "Be brief." --ram-budget 0 "Hello there" 2>/dev/null)
+b2=$(ask $T/b.db --conversation c --stats --ram-budget 0 "What is rain?" 2>$T/b2)
+check "--ram-budget 0: answers" [ "$b1" = "$r1" ] && check "--ram-budget 0: answers (2)" [ "$b2" = "$r2" ]
+check "--ram-budget 0: from the database" grep -q '"source":"disk"' $T/b2
+ask $T/n.db --conversation c --system "Be brief." --disk-budget 0 "Hello there" >/dev/null 2>&1
+n2=$(ask $T/n.db --conversation c --stats "What is rain?" 2>$T/n2)
+check "--disk-budget 0: nothing in the database" grep -q '"source":"none"' $T/n2
+check "--disk-budget 0: answers" [ "$n2" = "$r2" ]
+
 # regenerate: the same request again reuses the whole prompt
 cp $T/a.db $T/g.db
 g=$(ask $T/g.db --stats "Once more" 2>$T/g1)

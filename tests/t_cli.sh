@@ -69,5 +69,28 @@ err_case "unknown option" "unknown option" $CHATFS run -m $M -p hi --frobnicate
 err_case "missing prompt file" "nofile" $CHATFS run -m $M -p @"$T/nofile"
 err_case "unknown command" "unknown command" $CHATFS frobnicate
 
+# sizes are digits with K, M, G or T, nothing else (strtoull took -1 as 1.8e19)
+err_case "a negative size" "byte count" $CHATFS ask --ram-budget -1 hi
+err_case "an unknown unit" "byte count" $CHATFS ask --disk-budget 5Q hi
+err_case "a size beyond 64 bits" "byte count" $CHATFS ask --disk-budget 99999999T hi
+check "1T is a size" $CHATFS ask -m $M --db "$T/s.db" -t 1 -n 1 --disk-budget 1T --ram-budget 0 hi > /dev/null
+
+# every subcommand answers --help (on stdout, exit 0); --version
+for c in mount ask run info bench synth; do
+    $CHATFS $c --help > "$T/help"
+    check "$c --help exits 0" [ $? -eq 0 ]
+    check "$c --help" grep -q "^usage: chatfs $c" "$T/help"
+done
+check "--version" sh -c "$CHATFS --version | grep -q '^chatfs [0-9]'"
+
+# the context: chatfs info says what a conversation gets; -c sets it (run and ask)
+check "info states the default context" sh -c "$CHATFS info $M | grep -q 'a conversation gets [0-9]* by default'"
+err_case "-c: a prompt over the context" "context of 16" $CHATFS run -m $M -c 16 -p "Hello world! The quick brown fox jumps over the lazy dog again and again"
+err_case "ask -c" "the context holds 16" $CHATFS ask -m $M --db "$T/c.db" -c 16 "Hello world! The quick brown fox jumps over the lazy dog"
+
+# ask and run default to the bundled model, as mount does
+check "run without -m" sh -c "$CHATFS run -p 'What is 2 + 2?' --chat --stop -n 8 | grep -q 4"
+check "ask without -m" sh -c "$CHATFS ask --db '$T/d.db' -t 1 'What is 17 + 25?' | grep -q 42"
+
 [ $fail -eq 0 ] && echo "t_cli.sh                     ok" || echo "t_cli.sh                     FAIL ($fail)"
 [ $fail -eq 0 ]

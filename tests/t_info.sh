@@ -53,6 +53,7 @@ mamba-tiny-f32 mamba SSSS qwen2 22528 0
 granitehybrid-tiny-f32 granitehybrid MM*MM* qwen2 40448 512
 lfm2-tiny-f32 lfm2 CC*CC* qwen2 2048 512
 qwen3-tiny-f32 qwen3 **** qwen2 0 2048
+qwen2-tiny-f32 qwen2 **** qwen2 0 1024
 llama-tiny-f32 llama **** qwen2 0 1024
 qwen35-tiny-f32 qwen35 GGG*GGG* qwen35 33792 512
 qwen35-tiny-f16 qwen35 GGG*GGG* qwen35 33792 512
@@ -137,6 +138,14 @@ cp $FX/llama-tiny-f32.gguf "$TMP/jamba.gguf"
 o=$(offset general.architecture "$TMP/jamba.gguf")
 printf jamba | dd of="$TMP/jamba.gguf" bs=1 seek=$((o + 20 + 12)) conv=notrunc 2>/dev/null
 expect_fail "$TMP/jamba.gguf" jamba "is not supported"
+out=$($CHATFS info "$TMP/jamba.gguf" 2>&1)
+has "$out" "supported: qwen35, " && has "$out" ", qwen2, " || fail "the supported architectures do not list qwen2: $out"
+
+# qwen2 without its rms epsilon, which llama.cpp's qwen2 loader requires (the key renamed)
+cp $FX/qwen2-tiny-f32.gguf "$TMP/qwen2-noeps.gguf"
+o=$(offset qwen2.attention.layer_norm_rms_epsilon "$TMP/qwen2-noeps.gguf")
+printf X | dd of="$TMP/qwen2-noeps.gguf" bs=1 seek=$((o + 37)) conv=notrunc 2>/dev/null
+expect_fail "$TMP/qwen2-noeps.gguf" qwen2.attention.layer_norm_rms_epsilon "is missing"
 
 # granitehybrid with experts: two key/value pairs inserted after the header, 64 bytes in
 # all so that the tensor data keeps its 32-byte alignment

@@ -19,10 +19,14 @@
 #include "tests/check.h"
 
 static fs_backend *be;
-static fs_store *st;
+static store_db *database;
+static convs_store *st;
 static chatfs *fs;
 static char dbpath[256];
 static uint32_t me;
+/* mkdir(1) in a shell: a process of its own (the thread that makes a conversation does
+ * not see its turns/ at once, see fs/copyin.c) */
+#define SHELL_TID 0x7ffffff0u
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -33,7 +37,9 @@ static void open_fs(const char *fake) {
     char err[512];
     be = backend_fake_open(fake, err, sizeof err);
     REQUIRE(be, "fake: %s", err);
-    st = store_open(dbpath, err, sizeof err);
+    database = db_open(dbpath, err, sizeof err);
+    REQUIRE(database, "database: %s", err);
+    st = convs_open(database, err, sizeof err);
     REQUIRE(st, "store: %s", err);
     fs = chatfs_new(be, st, err, sizeof err);
     REQUIRE(fs, "chatfs: %s", err);
@@ -43,7 +49,8 @@ static void close_fs(void) {
     chatfs_stop(fs);
     be->close(be);
     chatfs_free(fs);
-    store_close(st);
+    convs_close(st);
+    db_close(database);
 }
 
 /* path lookup: "a/turns/001-user.md" -> ino, or negative errno */
@@ -148,7 +155,7 @@ static int count_turns(const char *conv) {
     snprintf(p, sizeof p, "%s/turns", conv);
     fs_dirent *e;
     int n;
-    if (fs_readdir(fs, (uint64_t)ino_of(p), &e, &n)) return -1;
+    if (fs_readdir(fs, me, (uint64_t)ino_of(p), &e, &n)) return -1;
     int k = 0;
     for (int i = 0; i < n; i++) k += e[i].name[0] >= '0' && e[i].name[0] <= '9';
     fs_dirents_free(e, n);
@@ -165,15 +172,15 @@ static const char *reply_to(const char *msg, int n) {
 
 static void test_basics(void) {
     fs_attr a;
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == 0, "mkdir");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a", &a) == -EEXIST, "mkdir twice");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "bad\001", &a) == -EINVAL, "control character");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a", &a) == 0, "mkdir");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a", &a) == -EEXIST, "mkdir twice");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "bad\001", &a) == -EINVAL, "control character");
     char longname[300];
     memset(longname, 'x', 256);
     longname[256] = 0;
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "a/b", &a) == -EINVAL, "slash");
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "tmp", &a) == 0, "mkdir tmp");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, longname, &a) == -EINVAL, "256 bytes");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "a/b", &a) == -EINVAL, "slash");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "tmp", &a) == 0, "mkdir tmp");
     CHECK(fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "x/y", 0) == -EINVAL &&
               fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, "bad\033", 0) == -EINVAL &&
               fs_rename(fs, me, FS_ROOT_INO, "tmp", FS_ROOT_INO, longname, 0) == -EINVAL,
@@ -194,13 +201,20 @@ static void test_basics(void) {
     /* derived files refuse writers; unlink of a conversation file is a no-op */
     fs_handle *h;
     CHECK(fs_open(fs, me, (uint64_t)ino_of("a/reply"), O_WRONLY, &h) == -EACCES, "reply read-only");
-    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("a"), "status") == 0 && ino_of("a/status") > 0, "unlink view");
+    /* (tar: O_EXCL fails, unlink, create again) the unlinker does not see it until it creates it */
+    uint64_t adir = (uint64_t)ino_of("a");
+    CHECK(fs_unlink(fs, me, adir, "status") == 0 && ino_of("a/status") == -ENOENT &&
+              fs_lookup(fs, SHELL_TID, adir, "status", &a) == 0,
+          "unlink view: hidden from the unlinker only");
+    CHECK(fs_create(fs, me, adir, "status", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EACCES &&
+              ino_of("a/status") > 0,
+          "created again: a view of a conversation in use refuses writers, and is back");
     CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "a") == -ENOTEMPTY, "rmdir with turns");
 }
 
 static void test_writes_and_errors(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "w", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "w", &a);
     /* several writes, one flush: one message; a second flush with nothing new: nothing */
     fs_handle *h;
     CHECK(fs_open(fs, me, (uint64_t)ino_of("w/message"), O_WRONLY | O_TRUNC, &h) == 0, "open");
@@ -265,7 +279,7 @@ static void test_writes_and_errors(void) {
 /* vim 9 with defaults, as traced in fuse-interface.md section 2.7 */
 static void test_vim_sequence(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "v", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "v", &a);
     uint64_t dir = (uint64_t)ino_of("v");
     fs_handle *swp, *h;
     CHECK(fs_create(fs, me, dir, ".message.swp", 0600, O_RDWR | O_CREAT | O_EXCL, &swp, &a) == 0, "swap file");
@@ -318,7 +332,7 @@ static void test_vim_sequence(void) {
 
 static void test_import(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "i", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "i", &a);
     CHECK(echo_to("i/messages.json",
                   "[{\"role\":\"developer\",\"content\":\"A\"},{\"role\":\"user\",\"content\":\"u1\"},"
                   "{\"role\":\"system\",\"content\":\"B\"},{\"role\":\"user\",\"content\":\"u2\"},"
@@ -339,9 +353,20 @@ static void test_import(void) {
               text_is("i/error", "messages.json: text after the JSON array\n"),
           "text after the array");
     CHECK(count_turns("i") == 2, "unchanged");
-    CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 0 && text_is("i/system", ""), "clear");
-    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 && count_turns("i") == 1,
-          "whitespace after the array");
+    /* an import adds turns after the ones there; it never drops or changes one */
+    CHECK(echo_to("i/messages.json", "[]") == 0 && count_turns("i") == 2 && text_is("i/system", "A\n\nB\n"),
+          "an empty import changes nothing");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]") == -EPERM && count_turns("i") == 2 &&
+              text_is("i/turns/001-user.md", "u1\n\nu2\n"),
+          "an import that differs is refused at the write");
+    CHECK(echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u1\\n\\nu2\"},{\"role\":\"assistant\","
+                                     "\"content\":\"r\"},{\"role\":\"user\",\"content\":\"more\"}]\n \n") == 0 &&
+              count_turns("i") == 3 && text_is("i/turns/003-user.md", "more\n") && text_is("i/system", "A\n\nB\n"),
+          "an import that goes on adds its turns; without a system message the system prompt stays");
+    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("i/turns"), "001-user.md") == 0 && count_turns("i") == 0 &&
+              echo_to("i/messages.json", "[{\"role\":\"user\",\"content\":\"u\"}]\n \n") == 0 &&
+              count_turns("i") == 1,
+          "removing the turns, then importing, replaces a history (whitespace after the array)");
 }
 
 /* cp -r a b: cp makes b, then creates each file with O_EXCL */
@@ -369,12 +394,196 @@ static void test_cp_fresh(void) {
     fs_flush(fs, h);
     fs_release(fs, h);
     prctl(PR_SET_NAME, old);
+    uint32_t cp_tid = me;
+    me = SHELL_TID; /* someone else looks */
     CHECK(text_is("copy/system", "copied\n") && text_is("copy/reply", "") && count_turns("copy") == 1, "imported");
     CHECK(text_is("copy/status", "idle\n"), "no generation");
+    me = cp_tid;
     /* others see everything at once */
-    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "plain", &a) == 0 && ino_of("plain/reply") > 0, "not hidden");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "plain", &a) == 0 && ino_of("plain/reply") > 0, "not hidden");
     CHECK(fs_create(fs, me, (uint64_t)ino_of("plain"), "reply", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EEXIST,
           "O_EXCL");
+}
+
+/* a file created by a copy tool: open(O_CREAT | flags), the text, flush, close; the first error */
+static int create_write(uint64_t dir, const char *name, int flags, const char *text) {
+    fs_handle *h;
+    fs_attr a;
+    int rc = fs_create(fs, me, dir, name, 0644, O_WRONLY | O_CREAT | flags, &h, &a);
+    if (rc) return rc;
+    ssize_t n = fs_write(fs, h, 0, text, strlen(text));
+    rc = n < 0 ? (int)n : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+/* writes n bytes of text (NULs allowed) as one write through open(O_TRUNC), then flush
+ * and close: the first error */
+static int write_bytes(const char *path, const char *text, size_t n) {
+    int64_t ino = ino_of(path);
+    fs_handle *h;
+    int rc = ino < 0 ? (int)ino : fs_open(fs, me, (uint64_t)ino, O_WRONLY | O_TRUNC, &h);
+    if (rc) return rc;
+    ssize_t w = fs_write(fs, h, 0, text, n);
+    rc = w < 0 ? (int)w : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+/* text only: NULs and bytes that are not UTF-8 are refused at the write with the reason
+ * in error; a byte-order mark and CRLF are normalised in every view */
+static void test_text(void) {
+    fs_attr a;
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "t", &a);
+    CHECK(write_bytes("t/message", "What is\0 up\n", 12) == -EINVAL && count_turns("t") == 0 &&
+              text_is("t/error", "message: a NUL byte at byte 7 (text only)\n"),
+          "a NUL in a message");
+    CHECK(write_bytes("t/message", "bad \xff\n", 6) == -EINVAL && count_turns("t") == 0 &&
+              text_is("t/error", "message: not UTF-8 at byte 4\n"),
+          "not UTF-8");
+    CHECK(write_bytes("t/system", "sys\0tem", 7) == -EINVAL && text_is("t/system", ""), "a NUL in the system prompt");
+    CHECK(echo_to("t/messages.json", "[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]") == -EINVAL &&
+              count_turns("t") == 0,
+          "a \\u0000 in messages.json");
+    CHECK(echo_to("t/messages.json", "[{\"role\":\"user\",\"content\":\"\xc0\xaf\"}]") == -EINVAL, "an overlong form");
+    /* a character cut between two writes is whole; one cut at the close is not */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("t/system"), O_WRONLY | O_TRUNC, &h) == 0 &&
+              fs_write(fs, h, 0, "caf\xc3", 4) == 4 && fs_write(fs, h, 4, "\xa9", 1) == 1 && fs_flush(fs, h) == 0,
+          "a character cut between writes");
+    fs_release(fs, h);
+    CHECK(text_is("t/system", "caf\xc3\xa9\n"), "café");
+    CHECK(write_bytes("t/system", "cut \xc3", 5) == -EINVAL && text_is("t/system", "caf\xc3\xa9\n"),
+          "a character cut at the close");
+    /* editors' byte-order mark and CRLF */
+    CHECK(echo_to("t/message", "\xef\xbb\xbfline one\r\nline two\r\n") == 0, "BOM and CRLF");
+    wait_idle("t");
+    CHECK(text_is("t/turns/001-user.md", "line one\nline two\n"), "normalised in the turn");
+    int rc;
+    char *m = cat("t/messages.json", &rc), *tr = cat("t/transcript.md", &rc);
+    CHECK(m && strstr(m, "\"line one\\nline two\"") != NULL, "and in messages.json: %s", m ? m : "");
+    CHECK(tr && strstr(tr, "## user\n\nline one\nline two\n\n## assistant"), "and in transcript.md");
+    free(m);
+    free(tr);
+    CHECK(echo_to("t/settings.json", "\xef\xbb\xbf{\"seed\": 5}") == 0, "a BOM before settings.json");
+}
+
+/* scratch files: editors' patterns only, SCRATCH_CAP (64 MiB) in all */
+static void test_scratch(void) {
+    fs_attr a;
+    fs_handle *h;
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "s", &a);
+    uint64_t d = (uint64_t)ino_of("s");
+    CHECK(fs_create(fs, me, d, "notes.txt", 0644, O_WRONLY | O_CREAT, &h, &a) == -EPERM &&
+              ino_of("s/notes.txt") == -ENOENT,
+          "a name no editor makes");
+    int rc;
+    char *e = cat("s/error", &rc);
+    CHECK(e && strstr(e, "notes.txt: only a conversation's own files and editors' scratch files"), "why: %s", e);
+    free(e);
+    static const char *const ok[] = {".message.swp", "message~", "#message#", "4913", ".system.Ab12Cd", "sedAb12Cd",
+                                     "x.tmp", ".#message"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        CHECK(fs_create(fs, me, d, ok[i], 0644, O_WRONLY | O_CREAT, &h, &a) == 0, "%s", ok[i]);
+        fs_release(fs, h);
+        fs_unlink(fs, me, d, ok[i]);
+    }
+    CHECK(fs_symlink(fs, me, "target", d, "link", &a) == -EPERM, "a symlink named like no editor's");
+    CHECK(fs_rename(fs, me, d, "message", d, "keep", 0) == -EPERM, "a conversation's file renamed to such a name");
+    /* 64 MiB in all */
+    size_t big = 40u << 20;
+    char *buf = calloc(1, big);
+    memset(buf, 'x', big);
+    CHECK(fs_create(fs, me, d, ".one.swp", 0644, O_WRONLY | O_CREAT, &h, &a) == 0 && fs_write(fs, h, 0, buf, big) ==
+              (ssize_t)big, "40 MiB");
+    fs_release(fs, h);
+    CHECK(fs_create(fs, me, d, ".two.swp", 0644, O_WRONLY | O_CREAT, &h, &a) == 0 &&
+              fs_write(fs, h, 0, buf, 20u << 20) == (ssize_t)(20u << 20) &&
+              fs_write(fs, h, 20u << 20, buf, 10u << 20) == -ENOSPC,
+          "70 MiB: ENOSPC");
+    fs_release(fs, h);
+    CHECK(fs_unlink(fs, me, d, ".one.swp") == 0 && fs_create(fs, me, d, ".three.swp", 0644, O_WRONLY | O_CREAT, &h,
+                                                              &a) == 0 &&
+              fs_write(fs, h, 0, buf, 30u << 20) == (ssize_t)(30u << 20),
+          "room again once one is removed");
+    fs_release(fs, h);
+    fs_unlink(fs, me, d, ".two.swp");
+    fs_unlink(fs, me, d, ".three.swp");
+    free(buf);
+}
+
+/* a backend that cannot count tokens (a remote one): no check at the write, the message
+ * is refused with EFBIG when it is sent (at the flush) and nothing is kept */
+static void test_cannot_count(void) {
+    char err[256];
+    fs_backend *b = backend_fake_open("delay=1,ctx=64,count=0", err, sizeof err);
+    REQUIRE(b && !b->count_tokens, "fake: %s", err);
+    chatfs *other = chatfs_new(b, NULL, err, sizeof err);
+    REQUIRE(other, "%s", err);
+    chatfs *saved = fs;
+    fs = other;
+    fs_attr a;
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "n", &a) == 0, "mkdir");
+    char big[600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("n/message"), O_WRONLY | O_TRUNC, &h) == 0 &&
+              fs_write(fs, h, 0, big, strlen(big)) == (ssize_t)strlen(big),
+          "no count: the write passes");
+    CHECK(fs_flush(fs, h) == -EFBIG, "EFBIG when sent");
+    fs_release(fs, h);
+    CHECK(count_turns("n") == 0, "nothing kept");
+    int rc;
+    char *e = cat("n/error", &rc);
+    CHECK(e && strstr(e, "more than the context of 64"), "why: %s", e ? e : "");
+    free(e);
+    CHECK(echo_to("n/message", "short\n") == 0, "a short one goes");
+    wait_idle("n");
+    CHECK(count_turns("n") == 2, "answered");
+    fs = saved;
+    chatfs_stop(other);
+    b->close(b);
+    chatfs_free(other);
+}
+
+/* what the copy tools do (fs/copyin.c): shutil.copytree, tar -xf */
+static void test_copy_tools(void) {
+    fs_attr a;
+    /* copytree: the thread that made the conversation makes turns/ too (os.makedirs) */
+    CHECK(fs_mkdir(fs, me, FS_ROOT_INO, "ct", &a) == 0, "copytree's mkdir");
+    uint64_t cd = (uint64_t)ino_of("ct");
+    CHECK(ino_of("ct/turns") == -ENOENT && fs_mkdir(fs, me, cd, "turns", &a) == 0 && ino_of("ct/turns") > 0,
+          "turns/ is made by its maker, then it is there");
+    uint64_t td = (uint64_t)ino_of("ct/turns");
+    /* turns in the source's directory order: 003 waits for 001 and 002 */
+    CHECK(create_write(td, "003-user.md", O_TRUNC, "third\n") == 0 && text_is("ct/messages.json", "[]\n") &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "a turn that waits: listed, not history yet");
+    CHECK(create_write(td, "001-user.md", O_TRUNC, "first\n") == 0 &&
+              text_is("ct/messages.json", "[\n  {\"role\": \"user\", \"content\": \"first\"}\n]\n"),
+          "the first");
+    CHECK(create_write(td, "002-assistant.md", O_TRUNC, "second\n") == 0 && count_turns("ct") == 3 &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "the waiting turn joins once the turns before it are there");
+    CHECK(echo_to("ct/reply", "copied reply\n") == 0 && text_is("ct/reply", "second\n"), "a view dropped in a copy");
+    CHECK(text_is("ct/status", "idle\n"), "a copy generates nothing");
+    /* tar over it: O_EXCL fails, unlink (the turn and the later ones go), create again
+     * (they are back), write what they say */
+    fs_handle *h;
+    CHECK(fs_create(fs, me, td, "002-assistant.md", 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a) == -EEXIST, "O_EXCL");
+    CHECK(fs_unlink(fs, me, td, "002-assistant.md") == 0 && count_turns("ct") == 1, "unlink takes 002 and 003");
+    CHECK(create_write(td, "002-assistant.md", O_EXCL, "second\n") == 0 && count_turns("ct") == 3 &&
+              text_is("ct/turns/003-user.md", "third\n"),
+          "created again by the same thread: back");
+    CHECK(fs_unlink(fs, me, td, "002-assistant.md") == 0 &&
+              create_write(td, "002-assistant.md", O_EXCL, "other\n") == -EPERM && count_turns("ct") == 3 &&
+              text_is("ct/turns/002-assistant.md", "second\n"),
+          "a copy that differs is refused and the turn stays");
+    CHECK(fs_unlink(fs, SHELL_TID, td, "003-user.md") == 0 && count_turns("ct") == 2 &&
+              create_write(td, "003-user.md", O_EXCL, "new\n") == 0 && text_is("ct/turns/003-user.md", "new\n"),
+          "another thread's unlink is not taken back: the create is a new turn");
+    CHECK(fs_rmdir(fs, SHELL_TID, FS_ROOT_INO, "ct") == -ENOTEMPTY, "still there");
 }
 
 static void test_persistence(void) {
@@ -408,7 +617,7 @@ static void *reader(void *arg) {
 
 static void test_concurrency(void) {
     fs_attr a;
-    fs_mkdir(fs, me, FS_ROOT_INO, "r", &a);
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "r", &a);
     echo_to("r/message", "streams #tokens=60 #delay=1");
     pthread_t t[4];
     for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, reader, NULL);
@@ -445,7 +654,7 @@ static void test_soak(void) {
         fs_handle *h;
         int rc;
         switch (rand_r(&seed) % 9) {
-        case 0: fs_mkdir(fs, me, p1, leaf, &a); break;
+        case 0: fs_mkdir(fs, SHELL_TID, p1, leaf, &a); break;
         case 1: echo_to(n1, tx); break;
         case 2: free(cat(n1, &rc)); break;
         case 3: fs_unlink(fs, me, p1, leaf); break;
@@ -468,7 +677,7 @@ static void test_soak(void) {
         case 7: {
             fs_dirent *e;
             int n;
-            if (fs_readdir(fs, p1, &e, &n) == 0) fs_dirents_free(e, n);
+            if (fs_readdir(fs, me, p1, &e, &n) == 0) fs_dirents_free(e, n);
             break;
         }
         case 8: fs_symlink(fs, me, "target", p1, leaf, &a); break;
@@ -488,6 +697,10 @@ int main(void) {
     test_vim_sequence();
     test_import();
     test_cp_fresh();
+    test_copy_tools();
+    test_text();
+    test_scratch();
+    test_cannot_count();
     test_persistence();
     test_concurrency();
     test_soak();

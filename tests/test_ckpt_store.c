@@ -54,10 +54,10 @@ static void make_rec(const uint64_t *h, int n, float *rec, float *lg) {
 
 static const uint8_t FP1[16] = "fingerprint-one", FP2[16] = "fingerprint-two";
 
-static ckpt_store *open_store(sqlite3 *db, const uint8_t *fp, int trimmable, size_t ram, size_t disk) {
+static ckpt_store *open_store(store_db *db, const uint8_t *fp, int trimmable, size_t ram, size_t disk) {
     cs_model m = {fp, 16, "fake/model", ROW * sizeof(float), trimmable ? 0 : REC * sizeof(float),
                   VOC * sizeof(float), trimmable};
-    cs_config c = {ram, disk, 256};
+    cs_config c = {ram ? ram : CS_DEFAULT_RAM_BUDGET, disk ? disk : CS_DEFAULT_DISK_BUDGET, 256}; /* 0: the default */
     char err[256];
     ckpt_store *s = cs_open(db, &m, &c, err, sizeof err);
     REQUIRE(s, "cs_open: %s", err);
@@ -169,15 +169,15 @@ static void fresh_db(void) {
     unlink(p);
 }
 
-static sqlite3 *opendb(void) {
+static store_db *opendb(void) {
     char err[256];
-    sqlite3 *db = db_open(DB, err, sizeof err);
+    store_db *db = db_open(DB, err, sizeof err);
     REQUIRE(db, "%s", err);
     return db;
 }
 
 /* a fresh database, and checkpoints at 1000, 2000 and 2500 (with logits) of t, in RAM */
-static ckpt_store *three_in_ram(int *t, sqlite3 **db) {
+static ckpt_store *three_in_ram(int *t, store_db **db) {
     fresh_db();
     make_tokens(t, 3000, 0, 3000);
     *db = opendb();
@@ -190,7 +190,7 @@ static ckpt_store *three_in_ram(int *t, sqlite3 **db) {
 
 static void persistence(void) {
     int t[3000];
-    sqlite3 *db;
+    store_db *db;
     ckpt_store *s = three_in_ram(t, &db);
     CHECK(cs_flush(s) == 0, "flush");
     cs_stats st;
@@ -226,7 +226,7 @@ static int stop_always(void *calls) {
  * and leaves the rest for the next one: another connection sees exactly those. */
 static void flush_in_steps(void) {
     int t[3000];
-    sqlite3 *db;
+    store_db *db;
     ckpt_store *s = three_in_ram(t, &db);
     int calls = 0;
     CHECK(cs_flush_until(s, stop_always, &calls) == 1 && calls == 1, "stopped after one checkpoint (%d calls)", calls);
@@ -235,7 +235,7 @@ static void flush_in_steps(void) {
     CHECK(st.entries_disk == 1 && st.entries_pending == 2 && st.kv_bytes_disk == 1000 * ROW * 4,
           "one written: %llu on disk, %llu pending, %llu KV bytes", (unsigned long long)st.entries_disk,
           (unsigned long long)st.entries_pending, (unsigned long long)st.kv_bytes_disk);
-    sqlite3 *db2 = opendb();
+    store_db *db2 = opendb();
     ckpt_store *o = open_store(db2, FP1, 0, 0, 0);
     cs_hit hit;
     CHECK(restore(o, t, 2200, 0, &hit) == 1000 && !strcmp(hit.source, "disk"), "another reader sees 1000: %d from %s",
@@ -259,7 +259,8 @@ static void flush_in_steps(void) {
 }
 
 /* flips one byte inside column col of the first row of table matching where */
-static void flip(sqlite3 *db, const char *table, const char *col, const char *where, int offset) {
+static void flip(store_db *sdb, const char *table, const char *col, const char *where, int offset) {
+    sqlite3 *db = db_sql(sdb);
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT rowid FROM %s WHERE %s", table, where);
     sqlite3_stmt *st;
@@ -283,7 +284,7 @@ static void corruption(void) {
     fresh_db();
     int t[3000];
     make_tokens(t, 3000, 0, 3000);
-    sqlite3 *db = opendb();
+    store_db *db = opendb();
     ckpt_store *s = open_store(db, FP1, 0, 0, 0);
     save(s, t, 1000, 0);
     save(s, t, 2000, 0);
@@ -312,7 +313,7 @@ static void corruption(void) {
     save(s, t, 2400, 0);
     cs_close(s);
     flip(db, "ckpt_pages", "tokens", "pos0=512", 0);
-    CHECK(sqlite3_exec(db, "UPDATE ckpt_entries SET n_tokens=999999 WHERE n_tokens=2400", NULL, NULL, NULL) ==
+    CHECK(sqlite3_exec(db_sql(db), "UPDATE ckpt_entries SET n_tokens=999999 WHERE n_tokens=2400", NULL, NULL, NULL) ==
               SQLITE_OK, "update");
     s = open_store(db, FP1, 0, 0, 0);
     cs_get_stats(s, &st);
@@ -321,7 +322,7 @@ static void corruption(void) {
     CHECK(restore(s, t, 2500, 0, &hit) == 0, "nothing usable is left: %d", hit.n);
     cs_close(s);
     /* a database written by a newer chatfs is refused */
-    CHECK(sqlite3_exec(db, "UPDATE schema_versions SET version=99 WHERE module='checkpoints'", NULL, NULL, NULL) ==
+    CHECK(sqlite3_exec(db_sql(db), "UPDATE schema_versions SET version=99 WHERE module='checkpoints'", NULL, NULL, NULL) ==
               SQLITE_OK, "update");
     cs_model m = {FP1, 16, "fake/model", ROW * 4, REC * 4, VOC * 4, 0};
     char err[256] = "";
@@ -331,7 +332,7 @@ static void corruption(void) {
 
 static void budgets(void) {
     fresh_db();
-    sqlite3 *db = opendb();
+    store_db *db = opendb();
     /* every checkpoint: own KV page of 256 rows (8 KiB) + 64 bytes of state */
     size_t one = 256 * ROW * 4 + REC * 4;
     ckpt_store *s = open_store(db, FP1, 0, 3 * one + 10, 5 * one + 10);
@@ -377,6 +378,42 @@ static void budgets(void) {
     cs_close(s);
 }
 
+/* a budget of 0 is none (chatfs mount --ram-budget 0 / --disk-budget 0) */
+static void zero_budgets(void) {
+    cs_model m = {FP1, 16, "fake/model", ROW * sizeof(float), REC * sizeof(float), VOC * sizeof(float), 0};
+    char err[256];
+    int t[600];
+    make_tokens(t, 600, 0, 600);
+    cs_hit hit;
+    cs_stats st;
+    /* no RAM: each checkpoint goes to the database at once and leaves RAM */
+    fresh_db();
+    store_db *db = opendb();
+    ckpt_store *s = cs_open(db, &m, &(cs_config){0, CS_DEFAULT_DISK_BUDGET, 256}, err, sizeof err);
+    REQUIRE(s, "%s", err);
+    CHECK(save(s, t, 300, 0) == 1, "saved with no RAM budget");
+    cs_get_stats(s, &st);
+    CHECK(st.bytes_ram == 0 && st.entries_disk == 1 && st.entries_pending == 0, "in the database only: %llu in RAM",
+          (unsigned long long)st.bytes_ram);
+    CHECK(restore(s, t, 400, 0, &hit) == 300 && !strcmp(hit.source, "disk"), "restored from disk: %s", hit.source);
+    cs_release(s, &hit);
+    cs_close(s);
+    /* no disk: the database is not touched */
+    s = cs_open(db, &m, &(cs_config){CS_DEFAULT_RAM_BUDGET, 0, 256}, err, sizeof err);
+    REQUIRE(s, "%s", err);
+    CHECK(!cs_persistent(s) && save(s, t, 500, 0) == 1, "RAM only");
+    cs_get_stats(s, &st);
+    CHECK(st.entries_disk == 0 && st.entries_ram == 1, "nothing from or to the database: %llu on disk",
+          (unsigned long long)st.entries_disk);
+    cs_close(s);
+    /* neither: no checkpoints at all */
+    s = cs_open(db, &m, &(cs_config){0, 0, 256}, err, sizeof err);
+    REQUIRE(s, "%s", err);
+    CHECK(save(s, t, 300, 0) < 0 && restore(s, t, 400, 0, &hit) == 0, "none kept");
+    cs_close(s);
+    db_close(db);
+}
+
 /* a forgotten session (its conversation was removed) is evicted first, even when its
  * checkpoints are the most recent */
 static void forgotten_sessions(void) {
@@ -420,12 +457,12 @@ static void file_damage(void) {
     fresh_db();
     int t[2000];
     make_tokens(t, 2000, 0, 2000);
-    sqlite3 *db = opendb();
+    store_db *db = opendb();
     ckpt_store *s = open_store(db, FP1, 0, 0, 0);
     for (int n = 100; n <= 1900; n += 300) save(s, t, n, n == 1900);
     cs_flush(s);
     cs_close(s);
-    sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_exec(db_sql(db), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     db_close(db);
     FILE *f = fopen(DB, "rb");
     REQUIRE(f, "cannot read %s", DB);
@@ -455,7 +492,7 @@ static void file_damage(void) {
         }
         fclose(g);
         char err[256];
-        sqlite3 *d = db_open(DB, err, sizeof err);
+        store_db *d = db_open(DB, err, sizeof err);
         if (!d) continue; /* not a database any more: chatfs ask moves it aside */
         cs_model m = {FP1, 16, "fake/model", ROW * sizeof(float), REC * sizeof(float), VOC * sizeof(float), 0};
         ckpt_store *cs = cs_open(d, &m, NULL, err, sizeof err);
@@ -481,6 +518,7 @@ int main(int argc, char **argv) {
     flush_in_steps();
     corruption();
     budgets();
+    zero_budgets();
     forgotten_sessions();
     trimmable();
     file_damage();

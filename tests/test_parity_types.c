@@ -24,7 +24,7 @@
 
 static const char *const fixtures[] = {"qwen35-tiny-f32",     "nemotron_h-tiny-f32",    "mamba2-tiny-f32",
                                        "mamba-tiny-f32",      "granitehybrid-tiny-f32", "lfm2-tiny-f32",
-                                       "qwen3-tiny-f32",      "llama-tiny-f32"};
+                                       "qwen3-tiny-f32",      "qwen2-tiny-f32",         "llama-tiny-f32"};
 static const uint32_t types[] = {GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 #define N_TYPES (int)(sizeof types / sizeof types[0])

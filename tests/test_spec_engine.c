@@ -23,6 +23,7 @@
 #include "engine/runtime/chat.h"
 #include "engine/runtime/speculative.h"
 #include "tests/check.h"
+#include "tests/engine_db.h"
 
 #define MODEL "tests/fixtures/qwen35-tiny-mtp-f32.gguf"
 
@@ -36,14 +37,15 @@ static void collect(void *ud, const char *t, size_t n) {
     if (s->n + n < sizeof s->text) memcpy(s->text + s->n, t, n), s->n += n;
 }
 
-static chat_engine *open_engine_ctx(int draft, const char *db, int n_ctx) {
-    engine_config cfg = {.model_path = MODEL, .db_path = db, .threads = 2, .draft = draft, .n_ctx = n_ctx};
+/* checkpoints: a store on a database (tests/engine_db.h), or NULL for one in RAM */
+static chat_engine *open_engine_ctx(int draft, ckpt_store *checkpoints, int n_ctx) {
+    engine_config cfg = {.model_path = MODEL, .checkpoints = checkpoints, .threads = 2, .draft = draft, .n_ctx = n_ctx};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "engine_open: %s", err);
     return e;
 }
-static chat_engine *open_engine(int draft, const char *db) { return open_engine_ctx(draft, db, 0); }
+static chat_engine *open_engine(int draft, ckpt_store *checkpoints) { return open_engine_ctx(draft, checkpoints, 0); }
 
 static gen_settings greedy(int max_tokens, int speculative) {
     gen_settings s;
@@ -181,16 +183,20 @@ static void two_turns(void) {
     gen_report rep[2][2];
     for (int k = 0; k < 2; k++) { /* k = 0: plain, 1: speculative; each its own database */
         snprintf(db[k], sizeof db[k], "%s/%d.db", dir, k);
-        chat_engine *e = open_engine(k ? 3 : -1, db[k]);
+        test_store st;
+        chat_engine *e = open_engine(k ? 3 : -1, test_store_open(&st, db[k]));
         gen_settings s = greedy(30, -1);
         s.session = "c";
         chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox"}, {"assistant", ""}, {"user", second_text}};
         ask(e, msgs, 1, &s, &out[k][0], &rep[k][0]);
         engine_close(e); /* the post-generation checkpoint and the database write */
-        e = open_engine(k ? 3 : -1, db[k]); /* a fresh engine: the checkpoint comes from the database */
+        test_store_close(&st);
+        /* a fresh engine and store: the checkpoint comes from the database */
+        e = open_engine(k ? 3 : -1, test_store_open(&st, db[k]));
         msgs[1].content = out[k][0].text;
         ask(e, msgs, 3, &s, &out[k][1], &rep[k][1]);
         engine_close(e);
+        test_store_close(&st);
     }
     for (int t = 0; t < 2; t++)
         CHECK(out[0][t].n == out[1][t].n && !memcmp(out[0][t].text, out[1][t].text, out[0][t].n),

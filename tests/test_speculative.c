@@ -238,9 +238,8 @@ static void checkpoint_midway(model *m, arena *a) {
     int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
     const int K = 200, N = 3, gen = 48;
     char err[256] = "";
-    cs_config cc = {0, 0, 0};
-    ckpt_store *cs = pc_open(m, NULL, &cc, err, sizeof err);
-    REQUIRE(cs, "pc_open: %s", err);
+    prefix_cache *pc = pc_open(m, NULL, err, sizeof err); /* a store of its own, in RAM */
+    REQUIRE(pc, "pc_open: %s", err);
     seq_state *st = state_new(m, 0);
     float *lg = malloc(sizeof(float) * m->n_vocab);
     spec_seq sp;
@@ -266,11 +265,11 @@ static void checkpoint_midway(model *m, arena *a) {
         memcpy(fed + K, whole->tokens, sizeof(int) * (size_t)(at + 1 - K));
         REQUIRE(model_prefill(m, s1, fed + K, at - K, 0, lg, a) == 0, "prefill failed");
         uint64_t *h = malloc(sizeof *h * ((size_t)at + 2));
-        token_chain_all(cs_seed(cs), fed, at + 1, h);
-        CHECK(pc_save(cs, s1, fed, h, at, NULL, PC_INTERVAL, NULL) >= 0, "pc_save failed");
+        token_chain_all(pc_seed(pc), fed, at + 1, h);
+        CHECK(pc_save(pc, s1, fed, h, at, NULL, PC_INTERVAL, NULL) >= 0, "pc_save failed");
         cs_hit hit;
-        const int got = pc_restore(cs, s2, fed, h, at + 1, NULL, &hit);
-        cs_release(cs, &hit);
+        const int got = pc_restore(pc, s2, fed, h, at + 1, NULL, &hit);
+        pc_release(pc, &hit);
         CHECK(got == at && same_state(s1, s2), "restore at %d gave %d tokens", at, got);
         /* go on from the restored state: the token that step `stop` starts from is the
          * whole run's token at index at - K */
@@ -299,7 +298,7 @@ static void checkpoint_midway(model *m, arena *a) {
     state_free(st);
     free(lg);
     free(S);
-    cs_close(cs);
+    pc_close(pc);
     cJSON_Delete(ref);
 }
 

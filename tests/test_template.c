@@ -40,6 +40,51 @@ static void test_chatml(void) {
     expect(&t, NULL, 0, 1, "<|im_start|>assistant\n", "no messages");
 }
 
+/* Qwen1.5-Chat / Qwen2-Instruct's template, and the part of Qwen2.5-Instruct's that says
+ * what a conversation without a system message opens with */
+static const char *const QWEN2_TEMPLATE =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+static const char *const QWEN25_SNIPPET =
+    "{%- else %}{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}{%- endif %}{%- for message in messages %}{%- if (message.role == \"user\") or "
+    "(message.role == \"system\" and not loop.first) %}";
+
+/* Qwen1.5/2/2.5 (as Python's jinja2 renders their templates): ChatML that opens with a
+ * default system turn when the first message is not a system one */
+static void test_qwen2(void) {
+    chat_template t;
+    template_detect(&t, QWEN2_TEMPLATE);
+    const chat_msg ua[] = {{"user", "U"}, {"assistant", "A"}}, us[] = {{"user", "U"}, {"system", "S2"}};
+    expect(&t, ua, 2, 1,
+           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+           "<|im_start|>assistant\nA<|im_end|>\n<|im_start|>assistant\n",
+           "Qwen2: the default system turn");
+    expect(&t, SUA, 3, 1,
+           "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+           "<|im_start|>assistant\n",
+           "Qwen2: a system message of its own");
+    expect(&t, us, 2, 1,
+           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+           "<|im_start|>system\nS2<|im_end|>\n<|im_start|>assistant\n",
+           "Qwen2: a later system message is a turn");
+    template_detect(&t, QWEN25_SNIPPET);
+    expect(&t, ua, 1, 1,
+           "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+           "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n",
+           "Qwen2.5: its default system turn");
+    const chat_msg empty_sys[] = {{"system", ""}, {"user", "U"}};
+    expect(&t, empty_sys, 2, 0, "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nU<|im_end|>\n",
+           "Qwen2.5: an empty system message stays");
+    t = forced("chatml");
+    expect(&t, ua, 1, 0, "<|im_start|>user\nU<|im_end|>\n", "forced chatml adds no system turn");
+}
+
 static void test_qwen3(void) {
     chat_template t = forced("qwen3");
     expect(&t, SUA, 3, 1,
@@ -277,6 +322,8 @@ static void expect_detect(const char *jinja, tmpl_family fam, int known, int var
 
 static void test_detect(void) {
     expect_detect(TINY_CHATML, TMPL_CHATML, 1, 0, "plain ChatML");
+    expect_detect(QWEN2_TEMPLATE, TMPL_CHATML, 1, 1, "Qwen1.5 / Qwen2");
+    expect_detect(QWEN25_SNIPPET, TMPL_CHATML, 1, 2, "Qwen2.5");
     expect_detect(QWEN3_SNIPPET, TMPL_QWEN3, 1, 0, "Qwen3");
     expect_detect(QWEN35_SNIPPET, TMPL_QWEN35, 1, 0, "Qwen3.5");
     expect_detect(QWEN35_AND_SNIPPET, TMPL_QWEN35, 1, 1, "Qwen3.5 'and reasoning_content' variant");
@@ -347,6 +394,7 @@ static void test_force_and_fallback(void) {
 
 int main(void) {
     test_chatml();
+    test_qwen2();
     test_qwen3();
     test_qwen35();
     test_llama3();

@@ -7,7 +7,8 @@
 # see tests/remote/). Nothing from it is copied into the repository.
 #
 # Cache: $CHATFS_CACHE (default ~/.cache/chatfs), so later runs skip the download.
-# Needs npm (Debian's npm package) and git; reaches only the npm registry.
+# Needs npm (the machine's Node.js provides it; else Debian's npm package) and git; reaches
+# only the npm registry.
 set -eu
 VERSION=3.22.1                                   # node-llama-cpp = llama.cpp release v0.5.0
 CACHE=${CHATFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/chatfs}
@@ -18,8 +19,8 @@ mkdir -p "$NPM_DIR"
 BUNDLE=$NPM_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle
 if [ ! -f "$BUNDLE" ]; then
     command -v npm >/dev/null || { echo "llama-cpp-src: npm is missing (apt-get install npm)" >&2; exit 1; }
-    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private": true}' > "$NPM_DIR/package.json"
-     cd "$NPM_DIR" && npm install --ignore-scripts --omit=optional --no-audit --no-fund --silent \
+    [ -f "$NPM_DIR/package.json" ] || echo '{"private": true}' > "$NPM_DIR/package.json"
+    (cd "$NPM_DIR" && npm install --ignore-scripts --omit=optional --no-audit --no-fund --silent \
          "node-llama-cpp@$VERSION" >&2)
 fi
 [ -f "$BUNDLE" ] || { echo "llama-cpp-src: $BUNDLE not found after npm install" >&2; exit 1; }

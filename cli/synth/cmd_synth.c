@@ -83,6 +83,9 @@ static const shape shapes[] = {
      .conv_k = 3, .attn_layers = {2, 5, 8, 10, 12, 14}, .n_attn_layers = 6},
     {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_layer = 28, .n_head = 16, .n_head_kv = 8,
      .head_dim = 128, .n_ff = 3072, .n_vocab = 151936, .tied = 1, .ctx = 40960, .rope_base = 1e6f, .eps = 1e-6f},
+    /* Qwen/Qwen1.5-0.5B's config.json (GGUF arch qwen2; Qwen2/2.5-0.5B differ only in sizes) */
+    {.name = "qwen1.5-0.5b", .arch = "qwen2", .n_embd = 1024, .n_layer = 24, .n_head = 16, .n_head_kv = 16,
+     .head_dim = 64, .n_ff = 2816, .n_vocab = 151936, .tied = 1, .ctx = 32768, .rope_base = 1e6f, .eps = 1e-6f},
     {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
      .head_dim = 64, .n_ff = 8192, .n_vocab = 128256, .tied = 1, .ctx = 131072, .rope_base = 5e5f, .eps = 1e-5f},
 };
@@ -603,9 +606,11 @@ static void build_lfm2(builder *b) {
     }
 }
 
-static void build_dense(builder *b, int qk_norm) { /* qwen3 (q/k norms, explicit head dim) and llama */
+/* qwen3 (q/k norms, explicit head size), qwen2 (q/k/v biases; only the generic keys, as
+ * its converter writes them: head size n_embd / head_count, rope over all of it) and llama */
+static void build_dense(builder *b, int qk_norm) {
     const shape *c = b->c;
-    const int E = c->n_embd, hd = c->head_dim;
+    const int E = c->n_embd, hd = c->head_dim, qkv_bias = !strcmp(c->arch, "qwen2");
     char nm[128];
     attn_common(b);
     kv_u32(b, ".block_count", (uint32_t)c->n_layer);
@@ -615,7 +620,7 @@ static void build_dense(builder *b, int qk_norm) { /* qwen3 (q/k norms, explicit
     if (qk_norm) {
         kv_u32(b, ".attention.key_length", (uint32_t)hd);
         kv_u32(b, ".attention.value_length", (uint32_t)hd);
-    } else {
+    } else if (!qkv_bias) {
         kv_u32(b, ".rope.dimension_count", (uint32_t)hd);
     }
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
@@ -626,6 +631,11 @@ static void build_dense(builder *b, int qk_norm) { /* qwen3 (q/k norms, explicit
         mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
         mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
         mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+        if (qkv_bias) { /* large q/k biases (rope turns them with the position), a small v bias */
+            tensor(b, W("blk.%d.attn_q.bias", i), 1, hd * c->n_head, 1, I_NORMAL, 0.5f, 0);
+            tensor(b, W("blk.%d.attn_k.bias", i), 1, hd * c->n_head_kv, 1, I_NORMAL, 0.5f, 0);
+            tensor(b, W("blk.%d.attn_v.bias", i), 1, hd * c->n_head_kv, 1, I_NORMAL, 0.1f, 0);
+        }
         if (qk_norm) {
             ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
             ones(b, W("blk.%d.attn_k_norm.weight", i), hd);

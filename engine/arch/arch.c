@@ -8,10 +8,11 @@
 /* ---------------------------------------------------------------- architectures */
 
 extern const arch_desc arch_qwen35, arch_nemotron_h, arch_mamba2, arch_mamba, arch_granitehybrid, arch_lfm2,
-    arch_qwen3, arch_llama;
+    arch_qwen3, arch_qwen2, arch_llama;
 
 static const arch_desc *const archs[] = {&arch_qwen35, &arch_nemotron_h,   &arch_mamba2, &arch_mamba,
-                                         &arch_granitehybrid, &arch_lfm2, &arch_qwen3,  &arch_llama};
+                                         &arch_granitehybrid, &arch_lfm2, &arch_qwen3,  &arch_qwen2,
+                                         &arch_llama};
 
 const arch_desc *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)

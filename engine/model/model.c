@@ -155,6 +155,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
             for (int k = 0; k < segs[i].keep; k++) dst[r + k] = seqs[i].out + (size_t)k * m->n_vocab;
         /* as llama.cpp, a logit scale is a multiplication by its reciprocal */
         matmul_scatter(&m->output, xo, n_logit_rows, lo, dst, 1.0f / m->logit_scale);
+        if (m->output_bias)
+            for (int r = 0; r < n_logit_rows; r++) add_scaled(dst[r], m->output_bias, 1.0f, (size_t)m->n_vocab);
     }
     arena_reset(a);
     return 0;

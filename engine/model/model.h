@@ -6,7 +6,7 @@
  *     for each block:
  *         h += residual_scale * Mixer(RMSNorm(h, mixer_norm))       (if the block has a mixer)
  *         h += residual_scale * FFN(RMSNorm(h, ffn_norm))           (if the block has an FFN)
- *     logits = output · RMSNorm(h, output_norm) · (1 / logit_scale)
+ *     logits = output · RMSNorm(h, output_norm) · (1 / logit_scale) (+ output_bias)
  *
  * An architecture file (arch/arch_*.c) reads its metadata and tensors through the loader
  * (loader.h) and says which mixer and FFN each block has; model.c runs the stack. */
@@ -67,6 +67,7 @@ typedef struct model {
     matrix tok_embd, output;     /* output aliases tok_embd when tied */
     int tied;
     const float *output_norm;
+    const float *output_bias;    /* [n_vocab], added to the logits; NULL when none */
     block *blocks;
 
     /* sequence-state shape */

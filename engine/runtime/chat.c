@@ -14,6 +14,9 @@
  * cancel, the text stream with its stop strings, the report, the counters. */
 #include "engine/runtime/chat.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +57,9 @@ void gen_settings_defaults(gen_settings *s) {
 
 /* Renders messages with the engine's template (or a forced one) and the generation
  * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
-static int render_tokens(const chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out,
-                         char *err, size_t errlen, chat_template *used) {
+static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out, char *err,
+                         size_t errlen, chat_template *used) {
+    __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
     chat_template t = e->m->tmpl;
     if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
         snprintf(err, errlen, "unknown template '%s'", tmpl_name);
@@ -83,6 +87,29 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char 
 
 int engine_context(const chat_engine *e) { return e->n_ctx; }
 int engine_draft(const chat_engine *e) { return e->draft; }
+
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown */
+static size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+int engine_default_context(const model *m) {
+    /* one conversation's KV cache at full length may take a quarter of the memory that
+     * is free now: the rest is for the other conversations of a batch, checkpoints and
+     * the system */
+    size_t kv = state_kv_floats_per_token(m) * sizeof(float), avail = available_memory();
+    long long n = m->n_ctx_train;
+    if (kv && avail && (long long)(avail / 4 / kv) < n) n = (long long)(avail / 4 / kv) / 256 * 256;
+    if (n < 256) n = m->n_ctx_train < 256 ? m->n_ctx_train : 256;
+    return (int)n;
+}
 const model *engine_model(const chat_engine *e) { return e->m; }
 
 /* ---------------------------------------------------------------- text out */
@@ -209,6 +236,12 @@ static int copy_settings(request *r, const gen_settings *s) {
     return 0;
 }
 
+/* engine_submit's refusals: 0, with errno saying which kind */
+static uint64_t refuse(int why) {
+    errno = why;
+    return 0;
+}
+
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen) {
     gen_settings defaults;
@@ -219,45 +252,48 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
         s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT) {
         snprintf(err, errlen, "invalid generation settings");
-        return 0;
+        return refuse(EINVAL);
     }
     for (int i = 0; i < s->n_stop; i++)
         if (!s->stop[i] || !*s->stop[i] || strlen(s->stop[i]) > 256) {
             snprintf(err, errlen, "stop strings must be 1 to 256 bytes");
-            return 0;
+            return refuse(EINVAL);
         }
     request *r = calloc(1, sizeof *r);
     if (!r || copy_settings(r, s) != 0) {
         request_free(r);
         snprintf(err, errlen, "out of memory");
-        return 0;
+        return refuse(ENOMEM);
     }
+    /* the one rendering and tokenization of this message (the filesystem counts only
+     * when a message comes near the context, to refuse it at the write) */
     r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
     if (r->n_prompt < 0) {
         request_free(r);
-        return 0;
+        return refuse(EINVAL);
     }
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
+        int why = r->n_prompt ? EFBIG : EINVAL;
         request_free(r);
-        return 0;
+        return refuse(why);
     }
     sampler_params sp = {s->temperature, s->top_k, s->top_p, s->min_p, s->seed};
     r->held = malloc(TEXT_CAP + (size_t)r->max_stop + 64);
     if (!r->held || sampler_init(&r->smp, &sp, e->m->n_vocab) != 0) {
         request_free(r);
         snprintf(err, errlen, "out of memory");
-        return 0;
+        return refuse(ENOMEM);
     }
-    if (s->checkpoints && e->cs) { /* placement: done here, on the caller's thread */
+    if (s->checkpoints && e->pc) { /* placement: done here, on the caller's thread */
         r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
         r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
         if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
             request_free(r);
             snprintf(err, errlen, "out of memory");
-            return 0;
+            return refuse(ENOMEM);
         }
-        token_chain_all(cs_seed(e->cs), r->prompt, r->n_prompt, r->h);
+        token_chain_all(pc_seed(e->pc), r->prompt, r->n_prompt, r->h);
     }
     detok_init(&r->ds, 0);
     if (cb) r->cb = *cb;
@@ -272,7 +308,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         pthread_mutex_unlock(&e->lock);
         request_free(r);
         snprintf(err, errlen, "the engine is shutting down");
-        return 0;
+        return refuse(ESHUTDOWN);
     }
     r->id = ++e->next_id;
     if (e->queue_tail)
@@ -324,6 +360,32 @@ void finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
+int sample_token(chat_engine *e, request *r) {
+    if (!r->s.ignore_eog || !e->n_eog) return sampler_sample(&r->smp, r->logits);
+    /* ignore_eog: the end-of-generation tokens cannot be drawn (llama.cpp's ignore_eos
+     * biases them to -inf), so every token of the reply is text; the logits themselves stay
+     * as computed, for the checkpoint that keeps them */
+    float kept[64];
+    int n = e->n_eog < 64 ? e->n_eog : 64;
+    for (int i = 0; i < n; i++) kept[i] = r->logits[e->eog[i]], r->logits[e->eog[i]] = -INFINITY;
+    int tok = sampler_sample(&r->smp, r->logits);
+    for (int i = 0; i < n; i++) r->logits[e->eog[i]] = kept[i];
+    return tok;
+}
+
+int sample_step(chat_engine *e, request *r) {
+    spec_seq *sp = r->spec;
+    if (r->s.ignore_eog && e->n_eog) {
+        /* as sample_token: no verify row draws an end-of-generation token, so a drafted one
+         * is always rejected; the rows are scratch the next step overwrites, so nothing is
+         * put back */
+        const size_t V = (size_t)e->m->n_vocab;
+        for (int j = 0; j <= sp->n_draft; j++)
+            for (int i = 0; i < e->n_eog; i++) sp->logits[(size_t)j * V + (size_t)e->eog[i]] = -INFINITY;
+    }
+    return spec_accept(sp, &r->smp, r->step_tokens);
+}
+
 int accept_token(chat_engine *e, request *r, int tok) {
     r->last_token = tok;
     r->r.generated_tokens++;
@@ -343,8 +405,7 @@ int accept_token(chat_engine *e, request *r, int tok) {
 
 /* Frees what engine_open made (any part may be missing). */
 static void engine_free(chat_engine *e) {
-    cs_close(e->cs); /* writes what is still only in RAM */
-    db_close(e->db);
+    pc_close(e->pc); /* writes what is still only in RAM */
     arena_free(&e->arena);
     free(e->act);
     free(e->rows);
@@ -358,6 +419,7 @@ static void engine_free(chat_engine *e) {
     }
     free(e->spec_spare);
     model_free(e->m);
+    free(e->model_path);
     free(e);
 }
 
@@ -372,8 +434,10 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     e->cfg = *cfg;
+    e->model_path = strdup(cfg->model_path);
     e->m = model_load(cfg->model_path, err, errlen);
     if (!e->m) {
+        free(e->model_path);
         free(e);
         return NULL;
     }
@@ -381,11 +445,14 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     e->draft = spec_configure(e->m, cfg->draft == 0 ? -1 : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
     if (e->draft < 0) {
         model_free(e->m);
+        free(e->model_path);
         free(e);
         return NULL;
     }
     mtp_set_draft_vocab(e->m, cfg->draft_vocab);
-    e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : DEFAULT_CTX;
+    for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
+        if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
+    e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : engine_default_context(e->m);
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
     e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
@@ -403,26 +470,18 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     pool_set_threads(cfg->threads);
     /* the first request's state: room for a long system prompt, faulted in now */
     state_prepare_spare(e->m, e->n_ctx, SPARE_PREPARED_TOKENS);
-    if (cfg->db_path && *cfg->db_path) {
-        char dberr[512];
-        e->db = db_open(cfg->db_path, dberr, sizeof dberr);
-        if (!e->db) fprintf(stderr, "chatfs: %s; checkpoints stay in RAM\n", dberr);
-    }
     char cerr[512] = "";
-    cs_config cc = {cfg->ram_budget, cfg->disk_budget, 0};
-    e->cs = pc_open(e->m, e->db, &cc, cerr, sizeof cerr);
-    if (!e->cs) {
+    e->pc = pc_open(e->m, cfg->checkpoints, cerr, sizeof cerr);
+    if (!e->pc) {
         snprintf(err, errlen, "%s", cerr[0] ? cerr : "cannot open the checkpoint store");
         engine_free(e);
         return NULL;
     }
     if (cerr[0]) fprintf(stderr, "chatfs: %s\n", cerr);
-    pthread_mutex_init(&e->cache_lock, NULL);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     if (pthread_create(&e->worker, NULL, engine_worker, e) != 0) {
         snprintf(err, errlen, "cannot start the engine thread");
-        pthread_mutex_destroy(&e->cache_lock);
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->wake);
         engine_free(e);
@@ -438,33 +497,34 @@ void engine_close(chat_engine *e) {
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
     pthread_join(e->worker, NULL);
-    pthread_mutex_destroy(&e->cache_lock);
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->wake);
     engine_free(e);
 }
 
-void engine_forget_session(chat_engine *e, const char *session) {
-    pthread_mutex_lock(&e->cache_lock);
-    cs_forget_session(e->cs, session);
-    pthread_mutex_unlock(&e->cache_lock);
-}
+void engine_forget_session(chat_engine *e, const char *session) { pc_forget_session(e->pc, session); }
 
 char *engine_stats_json(chat_engine *e) {
-    char *s = malloc(1280);
+    char *s = malloc(2304);
     if (!s) return NULL;
+    /* what runs, for people: the file and the architecture (the path may need escapes) */
+    cJSON *file = cJSON_CreateString(e->model_path ? e->model_path : "");
+    char *file_json = file ? cJSON_PrintUnformatted(file) : NULL;
+    cJSON_Delete(file);
     pthread_mutex_lock(&e->lock);
     /* busy: requests waiting or running, including a finished one's checkpoint job */
     int queued = 0;
     for (request *r = e->queue; r; r = r->next) queued++;
-    snprintf(s, 1280,
-             "{\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
+    snprintf(s, 2304,
+             "{\"model\":{\"file\":%s,\"architecture\":\"%s\",\"parameters\":%llu,\"context\":%d},"
+             "\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
              "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
              "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
-             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"draft\":%d,\"speculative_steps\":%llu,"
-             "\"drafted_tokens\":%llu,\"accepted_tokens\":%llu}",
+             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"prompt_renders\":%llu,\"draft\":%d,"
+             "\"speculative_steps\":%llu,\"drafted_tokens\":%llu,\"accepted_tokens\":%llu}",
+             file_json && strlen(file_json) < 1000 ? file_json : "\"\"", e->m->arch, (unsigned long long)e->m->n_params, e->n_ctx,
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
              (unsigned long long)e->stats.prompt_tokens, (unsigned long long)e->stats.computed_tokens,
@@ -473,13 +533,14 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.prefill_rows, (unsigned long long)e->stats.retried_steps,
              (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
              (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
-             (unsigned long long)e->stats.post_tokens, e->draft, (unsigned long long)e->stats.spec_steps,
-             (unsigned long long)e->stats.drafted, (unsigned long long)e->stats.accepted);
+             (unsigned long long)e->stats.post_tokens,
+             (unsigned long long)__atomic_load_n(&e->renders, __ATOMIC_RELAXED), e->draft,
+             (unsigned long long)e->stats.spec_steps, (unsigned long long)e->stats.drafted,
+             (unsigned long long)e->stats.accepted);
     pthread_mutex_unlock(&e->lock);
+    cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */
-    pthread_mutex_lock(&e->cache_lock);
-    char *c = cs_stats_json(e->cs);
-    pthread_mutex_unlock(&e->cache_lock);
+    char *c = pc_stats_json(e->pc);
     size_t ls = strlen(s), lc = c ? strlen(c) : 0;
     char *all = c && lc > 2 ? malloc(ls + lc + 2) : NULL;
     if (all) {

@@ -1,6 +1,7 @@
 /* chat.h - the engine API: conversations in, streamed replies out.
  *
- * One engine owns a model, the checkpoint store and a worker thread (the scheduler).
+ * One engine owns a model and a worker thread (the scheduler), and uses a checkpoint
+ * store its caller hands it (store/ckpt_store.h: the caller owns the database).
  * Callers submit requests - a conversation as a list of messages plus settings - and
  * the worker runs them: render the chat template, tokenize, find the longest usable
  * checkpoint for the prompt, restore it, prefill the rest while placing new
@@ -17,16 +18,18 @@
 
 #include "engine/model/model.h"
 #include "engine/template/template.h"
+#include "store/ckpt_store.h"
 
 typedef struct chat_engine chat_engine;
 
 typedef struct {
     const char *model_path;
-    const char *db_path;     /* checkpoint database; NULL keeps checkpoints in RAM only */
+    ckpt_store *checkpoints; /* the checkpoint store (cs_new: its database and budgets), made and
+                                closed by the caller around the engine; NULL: RAM only, default
+                                budgets */
     int threads;             /* 0: every core */
-    size_t ram_budget;       /* bytes of checkpoints kept in RAM; 0: the default */
-    size_t disk_budget;      /* bytes of checkpoints kept in the database; 0: the default */
-    int n_ctx;               /* most tokens a conversation may hold; 0: min(model context, 32768) */
+    int n_ctx;               /* most tokens a conversation may hold (at most the model's context);
+                                0: engine_default_context */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
     int max_batch;           /* most requests running at once (decoded together); 0: 8 */
     int no_single_flight;    /* 1: a request never waits for another one computing the same
@@ -49,7 +52,8 @@ typedef struct {
     float min_p;
     uint64_t seed;
     int max_tokens;          /* 0: until end of generation or the context is full */
-    int ignore_eog;          /* 1: an end-of-generation token does not end the reply (benchmarks, tests) */
+    int ignore_eog;          /* 1: no end-of-generation token is drawn, so the reply goes on until
+                                max_tokens or the context is full (benchmarks, tests) */
     const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
     int n_stop;
     int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */
@@ -112,16 +116,18 @@ typedef struct {
     void *ud;
 } gen_callbacks;
 
-/* Loads the model, opens the checkpoint store, starts the worker. NULL on failure with
- * one line in err. */
+/* Loads the model, attaches it to the checkpoint store, starts the worker. NULL on
+ * failure with one line in err. */
 chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
 /* Cancels whatever runs (on_done with FINISH_CANCELLED), stops the worker, closes. */
 void engine_close(chat_engine *e);
 const model *engine_model(const chat_engine *e);
 
-/* Queues a request; messages and settings are copied. Returns an id > 0, or 0 with a
- * reason in err for problems visible at once (a bad role or template name, a prompt
- * longer than the context). Later failures arrive through on_done. */
+/* Queues a request; messages and settings are copied, and rendered and tokenized here,
+ * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible
+ * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role, template
+ * name or setting, ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive
+ * through on_done. */
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen);
 /* Stops a request; its on_done still comes (FINISH_CANCELLED) unless it had finished. */
@@ -138,6 +144,10 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char 
 int engine_context(const chat_engine *e);
 /* Drafts per speculative step this engine decodes with by default (0: it does not speculate). */
 int engine_draft(const chat_engine *e);
+/* The context a conversation gets unless told otherwise: the model's, capped so that one
+ * conversation's KV cache at full length takes at most a quarter of the memory available
+ * now (a multiple of 256). */
+int engine_default_context(const model *m);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);

@@ -16,9 +16,7 @@
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/speculative.h"
 #include "engine/model/state.h"
-#include "store/db.h"
 
-#define DEFAULT_CTX 32768
 #define DEFAULT_CHUNK 512
 #define DEFAULT_BATCH 8
 /* the spare state engine_open prepares: a few thousand tokens, a long system prompt */
@@ -69,6 +67,9 @@ typedef struct request {
 
 struct chat_engine {
     model *m;
+    char *model_path;            /* the file, for stats */
+    int eog[64], n_eog;          /* the end-of-generation tokens (ignore_eog masks them) */
+    uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
     int draft;                   /* drafts per speculative step by default; 0: the engine does not
@@ -95,9 +96,7 @@ struct chat_engine {
     uint64_t rr_last;            /* round robin: the last request that got a prefill slice */
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */
-    sqlite3 *db;                 /* the checkpoint database (NULL: RAM only) */
-    ckpt_store *cs;              /* checkpoints; used under cache_lock */
-    pthread_mutex_t cache_lock;
+    prefix_cache *pc;            /* checkpoints (its own lock) */
     struct {                     /* lock */
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;
@@ -111,6 +110,11 @@ struct chat_engine {
 double now_ms(void);
 /* chat.c: a request's text, progress and end, as its caller sees them */
 void progress(request *r);
+/* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token). */
+int sample_token(chat_engine *e, request *r);
+/* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
+ * ignore_eog, never an end-of-generation token). Returns their count. */
+int sample_step(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text, decide whether to stop. Returns a
  * gen_finish value, or FINISH_NONE to go on. */
 int accept_token(chat_engine *e, request *r, int tok);

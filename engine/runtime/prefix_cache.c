@@ -1,6 +1,7 @@
 /* prefix_cache.c - fingerprints, state <-> checkpoint blobs, placement (see prefix_cache.h). */
 #include "engine/runtime/prefix_cache.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,22 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
     memcpy(out + 8, &b, 8);
 }
 
-ckpt_store *pc_open(const model *m, sqlite3 *db, const cs_config *cfg, char *err, size_t errlen) {
+struct prefix_cache {
+    ckpt_store *cs;
+    int own;            /* made here (RAM only): closed here */
+    pthread_mutex_t mu; /* the store is not thread-safe: the worker and the callers' threads
+                           (forget, stats) take turns */
+};
+
+prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    prefix_cache *pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pc->own = cs == NULL;
+    pc->cs = cs ? cs : cs_new(NULL, NULL, err, errlen);
     uint8_t fp[FINGERPRINT_BYTES];
     model_fingerprint(m, fp);
     char name[200];
@@ -73,7 +89,75 @@ ckpt_store *pc_open(const model *m, sqlite3 *db, const cs_config *cfg, char *err
         .logits_bytes = (size_t)m->n_vocab * sizeof(float),
         .trimmable = m->trimmable,
     };
-    return cs_open(db, &cm, cfg, err, errlen);
+    if (!pc->cs || cs_attach(pc->cs, &cm, err, errlen) != 0) {
+        if (pc->own) cs_close(pc->cs);
+        free(pc);
+        return NULL;
+    }
+    pthread_mutex_init(&pc->mu, NULL);
+    return pc;
+}
+
+void pc_close(prefix_cache *pc) {
+    if (!pc) return;
+    pc_flush(pc, NULL, NULL); /* what is only in RAM */
+    if (pc->own) cs_close(pc->cs);
+    pthread_mutex_destroy(&pc->mu);
+    free(pc);
+}
+
+uint64_t pc_seed(prefix_cache *pc) { return cs_seed(pc->cs); } /* set once, at open */
+
+int pc_persistent(prefix_cache *pc) {
+    pthread_mutex_lock(&pc->mu);
+    int p = cs_persistent(pc->cs);
+    pthread_mutex_unlock(&pc->mu);
+    return p;
+}
+
+void pc_release(prefix_cache *pc, cs_hit *hit) {
+    pthread_mutex_lock(&pc->mu);
+    cs_release(pc->cs, hit);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+int pc_has(prefix_cache *pc, const uint64_t *h, int n) {
+    pthread_mutex_lock(&pc->mu);
+    int has = cs_has(pc->cs, h, n);
+    pthread_mutex_unlock(&pc->mu);
+    return has;
+}
+
+void pc_count_miss(prefix_cache *pc, const char *reason) {
+    pthread_mutex_lock(&pc->mu);
+    cs_count_miss(pc->cs, reason);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed) {
+    pthread_mutex_lock(&pc->mu);
+    cs_note_request(pc->cs, prompt_tokens, reused, computed);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud) {
+    pthread_mutex_lock(&pc->mu);
+    int rc = !cs_persistent(pc->cs) ? 0 : stop ? cs_flush_until(pc->cs, stop, ud) : cs_flush(pc->cs);
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
+}
+
+void pc_forget_session(prefix_cache *pc, const char *session) {
+    pthread_mutex_lock(&pc->mu);
+    cs_forget_session(pc->cs, session);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+char *pc_stats_json(prefix_cache *pc) {
+    pthread_mutex_lock(&pc->mu);
+    char *js = cs_stats_json(pc->cs);
+    pthread_mutex_unlock(&pc->mu);
+    return js;
 }
 
 /* ------------------------------------------------------------------ state <-> rows */
@@ -123,13 +207,15 @@ static int put_rows(void *ud, int pos0, int rows, const void *src) {
     return 0;
 }
 
-int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit) {
+int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit) {
     state_reset(s);
     if (n > s->n_ctx) n = s->n_ctx;
     /* room for the whole prompt at once: growing page by page would copy the cache at
      * every doubling (a failure here is caught by put_rows) */
     state_reserve(s, n);
-    int k = cs_restore(cs, t, h, n, put_rows, s, s->rec, logits, hit);
+    pthread_mutex_lock(&pc->mu);
+    int k = cs_restore(pc->cs, t, h, n, put_rows, s, s->rec, logits, hit);
+    pthread_mutex_unlock(&pc->mu);
     if (k > 0) {
         s->n_past = k;
     } else {
@@ -138,16 +224,22 @@ int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, in
     return k;
 }
 
-int pc_save(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
+int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
             const char *session) {
     if (s->n_past != n) return -1;
-    return cs_save(cs, t, h, n, get_rows, s, s->rec, logits, kind, session);
+    pthread_mutex_lock(&pc->mu);
+    int rc = cs_save(pc->cs, t, h, n, get_rows, s, s->rec, logits, kind, session);
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
 }
 
-int pc_save_rec(ckpt_store *cs, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
                 const char *session) {
     if (n <= 0 || s->n_past < n) return -1;
-    return cs_save(cs, t, h, n, get_rows, s, rec, NULL, kind, session);
+    pthread_mutex_lock(&pc->mu);
+    int rc = cs_save(pc->cs, t, h, n, get_rows, s, rec, NULL, kind, session);
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ placement */

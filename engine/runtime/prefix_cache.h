@@ -1,15 +1,16 @@
-/* prefix_cache.h - checkpoints of sequence states for one model: the engine side of
- * store/ckpt_store.h.
+/* prefix_cache.h - checkpoints of sequence states for one model: the engine's one way
+ * to the checkpoint store (store/ckpt_store.h).
  *
  * It knows the model: its fingerprint, how a seq_state is cut into KV page rows and a
  * recurrent blob and put back, and where in a conversation checkpoints pay off
  * (placement). The engine's worker calls it at the start of a request (restore), at
- * marked positions during prefill (save), and after generation (the checkpoint the
- * next turn will start from). */
+ * marked positions during prefill (save), after generation (the checkpoint the next
+ * turn will start from) and when idle (flush); other threads for counters and
+ * forgetting a conversation. Each call takes the cache's lock: the store itself is not
+ * thread-safe. */
 #ifndef CHATFS_PREFIX_CACHE_H
 #define CHATFS_PREFIX_CACHE_H
 
-#include <sqlite3.h>
 #include <stdint.h>
 
 #include "engine/model/model.h"
@@ -26,9 +27,30 @@
  * Two files that differ in any of those never share checkpoints. */
 void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]);
 
-/* Opens the checkpoint store of model m in db (NULL: RAM only). A warning (the
- * database could not be read: RAM only) may be left in err even on success. */
-ckpt_store *pc_open(const model *m, sqlite3 *db, const cs_config *cfg, char *err, size_t errlen);
+typedef struct prefix_cache prefix_cache;
+
+/* The checkpoints of model m in store cs, which the caller made (cs_new) and closes
+ * after pc_close; cs NULL: a RAM-only store of its own with the default budgets. The
+ * model is attached to the store here. A warning (the database could not be read: RAM
+ * only) may be left in err even on success; NULL with the reason in err. */
+prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen);
+/* Writes what is only in RAM; closes the store when it made it. */
+void pc_close(prefix_cache *pc);
+/* h[0] of the token chain (store/hash.h) for this model. */
+uint64_t pc_seed(prefix_cache *pc);
+int pc_persistent(prefix_cache *pc); /* 1: checkpoints reach a database */
+/* See cs_release, cs_has, cs_count_miss, cs_note_request, cs_forget_session,
+ * cs_stats_json (ckpt_store.h). */
+void pc_release(prefix_cache *pc, cs_hit *hit);
+int pc_has(prefix_cache *pc, const uint64_t *h, int n);
+void pc_count_miss(prefix_cache *pc, const char *reason);
+void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed);
+void pc_forget_session(prefix_cache *pc, const char *session);
+char *pc_stats_json(prefix_cache *pc);
+/* Writes the checkpoints only in RAM to the database; with stop (may be NULL), ending
+ * early when stop(ud) says so (cs_flush_until). 0 all written (or no database), 1 some
+ * left, -1 error. */
+int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud);
 
 /* Placement kinds (the letters of the "Checkpoints" issue). */
 enum {
@@ -66,15 +88,15 @@ int pc_common_prefix(const int *a, int na, const int *b, int nb);
  * cs_seed, n+1 values). logits (n_vocab floats) may be NULL; when not, a checkpoint at
  * exactly n with stored logits may be used (hit->has_logits). s is reset on a miss.
  * Returns the restored length. */
-int pc_restore(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit);
+int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit);
 /* Saves s (s->n_past == n, the state after t[0..n)) with the logits after it when
  * given. See cs_save for the result. */
-int pc_save(ckpt_store *cs, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
+int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
             const char *session);
 /* Saves the state after t[0..n) when s has gone on past n: the KV rows below n from s
  * (a pass leaves them as they are) and the recurrent blob rec captured at n (see
  * batch_seq.capture). No logits. */
-int pc_save_rec(ckpt_store *cs, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
                 const char *session);
 
 #endif

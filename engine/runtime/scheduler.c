@@ -50,7 +50,7 @@
 /* under a steady load, checkpoints still reach the database this often */
 #define FLUSH_EVERY_MS 30000.0
 
-static int use_cache(const chat_engine *e, const request *r) { return e->cs && r->s.checkpoints && r->h; }
+static int use_cache(const chat_engine *e, const request *r) { return e->pc && r->s.checkpoints && r->h; }
 
 /* CHATFS_DEBUG_CKPT=1 traces restores, saves and single flight on stderr. */
 static int debug_ckpt(void) {
@@ -116,16 +116,10 @@ void spec_release(chat_engine *e, request *r) {
  * when it came with the logits after the whole prompt (nothing left to compute). */
 static int restore_prompt(chat_engine *e, request *r) {
     if (!use_cache(e, r)) {
-        if (e->cs) {
-            pthread_mutex_lock(&e->cache_lock);
-            cs_count_miss(e->cs, "disabled");
-            pthread_mutex_unlock(&e->cache_lock);
-        }
+        if (e->pc) pc_count_miss(e->pc, "disabled");
         return 0;
     }
-    pthread_mutex_lock(&e->cache_lock);
-    int k = pc_restore(e->cs, r->state, r->prompt, r->h, r->n_prompt, r->logits, &r->hit);
-    pthread_mutex_unlock(&e->cache_lock);
+    int k = pc_restore(e->pc, r->state, r->prompt, r->h, r->n_prompt, r->logits, &r->hit);
     r->r.reused_tokens = k;
     r->r.prefill_done = k;
     r->r.source = r->hit.source;
@@ -156,9 +150,7 @@ static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
     const pc_mark *mk = take_mark(r, at);
     if (!mk) return;
     const int with_logits = at == r->n_prompt && logits_ready;
-    pthread_mutex_lock(&e->cache_lock);
-    int rc = pc_save(e->cs, r->state, r->prompt, r->h, at, with_logits ? r->logits : NULL, mk->kind, r->s.session);
-    pthread_mutex_unlock(&e->cache_lock);
+    int rc = pc_save(e->pc, r->state, r->prompt, r->h, at, with_logits ? r->logits : NULL, mk->kind, r->s.session);
     if (debug_ckpt())
         fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d: %d\n", (unsigned long long)r->id, mk->kind, at,
                 r->n_prompt, rc);
@@ -172,9 +164,7 @@ static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row)
     const int at = r->state->n_past - row->n_tokens + row->capture;
     const pc_mark *mk = take_mark(r, at);
     if (!mk) return;
-    pthread_mutex_lock(&e->cache_lock);
-    int rc = pc_save_rec(e->cs, r->state, row->capture_rec[0], r->prompt, r->h, at, mk->kind, r->s.session);
-    pthread_mutex_unlock(&e->cache_lock);
+    int rc = pc_save_rec(e->pc, r->state, row->capture_rec[0], r->prompt, r->h, at, mk->kind, r->s.session);
     if (debug_ckpt())
         fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
                 (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
@@ -198,10 +188,8 @@ static int start_post_job(chat_engine *e, request *r) {
         free(hc);
         return 0;
     }
-    token_chain_all(cs_seed(e->cs), c, nc, hc);
-    pthread_mutex_lock(&e->cache_lock);
-    const int have = cs_has(e->cs, hc, nc);
-    pthread_mutex_unlock(&e->cache_lock);
+    token_chain_all(pc_seed(e->pc), c, nc, hc);
+    const int have = pc_has(e->pc, hc, nc);
     /* what the live state consumed: the prompt, then the generated tokens fed back */
     const int np = r->n_prompt;
     int n_past = r->state->n_past;
@@ -209,10 +197,8 @@ static int start_post_job(chat_engine *e, request *r) {
                      pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
     if (!have && !same) {
         cs_hit hit;
-        pthread_mutex_lock(&e->cache_lock);
-        n_past = pc_restore(e->cs, r->state, c, hc, nc, NULL, &hit);
-        cs_release(e->cs, &hit);
-        pthread_mutex_unlock(&e->cache_lock);
+        n_past = pc_restore(e->pc, r->state, c, hc, nc, NULL, &hit);
+        pc_release(e->pc, &hit);
     }
     pthread_mutex_lock(&e->lock);
     const int limit = e->stopping ? POST_MAX_COMPUTE / 8 : POST_MAX_COMPUTE;
@@ -344,7 +330,7 @@ static int begin(chat_engine *e, request *r, const char **error) {
     if (restore_prompt(e, r)) {
         r->r.phase = GEN_GENERATING;
         progress(r);
-        return accept_token(e, r, sampler_sample(&r->smp, r->logits));
+        return accept_token(e, r, sample_token(e, r));
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
     progress(r);
@@ -357,13 +343,9 @@ static void end_request(chat_engine *e, request *r, int how, const char *error) 
     spec_release(e, r);
     finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
     release_followers(e, r);
-    if (e->cs) {
-        pthread_mutex_lock(&e->cache_lock);
-        cs_release(e->cs, &r->hit);
-        /* the store counts what checkpoints gave; single flight has its own counter */
-        cs_note_request(e->cs, r->r.prompt_tokens, r->r.reused_tokens - r->r.shared_tokens, r->r.computed_tokens);
-        pthread_mutex_unlock(&e->cache_lock);
-    }
+    pc_release(e->pc, &r->hit);
+    /* the store counts what checkpoints gave; single flight has its own counter */
+    pc_note_request(e->pc, r->r.prompt_tokens, r->r.reused_tokens - r->r.shared_tokens, r->r.computed_tokens);
     e->unflushed = 1;
     if ((how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) && start_post_job(e, r)) return;
     act_remove(e, r);
@@ -584,7 +566,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
     hand_over(e, r); /* before the state moves on */
     r->r.phase = GEN_GENERATING;
     progress(r);
-    int how = accept_token(e, r, sampler_sample(&r->smp, r->logits));
+    int how = accept_token(e, r, sample_token(e, r));
     checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
@@ -605,8 +587,8 @@ static void sample_rows(void *arg, int ith, int nth) {
     (void)nth;
     request *r = e->row_of[ith];
     if (!e->row_ok[ith]) return;
-    if (r->spec) r->n_step = spec_accept(r->spec, &r->smp, r->step_tokens);
-    else r->drawn = sampler_sample(&r->smp, r->logits);
+    if (r->spec) r->n_step = sample_step(e, r);
+    else r->drawn = sample_token(e, r);
 }
 
 /* One step: plan, one model pass, then each row's request takes its result. Ending one
@@ -731,9 +713,7 @@ static void maybe_flush(chat_engine *e) {
     const int idle = e->n_act == 0 && !e->queue;
     pthread_mutex_unlock(&e->lock);
     if (!idle && now_ms() - e->last_flush <= FLUSH_EVERY_MS) return;
-    pthread_mutex_lock(&e->cache_lock);
-    int rc = cs_persistent(e->cs) ? cs_flush_until(e->cs, idle ? request_waiting : stop_now, e) : 0;
-    pthread_mutex_unlock(&e->cache_lock);
+    int rc = pc_flush(e->pc, idle ? request_waiting : stop_now, e);
     if (rc == 1) return; /* more to write: the next round goes on */
     e->last_flush = now_ms();
     e->unflushed = 0;

@@ -4,6 +4,9 @@
  * Each family's renderer follows the Jinja template it stands for; where a family has
  * published variants that render differently, template_detect records which one it saw
  * in chat_template.variant:
+ *   TMPL_CHATML    0: the messages as given; 1: a default system turn "You are a helpful
+ *                     assistant." when the first message is not a system one (Qwen1.5 /
+ *                     Qwen2); 2: the same with Qwen2.5's "You are Qwen, created by ..."
  *   TMPL_QWEN35    0: assistant turns after the last user query always get a think block
  *                     (Qwen3.5-4B); 1: only when they have reasoning ("... and reasoning_content");
  *                  2: also earlier turns that have reasoning ("... or reasoning_content")
@@ -164,8 +167,17 @@ static void split_think(view c, view *reasoning, view *answer) {
     *answer = c;
 }
 
-/* ChatML as llama.cpp's legacy renderer: contents as given */
-static void render_chatml(out_t *o, const chat_msg *m, int n, int gen) {
+#define QWEN2_DEFAULT_SYSTEM "You are a helpful assistant."
+#define QWEN25_DEFAULT_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+/* ChatML as llama.cpp's legacy renderer: contents as given; the Qwen1.5/2/2.5 templates
+ * open with their default system turn when the conversation has none */
+static void render_chatml(out_t *o, const chat_template *t, const chat_msg *m, int n, int gen) {
+    if (t->variant && n > 0 && !is_role(&m[0], "system")) {
+        puts_(o, "<|im_start|>system\n");
+        puts_(o, t->variant == 2 ? QWEN25_DEFAULT_SYSTEM : QWEN2_DEFAULT_SYSTEM);
+        puts_(o, "<|im_end|>\n");
+    }
     for (int i = 0; i < n; i++) {
         puts_(o, "<|im_start|>");
         puts_(o, m[i].role);
@@ -460,7 +472,12 @@ void template_detect(chat_template *t, const char *jinja_text) {
                 init(t, TMPL_QWEN3, 1, 0);
             return;
         }
-        init(t, TMPL_CHATML, 1, 0);
+        /* Qwen1.5/2/2.5: the default system turn as a literal, "\n" escaped in the Jinja */
+        const int qwen2 = contains(v, "<|im_start|>system\\n" QWEN2_DEFAULT_SYSTEM "<|im_end|>") ||
+                          contains(v, "<|im_start|>system\n" QWEN2_DEFAULT_SYSTEM "<|im_end|>");
+        const int qwen25 = contains(v, "<|im_start|>system\\n" QWEN25_DEFAULT_SYSTEM "<|im_end|>") ||
+                           contains(v, "<|im_start|>system\n" QWEN25_DEFAULT_SYSTEM "<|im_end|>");
+        init(t, TMPL_CHATML, 1, qwen25 ? 2 : qwen2 ? 1 : 0);
         return;
     }
     if (contains(v, "<|start_header_id|>") && contains(v, "<|end_header_id|>")) {
@@ -494,7 +511,7 @@ char *template_render(const chat_template *t, const chat_msg *msgs, int n, int a
     case TMPL_GRANITE: render_granite(&o, t, msgs, n, gen); break;
     case TMPL_LFM2: render_lfm2(&o, t, msgs, n, gen); break;
     case TMPL_NEMOTRON: render_nemotron(&o, t, msgs, n, gen); break;
-    default: render_chatml(&o, msgs, n, gen); break;
+    default: render_chatml(&o, t, msgs, n, gen); break;
     }
     if (o.oom) {
         free(o.p);

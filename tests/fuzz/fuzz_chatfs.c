@@ -22,6 +22,7 @@
  *   oSF TEXT TEXT written over F from offset 0, closed without a flush
  *   kSF TEXT vim: open, ftruncate, the writes, chmod, flush, close
  *   vSF TEXT an editor's temporary file with TEXT renamed onto F
+ *   xSF TEXT tar -xf: create F with O_EXCL; on EEXIST unlink it and create it again
  *   tSF N    truncate F to N bytes              uSF      rm F
  *   bSF      mv F F~                            lSF      ln -s target F
  *   cSF      cat F                              C        cat and ls everything (also at the end)
@@ -54,6 +55,8 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "fs/chatfs.h"
 
@@ -306,24 +309,41 @@ static int write_file(int op, int k, int f, const text *t) {
     return rc;
 }
 
-static void check(uint64_t ino, int depth);
+static void check(uint64_t ino, int depth, const char *name);
 
 /* a directory: every name it lists looks up (as anyone but a fresh copy's cp) to its inode */
 static void check_dir(uint64_t ino, int depth) {
     fs_dirent *e;
     int n;
-    if (fs_readdir(fs, ino, &e, &n)) return;
+    if (fs_readdir(fs, 0, ino, &e, &n)) return;
     CHECK(n >= 2 && e[0].ino == ino);
     for (int i = 2; i < n; i++) {
         fs_attr a;
         CHECK(fs_lookup(fs, 0, ino, e[i].name, &a) == 0 && a.ino == e[i].ino);
-        if (depth < 3) check(e[i].ino, depth + 1);
+        if (depth < 3) check(e[i].ino, depth + 1, e[i].name);
     }
     fs_dirents_free(e, n);
 }
 
 /* a file reads as many bytes as its size says (a reply being generated: so far) */
-static void check(uint64_t ino, int depth) {
+/* 1 when s[0..n) is UTF-8 without NUL bytes */
+static int utf8_text(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int len = !p[i] ? 0 : p[i] < 0x80 ? 1 : p[i] >= 0xC2 && p[i] < 0xE0 ? 2 : p[i] >= 0xE0 && p[i] < 0xF0 ? 3
+                : p[i] >= 0xF0 && p[i] <= 0xF4 ? 4 : 0;
+        if (!len || i + (size_t)len > n) return 0;
+        for (int k = 1; k < len; k++)
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+        i += (size_t)len;
+    }
+    return 1;
+}
+
+/* a file: reads as many bytes as its size says (a reply being generated: so far); a
+ * conversation's files are text (UTF-8 without NUL: what it refuses never gets in),
+ * and its JSON files parse */
+static void check(uint64_t ino, int depth, const char *name) {
     fs_attr a;
     if (fs_getattr(fs, ino, &a)) return;
     if (S_ISDIR(a.mode)) {
@@ -336,13 +356,22 @@ static void check(uint64_t ino, int depth) {
     }
     fs_handle *h;
     if (fs_open(fs, tid, ino, O_RDONLY, &h)) return;
-    char buf[4096];
+    static char buf[1 << 20];
     size_t len = 0;
     ssize_t got;
-    while ((got = fs_read(fs, h, (off_t)len, sizeof buf, buf)) > 0) len += (size_t)got;
+    while ((got = fs_read(fs, h, (off_t)len, len + 4096 <= sizeof buf ? 4096 : sizeof buf - len, buf + len)) > 0)
+        len += (size_t)got;
     fs_poll_ready(fs, h);
     fs_release(fs, h);
-    CHECK(len == a.size);
+    CHECK(len == a.size || len == sizeof buf);
+    if (!(ino >> 62) && len < sizeof buf) { /* not a scratch file */
+        CHECK(utf8_text(buf, len));
+        if (name && (!strcmp(name, "messages.json") || !strcmp(name, "settings.json") || !strcmp(name, "stats.json"))) {
+            cJSON *j = cJSON_ParseWithLength(buf, len);
+            CHECK(j != NULL);
+            cJSON_Delete(j);
+        }
+    }
 }
 
 static int64_t ino_of(int k, int f) {
@@ -359,7 +388,7 @@ static int rm_r(int k) {
     fs_dirent *e;
     int n;
     int rc = fs_lookup(fs, tid, FS_ROOT_INO, slot[k], &conv);
-    if (rc || (rc = fs_readdir(fs, conv.ino, &e, &n))) return rc;
+    if (rc || (rc = fs_readdir(fs, tid, conv.ino, &e, &n))) return rc;
     for (int i = 2; i < n; i++) {
         if (strcmp(e[i].name, "turns")) {
             fs_unlink(fs, tid, conv.ino, e[i].name);
@@ -367,7 +396,7 @@ static int rm_r(int k) {
         }
         fs_dirent *t;
         int m;
-        if (fs_lookup(fs, tid, conv.ino, "turns", &turns) || fs_readdir(fs, turns.ino, &t, &m)) continue;
+        if (fs_lookup(fs, tid, conv.ino, "turns", &turns) || fs_readdir(fs, tid, turns.ino, &t, &m)) continue;
         for (int j = 2; j < m; j++) fs_unlink(fs, tid, turns.ino, t[j].name);
         fs_dirents_free(t, m);
         fs_rmdir(fs, tid, conv.ino, "turns");
@@ -412,6 +441,17 @@ static int run(int op, const int *x, const text *t) {
     case 'a':
     case 'o':
     case 'k': return write_file(op, k, f, t);
+    case 'x': /* tar -xf: O_EXCL, and on EEXIST unlink and create again (tar loops on it) */
+        if ((dir = locate(k, f, leaf, sizeof leaf)) < 0) return (int)dir;
+        for (int tries = 0; (rc = fs_create(fs, tid, (uint64_t)dir, leaf, 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a)) ==
+                                -EEXIST && tries < 3;
+             tries++)
+            if (fs_unlink(fs, tid, (uint64_t)dir, leaf)) break;
+        if (rc) return rc;
+        rc = put(h, t, &off);
+        int fl = fs_flush(fs, h);
+        fs_release(fs, h);
+        return rc ? rc : fl;
     case 'v':
         if ((dir = locate(k, f, leaf, sizeof leaf)) < 0) return (int)dir;
         snprintf(other, sizeof other, ".%s.tmp", leaf);
@@ -433,9 +473,9 @@ static int run(int op, const int *x, const text *t) {
         return fs_symlink(fs, tid, "target", (uint64_t)dir, leaf, &a);
     case 'c':
         if ((ino = ino_of(k, f)) < 0) return (int)ino;
-        check((uint64_t)ino, 3); /* a directory: listed, not descended */
+        check((uint64_t)ino, 3, NULL); /* a directory: listed, not descended */
         return 0;
-    case 'C': check(FS_ROOT_INO, 0); return 0;
+    case 'C': check(FS_ROOT_INO, 0, NULL); return 0;
     case 'O': {
         static const int modes[] = {O_RDONLY, O_WRONLY | O_TRUNC, O_WRONLY | O_APPEND, O_RDWR};
         int i = next_held++ % 4;
@@ -475,7 +515,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     for (const uint8_t *p = data, *end = data + size, *line = p; p < end; line = p) {
         int op = *p++, x[3] = {0, 0, 0};
-        int n = !op ? 0 : strchr("mMnNdDiHFYX", op) ? 1 : strchr("waokvtublc", op) ? 2 : op == 'O' ? 3 : 0;
+        int n = !op ? 0 : strchr("mMnNdDiHFYX", op) ? 1 : strchr("waokvtublcx", op) ? 2 : op == 'O' ? 3 : 0;
         for (int i = 0; i < n; i++) x[i] = arg(&p, end);
         text t;
         rest(&p, end, &t);
@@ -485,7 +525,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     for (int i = 0; i < 4; i++) release_held(i);
-    check(FS_ROOT_INO, 0);
+    check(FS_ROOT_INO, 0, NULL);
     pthread_mutex_lock(&gate.mu);
     gate.open = 1;
     pthread_cond_broadcast(&gate.cv);

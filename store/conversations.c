@@ -1,18 +1,15 @@
-/* store.c - conversations in SQLite (see store.h). */
-#include "fs/store.h"
+/* conversations.c - the filesystem's conversations in SQLite (see conversations.h). */
+#include "store/conversations.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/db.h"
 
-struct fs_store {
-    sqlite3 *db;
-    pthread_mutex_t mu; /* one transaction at a time on this connection */
+struct convs_store {
+    store_db *db;
 };
 
 static const char *const migrations[] = {
@@ -33,36 +30,25 @@ static const char *const migrations[] = {
     "CREATE TABLE conversation_global(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
 };
 
-fs_store *store_open(const char *path, char *err, size_t errlen) {
-    sqlite3 *db = db_open(path, err, errlen);
-    if (!db) return NULL;
-    if (db_migrate(db, "conversations", migrations, sizeof migrations / sizeof *migrations, err, errlen) != 0) {
-        db_close(db);
+convs_store *convs_open(store_db *db, char *err, size_t errlen) {
+    if (db_migrate(db, "conversations", migrations, sizeof migrations / sizeof *migrations, err, errlen) != 0)
         return NULL;
-    }
-    fs_store *s = calloc(1, sizeof *s);
+    convs_store *s = calloc(1, sizeof *s);
     if (!s) {
-        db_close(db);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     s->db = db;
-    pthread_mutex_init(&s->mu, NULL);
     return s;
 }
 
-void store_close(fs_store *s) {
-    if (!s) return;
-    db_close(s->db);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-}
+void convs_close(convs_store *s) { free(s); }
 
 /* Runs one statement with bound arguments described by fmt: i = int64, t = text
  * (NUL-terminated), b = text with length (const char *, size_t), n = NULL. */
-static int run(fs_store *s, const char *sql, const char *fmt, ...) {
+static int run(convs_store *s, const char *sql, const char *fmt, ...) {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    if (sqlite3_prepare_v2(db_sql(s->db), sql, -1, &st, NULL) != SQLITE_OK) return -1;
     va_list ap;
     va_start(ap, fmt);
     for (int i = 1; *fmt; fmt++, i++) {
@@ -80,29 +66,31 @@ static int run(fs_store *s, const char *sql, const char *fmt, ...) {
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
-static void begin(fs_store *s) {
-    pthread_mutex_lock(&s->mu);
-    db_exec(s->db, "BEGIN IMMEDIATE", NULL, 0);
+/* Every change is one transaction: begin, run..., end (which reports a failure). */
+static int begin(convs_store *s, char *err, size_t errlen) {
+    if (db_begin(s->db, err, errlen) == 0) return 1;
+    if (err) {
+        char e[256];
+        snprintf(e, sizeof e, "database: %s", err);
+        snprintf(err, errlen, "%s", e);
+    }
+    return 0;
 }
 
-static int end(fs_store *s, int ok, char *err, size_t errlen) {
-    if (ok && db_exec(s->db, "COMMIT", NULL, 0) == 0) {
-        pthread_mutex_unlock(&s->mu);
-        return 0;
-    }
-    if (err) snprintf(err, errlen, "database: %s", sqlite3_errmsg(s->db));
-    db_exec(s->db, "ROLLBACK", NULL, 0);
-    pthread_mutex_unlock(&s->mu);
+static int end(convs_store *s, int ok, char *err, size_t errlen) {
+    char e[256] = "";
+    if (db_end(s->db, ok, e, sizeof e) == 0) return 0;
+    if (err) snprintf(err, errlen, "database: %s", e);
     return -1;
 }
 
-int store_load(fs_store *s, const store_loader *l, char *err, size_t errlen) {
-    pthread_mutex_lock(&s->mu);
+int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen) {
+    db_enter(s->db);
     sqlite3_stmt *c = NULL, *t = NULL;
     int rc = -1;
-    if (sqlite3_prepare_v2(s->db, "SELECT id, name, system, settings, mtime_ns FROM conversation ORDER BY id", -1, &c,
+    if (sqlite3_prepare_v2(db_sql(s->db), "SELECT id, name, system, settings, mtime_ns FROM conversation ORDER BY id", -1, &c,
                            NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->db,
+        sqlite3_prepare_v2(db_sql(s->db),
                            "SELECT conversation, idx, role, content, complete, mtime_ns FROM conversation_turn "
                            "ORDER BY conversation, idx",
                            -1, &t, NULL) != SQLITE_OK)
@@ -113,76 +101,76 @@ int store_load(fs_store *s, const store_loader *l, char *err, size_t errlen) {
                             sqlite3_column_int64(c, 4)) != 0)
             goto out;
     while (sqlite3_step(t) == SQLITE_ROW) {
-        store_turn tu = {!strcmp((const char *)sqlite3_column_text(t, 2), "user"),
+        convs_turn tu = {!strcmp((const char *)sqlite3_column_text(t, 2), "user"),
                          (const char *)sqlite3_column_text(t, 3), (size_t)sqlite3_column_bytes(t, 3),
                          sqlite3_column_int(t, 4), sqlite3_column_int64(t, 5)};
         if (l->turn(l->ud, sqlite3_column_int64(t, 0), sqlite3_column_int(t, 1), &tu) != 0) goto out;
     }
     rc = 0;
 out:
-    if (rc) snprintf(err, errlen, "cannot load the conversations: %s", sqlite3_errmsg(s->db));
+    if (rc) snprintf(err, errlen, "cannot load the conversations: %s", sqlite3_errmsg(db_sql(s->db)));
     sqlite3_finalize(c);
     sqlite3_finalize(t);
-    pthread_mutex_unlock(&s->mu);
+    db_leave(s->db);
     return rc;
 }
 
-int store_get_global(fs_store *s, const char *key, char **value) {
+int convs_get_global(convs_store *s, const char *key, char **value) {
     *value = NULL;
-    pthread_mutex_lock(&s->mu);
+    db_enter(s->db);
     sqlite3_stmt *st;
     int rc = -1;
-    if (sqlite3_prepare_v2(s->db, "SELECT value FROM conversation_global WHERE key=?", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db_sql(s->db), "SELECT value FROM conversation_global WHERE key=?", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         rc = 0;
         if (sqlite3_step(st) == SQLITE_ROW) *value = strdup((const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
     }
-    pthread_mutex_unlock(&s->mu);
+    db_leave(s->db);
     return rc;
 }
 
-int store_set_global(fs_store *s, const char *key, const char *value, char *err, size_t errlen) {
-    begin(s);
+int convs_set_global(convs_store *s, const char *key, const char *value, char *err, size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
     int ok = !run(s, "INSERT OR REPLACE INTO conversation_global(key, value) VALUES(?, ?)", "tt", key, value);
     return end(s, ok, err, errlen);
 }
 
-int64_t store_create(fs_store *s, const char *name, const char *system, const char *settings, int64_t mtime_ns,
+int64_t convs_create(convs_store *s, const char *name, const char *system, const char *settings, int64_t mtime_ns,
                      char *err, size_t errlen) {
-    begin(s);
+    if (!begin(s, err, errlen)) return -1;
     int ok = !run(s, "INSERT INTO conversation(name, system, settings, mtime_ns) VALUES(?, ?, ?, ?)", "ttti", name,
                   system, settings, mtime_ns);
-    int64_t id = ok ? sqlite3_last_insert_rowid(s->db) : -1;
+    int64_t id = ok ? sqlite3_last_insert_rowid(db_sql(s->db)) : -1;
     return end(s, ok, err, errlen) ? -1 : id;
 }
 
-int store_rename(fs_store *s, int64_t id, const char *name, char *err, size_t errlen) {
-    begin(s);
+int convs_rename(convs_store *s, int64_t id, const char *name, char *err, size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
     return end(s, !run(s, "UPDATE conversation SET name=? WHERE id=?", "ti", name, id), err, errlen);
 }
 
-int store_delete(fs_store *s, int64_t id, char *err, size_t errlen) {
-    begin(s);
+int convs_delete(convs_store *s, int64_t id, char *err, size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=?", "i", id) &&
              !run(s, "DELETE FROM conversation WHERE id=?", "i", id);
     return end(s, ok, err, errlen);
 }
 
-int store_set_system(fs_store *s, int64_t id, const char *system, int64_t mtime_ns, char *err, size_t errlen) {
-    begin(s);
+int convs_set_system(convs_store *s, int64_t id, const char *system, int64_t mtime_ns, char *err, size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
     return end(s, !run(s, "UPDATE conversation SET system=?, mtime_ns=? WHERE id=?", "tii", system, mtime_ns, id), err,
                errlen);
 }
 
-int store_set_settings(fs_store *s, int64_t id, const char *settings, char *err, size_t errlen) {
-    begin(s);
+int convs_set_settings(convs_store *s, int64_t id, const char *settings, char *err, size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
     return end(s, !run(s, "UPDATE conversation SET settings=? WHERE id=?", "ti", settings, id), err, errlen);
 }
 
-int store_replace_turns(fs_store *s, int64_t id, int from, const store_turn *turns, int n, const char *system,
+int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *turns, int n, const char *system,
                         char *err, size_t errlen) {
-    begin(s);
+    if (!begin(s, err, errlen)) return -1;
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=? AND idx>=?", "ii", id, (int64_t)from);
     for (int i = 0; ok && i < n; i++)
         ok = !run(s,
@@ -194,10 +182,18 @@ int store_replace_turns(fs_store *s, int64_t id, int from, const store_turn *tur
     return end(s, ok, err, errlen);
 }
 
-int store_update_turn(fs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen) {
-    begin(s);
+    if (!begin(s, err, errlen)) return -1;
     int ok = !run(s, "UPDATE conversation_turn SET content=?, complete=? WHERE conversation=? AND idx=?", "biii", text,
                   len, (int64_t)complete, id, (int64_t)idx);
+    return end(s, ok, err, errlen);
+}
+
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+                       size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
+    int ok = !run(s, "UPDATE conversation_turn SET content=?, complete=? WHERE conversation=? AND idx=? AND complete=0",
+                  "biii", text, len, (int64_t)complete, id, (int64_t)idx);
     return end(s, ok, err, errlen);
 }

@@ -1,0 +1,222 @@
+/* copyin.c - conversations copied into the mount by the tools people use: cp -a (and
+ * cp -r, mv across filesystems), tar -xf, rsync -a, Python's shutil.copytree.
+ *
+ * Every conversation has its files from the moment mkdir makes it, and the tools each
+ * meet that differently:
+ *  - shutil.copytree (os.makedirs) and rsync make turns/ with mkdir, which fails on a
+ *    name that exists: the thread that made a conversation does not see its turns/
+ *    until it makes it, reads something of the conversation or sends a message, and
+ *    mkdir of turns/ in a young conversation succeeds for anyone.
+ *  - cp creates every file with O_EXCL in a directory it just made. For a few seconds
+ *    that process sees a new conversation's files only as it creates them (names.c,
+ *    "fresh"), then its creates open the existing files.
+ *  - tar gets EEXIST from O_EXCL, unlinks the name and creates it again. An unlinked
+ *    conversation file is hidden from that thread until it creates the name again
+ *    (cfs_hide); an unlinked turn goes at once, as rm expects, but the same thread
+ *    creating the same name moments later gets the removed turns back (cfs_keep_removed,
+ *    cfs_restore_removed) and writes over them: so tar over a conversation never cuts it.
+ *  - rsync writes `.NAME.XXXXXX` and renames it onto NAME; copytree opens with O_TRUNC.
+ * In a young conversation (mkdir'ed moments ago, nothing sent yet; cfs_young) writes to
+ * the views (reply, status, ...) are accepted and dropped, mkdir of turns/ succeeds, and
+ * turns that arrive before the ones they follow (tar and copytree keep the source's
+ * directory order) wait as scratch files in turns/ until their turn comes
+ * (cfs_adopt_pending). messages.json arrives before turns/ in every tool, imports the
+ * history, and the turn files that follow then change nothing (commit.c: a copy never
+ * rewrites a turn).
+ *
+ * Separate because none of this is a rule of the filesystem a person uses by hand: it is
+ * how copies find their way through those rules. Callers hold fs->mu. */
+#include "fs/chatfs_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define YOUNG_NS 5000000000LL /* the copy window, from the last file a copy brought */
+#define UNDO_NS 2000000000LL  /* how long an unlink can be taken back by the same thread */
+
+typedef struct undo {
+    struct undo *next;
+    uint32_t tid;
+    int64_t conv;  /* the conversation's id */
+    int sub;       /* a hidden file's inode sub-number; -1: removed turns */
+    int from;      /* removed turns: the index of the first */
+    turn *turns;   /* their copies */
+    int n;
+    int state, finish; /* the conversation's status before the removal */
+    gen_report rep;
+    int64_t until; /* CLOCK_MONOTONIC */
+} undo;
+
+static void undo_free(undo *u) {
+    for (int i = 0; i < u->n; i++) free(u->turns[i].text);
+    free(u->turns);
+    free(u);
+}
+
+/* drops what has expired; returns the list */
+static undo **prune(chatfs *fs) {
+    int64_t now = cfs_mono_ns();
+    for (undo **p = (undo **)&fs->undo; *p;) {
+        undo *u = *p;
+        if (u->until > now) {
+            p = &u->next;
+            continue;
+        }
+        *p = u->next;
+        undo_free(u);
+    }
+    return (undo **)&fs->undo;
+}
+
+/* the entry of (tid, conversation, sub), unlinked from the list when take */
+static undo *find(chatfs *fs, uint32_t tid, const conv *c, int sub, int take) {
+    if (!tid) return NULL;
+    for (undo **p = prune(fs); *p; p = &(*p)->next) {
+        undo *u = *p;
+        if (u->tid != tid || u->conv != c->id || u->sub != sub) continue;
+        if (take) *p = u->next;
+        return u;
+    }
+    return NULL;
+}
+
+void cfs_copyin_forget(chatfs *fs, int64_t conv_id) {
+    for (undo **p = (undo **)&fs->undo; *p;) {
+        undo *u = *p;
+        if (u->conv != conv_id) {
+            p = &u->next;
+            continue;
+        }
+        *p = u->next;
+        undo_free(u);
+    }
+}
+
+void cfs_copyin_free(chatfs *fs) {
+    while (fs->undo) {
+        undo *u = fs->undo;
+        fs->undo = u->next;
+        undo_free(u);
+    }
+}
+
+/* ---- young conversations ---- */
+
+int cfs_young(const conv *c) { return c && c->young_until && cfs_mono_ns() < c->young_until; }
+
+void cfs_young_begin(conv *c) { c->young_until = cfs_mono_ns() + YOUNG_NS; }
+
+void cfs_young_touch(conv *c) {
+    if (cfs_young(c)) cfs_young_begin(c);
+}
+
+void cfs_young_end(chatfs *fs, conv *c) {
+    c->young_until = 0;
+    c->fresh_tid = 0;
+    c->maker_tid = 0;
+    /* in use now: turns still waiting for the ones before them will not get them, and
+     * the reply about to be added would take a waiting turn's name */
+    uint64_t dir = cfs_conv_ino(c, SUB_TURNS);
+    for (scratch *s = fs->scratch, *next; s; s = next) {
+        next = s->next;
+        if (!s->pending || s->parent != dir) continue;
+        cfs_set_error(c, "turns/%s: a copied turn that never got the turns before it was dropped", s->name);
+        cfs_scratch_unlink(fs, s);
+    }
+}
+
+void cfs_maker_looked(conv *c, uint32_t tid) {
+    if (c && tid && c->maker_tid == tid) c->maker_tid = 0;
+}
+
+/* ---- hidden files ---- */
+
+void cfs_hide(chatfs *fs, uint32_t tid, const conv *c, int sub) {
+    undo *u = find(fs, tid, c, sub, 0);
+    if (!u) {
+        if (!tid || !(u = calloc(1, sizeof *u))) return; /* then tar reports EEXIST: no loss */
+        *u = (undo){fs->undo, tid, c->id, sub, 0, NULL, 0, 0, 0, {0}, 0};
+        fs->undo = u;
+    }
+    u->until = cfs_mono_ns() + UNDO_NS;
+}
+
+int cfs_hidden(chatfs *fs, uint32_t tid, const conv *c, int sub) { return find(fs, tid, c, sub, 0) != NULL; }
+
+int cfs_unhide(chatfs *fs, uint32_t tid, const conv *c, int sub) {
+    undo *u = find(fs, tid, c, sub, 1);
+    if (u) undo_free(u);
+    return u != NULL;
+}
+
+/* ---- removed turns ---- */
+
+void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from) {
+    if (!tid || from >= c->n_turns) return;
+    undo *u = find(fs, tid, c, -1, 1);
+    if (u) undo_free(u); /* rm -r removes the last turn first: the newest removal is the one to keep */
+    if (!(u = calloc(1, sizeof *u)) || !(u->turns = calloc((size_t)(c->n_turns - from), sizeof *u->turns))) {
+        free(u);
+        return;
+    }
+    *u = (undo){fs->undo, tid, c->id, -1, from, u->turns, 0, c->state, c->finish, c->rep, cfs_mono_ns() + UNDO_NS};
+    for (int i = from; i < c->n_turns; i++) {
+        turn t = c->turns[i];
+        if (!(t.text = cfs_memdup0(t.text, t.len))) break;
+        u->turns[u->n++] = t;
+    }
+    fs->undo = u;
+}
+
+int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user) {
+    undo *u = find(fs, tid, c, -1, 0);
+    if (!u || u->from != idx || c->n_turns != idx || !u->n || u->turns[0].user != user) return 0;
+    find(fs, tid, c, -1, 1);
+    for (int i = 0; i < u->n; i++) {
+        turn *t = &u->turns[i];
+        if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime)) break;
+    }
+    c->state = u->state; /* as if nothing had happened */
+    c->finish = u->finish;
+    c->rep = u->rep;
+    undo_free(u);
+    cfs_save_turns(fs, c, idx, 0);
+    cfs_reset_reply(c);
+    cfs_adopt_pending(fs, c);
+    return 1;
+}
+
+/* ---- turns that came before their turn ---- */
+
+void cfs_adopt_pending(chatfs *fs, conv *c) {
+    uint64_t dir = cfs_conv_ino(c, SUB_TURNS);
+    for (int again = 1; again && !c->deleted && !cfs_busy(c);) {
+        again = 0;
+        for (scratch *s = fs->scratch; s; s = s->next) {
+            int user, idx = s->pending && s->parent == dir ? cfs_parse_turn_name(s->name, &user) : -1;
+            if (idx < 0 || idx > c->n_turns || s->refs > 1) continue; /* later, or still being written */
+            size_t len = cfs_strip_newline(s->data ? s->data : "", s->len);
+            if (idx < c->n_turns) { /* the history has it already (messages.json came too) */
+                const turn *t = &c->turns[idx];
+                if (t->user != user) continue; /* another name: it stays a scratch file */
+                if (t->len != len || memcmp(t->text, s->data, len))
+                    cfs_set_error(c, "turns/%s: the copy's turn differs from the conversation's, which stays",
+                                  s->name);
+            } else if (!cfs_check_text(c, s->name, s->data ? s->data : "", len)) { /* else dropped */
+                size_t n;
+                char *text = cfs_normalise(s->data ? s->data : "", len, &n);
+                if (!text || cfs_turn_push(c, user, text, n, 1, s->mtime)) {
+                    free(text);
+                    return;
+                }
+                free(text);
+                cfs_save_turns(fs, c, idx, 0);
+                cfs_reset_reply(c);
+            }
+            cfs_scratch_unlink(fs, s);
+            again = 1;
+            break;
+        }
+    }
+}

@@ -1,0 +1,63 @@
+/* conversations.h - the filesystem's conversations in the database (module
+ * "conversations" of db.h, schema version 1).
+ *
+ * Tables: conversation (id, name, system prompt, settings JSON, mtime),
+ * conversation_turn (conversation, index, role, content, complete, mtime) and
+ * conversation_global (the root settings.json). Every change is one transaction. An
+ * assistant turn is inserted empty and incomplete when its message is sent and rewritten
+ * while it generates, so a daemon killed mid-reply leaves the message and the reply so
+ * far. Callers may use it from any thread (the database's lock orders them). */
+#ifndef CHATFS_CONVERSATIONS_H
+#define CHATFS_CONVERSATIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/db.h"
+
+typedef struct convs_store convs_store;
+
+typedef struct {
+    int user;          /* 1 user, 0 assistant */
+    const char *text;
+    size_t len;
+    int complete;
+    int64_t mtime_ns;
+} convs_turn;
+
+/* What convs_load reports, one conversation at a time. */
+typedef struct {
+    void *ud;
+    /* returns 0, or -1 to stop loading */
+    int (*conversation)(void *ud, int64_t id, const char *name, const char *system, const char *settings,
+                        int64_t mtime_ns);
+    int (*turn)(void *ud, int64_t conv, int idx, const convs_turn *t);
+} convs_loader;
+
+/* The tables of db (created or migrated). NULL with the reason in err. */
+convs_store *convs_open(store_db *db, char *err, size_t errlen);
+void convs_close(convs_store *s);
+int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen);
+
+/* Each returns 0, or -1 with the reason in err. */
+int convs_get_global(convs_store *s, const char *key, char **value); /* *value NULL when unset */
+int convs_set_global(convs_store *s, const char *key, const char *value, char *err, size_t errlen);
+int64_t convs_create(convs_store *s, const char *name, const char *system, const char *settings, int64_t mtime_ns,
+                     char *err, size_t errlen); /* the new id, or -1 */
+int convs_rename(convs_store *s, int64_t id, const char *name, char *err, size_t errlen);
+int convs_delete(convs_store *s, int64_t id, char *err, size_t errlen);
+int convs_set_system(convs_store *s, int64_t id, const char *system, int64_t mtime_ns, char *err, size_t errlen);
+int convs_set_settings(convs_store *s, int64_t id, const char *settings, char *err, size_t errlen);
+/* Replaces the turns from index `from` (1-based) on with turns[0..n-1]; with system
+ * non-NULL, also the system prompt (an import). One transaction. */
+int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *turns, int n, const char *system,
+                        char *err, size_t errlen);
+/* Rewrites a reply's turn while it is still marked incomplete (as it grows, and once at
+ * its end); a row that an edit or a removal has replaced since is left alone. */
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+                       size_t errlen);
+/* Rewrites one turn's content and completeness (an edited turn). */
+int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,34 @@
+/* engine_db.h - a checkpoint store on a database, as a mount makes one for its engine
+ * (store/db.h once per process, cs_new, engine_config.checkpoints): for the tests. */
+#ifndef CHATFS_TESTS_ENGINE_DB_H
+#define CHATFS_TESTS_ENGINE_DB_H
+
+#include <string.h>
+
+#include "store/ckpt_store.h"
+#include "store/db.h"
+#include "tests/check.h"
+
+typedef struct {
+    store_db *db;
+    ckpt_store *cs;
+} test_store;
+
+/* Opens the database at path and a store on it with the default budgets. */
+static inline ckpt_store *test_store_open(test_store *t, const char *path) {
+    char err[512] = "";
+    t->db = db_open(path, err, sizeof err);
+    REQUIRE(t->db, "%s", err);
+    t->cs = cs_new(t->db, NULL, err, sizeof err);
+    REQUIRE(t->cs, "%s", err);
+    return t->cs;
+}
+
+/* After the engine or prefix cache that used it is closed. */
+static inline void test_store_close(test_store *t) {
+    cs_close(t->cs);
+    db_close(t->db);
+    memset(t, 0, sizeof *t);
+}
+
+#endif
