@@ -112,7 +112,8 @@ sanitized-gguf:
 # The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
 # TSan: quick, so make test always runs both.
 .PHONY: sanitized-fs
-sanitized-fs:
+# after sanitized-gguf: under make -j both would rebuild build-asan/libchatfs.a at once
+sanitized-fs: sanitized-gguf
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_chatfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
