@@ -929,7 +929,7 @@ time.sleep(1.5)
 def test_daemon_mode_and_errors():
     rc, out, err = sh("'%s' mount '%s' -m /nonexistent.gguf --db '%s/x.db'" % (CHATFS, TMP, TMP))
     check(rc == 1 and "nonexistent.gguf" in err, "a bad model fails in the terminal: %r" % err)
-    rc, out, err = sh("'%s' mount /nonexistent-dir --fake-engine ''" % CHATFS)
+    rc, out, err = sh("'%s' mount /nonexistent-dir --db '%s/x.db' --fake-engine ''" % (CHATFS, TMP))
     check(rc == 1 and "nonexistent-dir" in err, "a bad mountpoint: %r" % err)
     m = Mount("daemon", daemon=True)
     m.start()
@@ -949,7 +949,8 @@ def test_daemon_mode_and_errors():
         rc, _, err = sh("echo hi > a/message", cwd=m.mnt)
         check(rc != 0 and "Read-only file system" in err, "-o ro refuses writes: %r" % err)
         check(read(m.p("a", "reply")) == expected("hi"), "and reads")
-    rc, _, err = sh("'%s' mount '%s' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt))
+    # (a database of the test's own: the default one belongs to the user)
+    rc, _, err = sh("'%s' mount '%s' --db '%s/x.db' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt, TMP))
     check(rc == 1 and "no_such_option" in err and not os.path.ismount(m.mnt), "bad -o: %r" % err)
 
 
