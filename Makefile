@@ -4,16 +4,17 @@
 #   make run          install what is missing, build, and run chatfs on the bundled model
 #   make test         install what is missing, build, and run every test (the command CI runs)
 #   make bench        benchmarks on synthetic models (see bench/)
+#   make bench-blas   OpenBLAS side by side with our own kernels (docs/performance.md)
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
 #   make tsan         ThreadSanitizer build of the concurrency tests (filesystem, engine, batching)
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #   make fuzz-jinja   libFuzzer target for the chat templates' Jinja interpreter (clang)
 #
-# Dependencies come from pkg-config: fuse3 openblas sqlite3 libcjson libcurl.
+# Dependencies come from pkg-config: fuse3 sqlite3 libcjson libcurl.
 
 CC      ?= cc
-PKGS    := fuse3 openblas sqlite3 libcjson libcurl
+PKGS    := fuse3 sqlite3 libcjson libcurl
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
@@ -51,7 +52,7 @@ $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx51
 VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
 $(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
 
-.PHONY: all run test check deps bench bench-cache asan tsan fuzz fuzz-chatfs fuzz-jinja clean
+.PHONY: all run test check deps bench bench-cache bench-blas asan tsan fuzz fuzz-chatfs fuzz-jinja clean
 all: chatfs
 
 deps:
@@ -121,12 +122,13 @@ sanitized-fs: sanitized-gguf
 # ThreadSanitizer: the filesystem's logic (fake engine), the engine API, the remote
 # backend's worker (test_remote: a loopback server), many conversations batched at once
 # on a real (tiny) model (CHATFS_TEST_QUICK: one model, fewer bursts), speculative
-# decoding through the engine, and one chat template rendered from several threads. The
+# decoding through the engine, and one chat template rendered from several threads
+# (test_jinja's interpreter, test_template's templates shared by counted references). The
 # ISA kernels - arithmetic on buffers their callers own - are built without
 # instrumentation there, and so is the layer math per instruction set; that makes the
 # model runs several times faster; the thread pool, the dispatch into the kernels and
 # everything around stay instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja test_template
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
@@ -135,6 +137,7 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_spec_engine
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_remote
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_jinja
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_template
 ifeq ($(BUILD),build-tsan)
 ISA_OBJ := $(addprefix $(BUILD)/engine/,kernels/kernels_avx2.o kernels/kernels_avxvnni.o kernels/kernels_avx512.o \
              kernels/kernels_amx.o layers/simd_avx2.o layers/simd_avx512.o)
@@ -164,16 +167,19 @@ fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus
 
 # libFuzzer target for the conversation logic (fs/chatfs.c, files.c and the files they
-# delegate to: names.c, scratch.c, conv.c, generation.c, views.c, commit.c; fs/settings.c) on the fake engine: each input a
+# delegate to: names.c, scratch.c, conv.c, generation.c, views.c, commit.c; fs/settings.c, which
+# compiles a settings.json's chat_template with the engine's template room) on the fake engine: each input a
 # script of operations (see tests/fuzz/fuzz_chatfs.c), starting from the hand-written ones
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
 FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
                fs/views.c fs/commit.c \
-               fs/settings.c fs/backend_fake.c store/conversations.c store/db.c
+               fs/settings.c fs/backend_fake.c store/conversations.c store/db.c \
+               $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c)) engine/gguf/gguf.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
-$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h) store/db.h engine/runtime/chat.h
+$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinja/*.h engine/tokenizer/*.h) store/db.h \
+                engine/runtime/chat.h
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
@@ -242,6 +248,17 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 bench-cache: chatfs $(BUILD)/bench/cache_bench
 	bench/cache.sh
+# OpenBLAS side by side with our kernels (docs/performance.md, "OpenBLAS"; two to three
+# minutes). chatfs does not use OpenBLAS: this measurement alone links it (Debian:
+# libopenblas-dev).
+BLAS_PAIRS ?= 5
+$(BUILD)/bench/blas_bench: bench/blas_bench.c $(BUILD)/libchatfs.a
+	@pkg-config --exists openblas || { echo "make bench-blas: needs OpenBLAS (Debian: libopenblas-dev)"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags openblas 2>/dev/null) -o $@ $^ $(LDLIBS) \
+	    $(shell pkg-config --libs openblas 2>/dev/null)
+bench-blas: $(BUILD)/bench/blas_bench
+	$(BUILD)/bench/blas_bench $(BLAS_PAIRS)
 
 clean:
 	rm -rf build build-* chatfs chatfs-asan

@@ -47,6 +47,7 @@ static void add(conv *c, const char *role, const char *text) {
     c->own[c->n] = strdup(text);
     c->m[c->n].role = role;
     c->m[c->n].content = c->own[c->n];
+    c->m[c->n].reasoning_content = NULL;
     c->n++;
 }
 

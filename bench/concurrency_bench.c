@@ -84,7 +84,7 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
 }
 
 static void submit(chat_engine *e, const chat_msg *m, int n, const gen_settings *s, job *j) {
-    gen_callbacks cb = {NULL, on_progress, on_done, j};
+    gen_callbacks cb = {.on_progress = on_progress, .on_done = on_done, .ud = j};
     char err[256];
     if (!engine_submit(e, m, n, s, &cb, err, sizeof err)) {
         fprintf(stderr, "concurrency_bench: %s\n", err);
@@ -102,7 +102,7 @@ static void wait_jobs(job *jobs, int n) {
 /* a one-token request that holds the worker until gate_release */
 static job gate_job;
 static void gate_hold(chat_engine *e) {
-    chat_msg m = {"user", "gate"};
+    chat_msg m = {"user", "gate", NULL};
     gen_settings s;
     gen_settings_defaults(&s);
     s.max_tokens = 1;
@@ -161,7 +161,7 @@ static double decode(chat_engine *e, int n, int tokens, int quiet) {
     for (int i = 0; i < n; i++) {
         snprintf(text[i], sizeof text[i], "Conversation %d: tell me a story about the %s and the %s.", i + 1,
                  words[i % 16], words[(i * 5 + 3) % 16]);
-        m[i] = (chat_msg){"user", text[i]};
+        m[i] = (chat_msg){"user", text[i], NULL};
         submit(e, &m[i], 1, &s, &jobs[i]);
     }
     gate_release();
@@ -197,7 +197,7 @@ static void single_flight(const char *model, int threads, int sys_tokens, int of
     for (int w = 8; have < sys_tokens; w += 8) {
         free(system);
         system = prose(w, 11);
-        chat_msg probe = {"system", system};
+        chat_msg probe = {"system", system, NULL};
         have = engine_count_tokens(e, &probe, 1, NULL);
         if (have < 0) break;
     }
@@ -214,8 +214,8 @@ static void single_flight(const char *model, int threads, int sys_tokens, int of
     s.max_tokens = 1;
     gate_hold(e);
     for (int i = 0; i < 6; i++) {
-        m[i][0] = (chat_msg){"system", system};
-        m[i][1] = (chat_msg){"user", users[i]};
+        m[i][0] = (chat_msg){"system", system, NULL};
+        m[i][1] = (chat_msg){"user", users[i], NULL};
         submit(e, m[i], 2, &s, &jobs[i]);
     }
     gate_release();

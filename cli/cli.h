@@ -10,11 +10,12 @@ int cmd_mount(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
+int cmd_render(int argc, char **argv);
 
 /* Loads a model or prints "chatfs: <reason>" and returns NULL. */
 model *cli_load_model(const char *path);
-/* Forces the chat template family NAME (--template) on a loaded model, or prints an
- * error listing the families and returns 0. */
+/* Renders with the built-in chat template NAME (--template) instead of the model's own,
+ * or prints an error listing the built-ins and returns 0. */
 int cli_force_template(model *m, const char *name);
 /* --draft N for a loaded model (speculative.h spec_configure): *draft < 0 is the default;
  * *draft gets the drafts per step (0: off). Prints the error and returns 0 when it cannot be. */

@@ -44,6 +44,7 @@ static int push_msg(msg_list *l, const char *role, const char *content) {
     }
     l->m[l->n].role = strdup(role);
     l->m[l->n].content = strdup(content);
+    l->m[l->n].reasoning_content = NULL;
     if (!l->m[l->n].role || !l->m[l->n].content) return -1;
     l->n++;
     return 0;

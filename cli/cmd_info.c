@@ -1,13 +1,55 @@
 /* cmd_info.c - `chatfs info MODEL.gguf [--json] [--template NAME]`: what a model file is.
- * The template line names the family chatfs renders chats with, and says when the
- * model's template was not recognised (ChatML is used then) or was forced. */
+ * The template line says which chat template chatfs renders conversations with (the
+ * model's own Jinja text, or the built-in ChatML when the file has none, or a built-in
+ * forced with --template), which built-in family it resembles, and whether it renders:
+ * it is compiled and tried on a short conversation, without and with a system prompt.
+ * Then whether the model can think (chat_model_can_think) and the sampling the file
+ * recommends (general.sampling.*), which new conversations start from. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "engine/runtime/chat.h"
 #include "engine/model/state.h"
+
+typedef struct {
+    const char *source;   /* "model", "builtin" (the file has none), "forced" */
+    const char *name;     /* the built-in's name, or the family the model's text resembles (may be NULL) */
+    size_t bytes;         /* of Jinja text */
+    int renders, with_system, thinking;
+    char error[512];      /* why it does not compile or render */
+    char system_error[512];
+} template_report;
+
+/* What the model's template is and whether it renders a plain conversation, and one with
+ * a system prompt (some templates refuse those: chatfs conversations may have one). */
+static void check_template(const model *m, int forced, template_report *r) {
+    memset(r, 0, sizeof *r);
+    gguf_str s = {NULL, 0};
+    int has_own = gguf_get_str(m->gguf, "tokenizer.chat_template", &s) == 1 && s.len > 0;
+    r->source = forced ? "forced" : m->tmpl && template_name(m->tmpl) ? "builtin" : "model";
+    if (m->tmpl && template_name(m->tmpl)) r->name = template_name(m->tmpl);
+    else if (has_own) r->name = template_resembles(s.s, (size_t)s.len);
+    if (m->tmpl) template_text(m->tmpl, &r->bytes);
+    else r->bytes = (size_t)s.len;
+    if (!m->tmpl) {
+        snprintf(r->error, sizeof r->error, "does not compile: %s", m->tmpl_error);
+        return;
+    }
+    const chat_msg conv[] = {{"system", "You are a helpful assistant.", NULL},
+                             {"user", "Hello!", NULL},
+                             {"assistant", "Hi! How can I help?", NULL},
+                             {"user", "What is 2 + 2?", NULL}};
+    char *out = template_render(m->tmpl, conv + 1, 3, 1, 1, NULL, r->error, sizeof r->error);
+    r->renders = out != NULL;
+    free(out);
+    out = template_render(m->tmpl, conv, 4, 1, 1, NULL, r->system_error, sizeof r->system_error);
+    r->with_system = out != NULL;
+    free(out);
+    r->thinking = template_uses(m->tmpl, "enable_thinking");
+}
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *force = NULL;
@@ -34,8 +76,12 @@ int cmd_info(int argc, char **argv) {
     uint32_t types[32];
     uint64_t counts[32];
     int nt = model_tensor_types(m, types, counts, 32);
-    const char *tmpl = template_family_name(m->tmpl.family);
+    template_report tr;
+    check_template(m, force != NULL, &tr);
     size_t kv_token = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
+    const int can_think = chat_model_can_think(m);
+    gen_settings sampling;
+    const int n_sampling = chat_model_sampling(m, &sampling);
 
     if (json) {
         cJSON *o = cJSON_CreateObject(), *tt = cJSON_CreateObject();
@@ -53,9 +99,24 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddItemToObject(o, "tensor_types", tt);
         cJSON_AddStringToObject(o, "tokenizer", tokenizer_model(m->tok));
         cJSON_AddStringToObject(o, "pre_tokenizer", tokenizer_pre(m->tok));
-        cJSON_AddStringToObject(o, "template", tmpl);
-        cJSON_AddBoolToObject(o, "template_detected", m->tmpl.known && !force);
-        cJSON_AddBoolToObject(o, "template_forced", force != NULL);
+        cJSON_AddStringToObject(o, "template_source", tr.source);
+        if (tr.name) cJSON_AddStringToObject(o, "template", tr.name);
+        else cJSON_AddNullToObject(o, "template");
+        cJSON_AddNumberToObject(o, "template_bytes", (double)tr.bytes);
+        cJSON_AddBoolToObject(o, "template_renders", tr.renders);
+        if (!tr.renders) cJSON_AddStringToObject(o, "template_error", tr.error);
+        cJSON_AddBoolToObject(o, "template_system_prompt", tr.with_system);
+        cJSON_AddBoolToObject(o, "template_enable_thinking", tr.thinking);
+        cJSON_AddBoolToObject(o, "thinking", can_think);
+        if (n_sampling) {
+            cJSON *sp = cJSON_AddObjectToObject(o, "sampling");
+            cJSON_AddNumberToObject(sp, "temp", sampling.temperature);
+            cJSON_AddNumberToObject(sp, "top_k", sampling.top_k);
+            cJSON_AddNumberToObject(sp, "top_p", sampling.top_p);
+            cJSON_AddNumberToObject(sp, "min_p", sampling.min_p);
+        } else {
+            cJSON_AddNullToObject(o, "sampling");
+        }
         cJSON_AddBoolToObject(o, "tied_embeddings", m->tied);
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
@@ -77,8 +138,19 @@ int cmd_info(int argc, char **argv) {
                m->n_vocab);
         printf("context:       %d trained; a conversation gets %d by default here (-c to change)\n", m->n_ctx_train,
                engine_default_context(m));
-        printf("template:      %s%s\n", tmpl,
-               force ? " (forced)" : m->tmpl.known ? "" : " (fallback: template not recognised)");
+        if (!strcmp(tr.source, "model"))
+            printf("template:      the model's own (%zu bytes of Jinja%s%s)", tr.bytes, tr.name ? ", like " : "",
+                   tr.name ? tr.name : "");
+        else
+            printf("template:      the built-in %s (%s)", tr.name,
+                   !strcmp(tr.source, "forced") ? "--template" : "the file has none; as llama.cpp");
+        if (!tr.renders) printf(": %s%s\n", tr.bytes && m->tmpl ? "does not render: " : "", tr.error);
+        else if (!tr.with_system) printf(": renders, but not with a system prompt: %s\n", tr.system_error);
+        else printf(": renders%s\n", tr.thinking ? " (reads enable_thinking)" : "");
+        printf("thinking:      %s\n", can_think ? "yes" : "no");
+        if (n_sampling)
+            printf("sampling:      the file recommends temp %g, top_k %d, top_p %g, min_p %g\n", sampling.temperature,
+                   sampling.top_k, sampling.top_p, sampling.min_p);
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
         printf("MTP head:      %s\n", m->mtp ? "yes (speculative decoding drafts with it: --draft)" : "no");
     }

@@ -4,10 +4,10 @@
  * reference runs do). --ids prints exactly two lines, "prompt: ..." and
  * "generated: ...". --dump-logits writes the last prompt position's logits as
  * n_vocab little-endian float32. --chat wraps the prompt as one user message in the
- * model's chat template; --template NAME forces the template family. --draft N decodes
- * speculatively with the model's MTP head, drafting up to N tokens a step (the default
- * for a model with the head, 0 turns it off): the same tokens (greedy), or the same
- * distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
+ * model's chat template; --template NAME renders with a built-in template instead.
+ * --draft N decodes speculatively with the model's MTP head, drafting up to N tokens a
+ * step (the default for a model with the head, 0 turns it off): the same tokens (greedy),
+ * or the same distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
  * ids only (model/mtp.h). --stats prints one JSON line on stderr: the tokens generated,
  * the decode passes after the first token (a speculative step is one), the drafted and
  * accepted tokens, and the decode speed. */
@@ -90,14 +90,22 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
     mtp_set_draft_vocab(m, (int)draft_vocab);
+    size_t len = strlen(text);
     if (chat) {
-        chat_msg msg = {"user", text};
-        char *r = template_render(&m->tmpl, &msg, 1, 1);
+        chat_msg msg = {"user", text, NULL};
+        char err[512];
+        char *r = m->tmpl ? template_render(m->tmpl, &msg, 1, 1, 1, &len, err, sizeof err) : NULL;
+        if (!r) {
+            cli_error("%s", m->tmpl ? err : m->tmpl_error);
+            free(text);
+            model_free(m);
+            return 1;
+        }
         free(text);
         text = r;
     }
     int *prompt = NULL;
-    int n_prompt = text ? tokenizer_encode(m->tok, text, strlen(text), 1, 1, &prompt) : -1;
+    int n_prompt = tokenizer_encode(m->tok, text, len, 1, 1, &prompt);
     int rc = 1;
     seq_state *s = state_new(m, ctx > 0 && ctx < m->n_ctx_train ? (int)ctx : engine_default_context(m));
     float *logits = malloc((size_t)m->n_vocab * sizeof *logits);

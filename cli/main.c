@@ -44,8 +44,23 @@ static const char usage_mount[] =
     "  --api-key-file F  a file holding the server's API key (sent as a Bearer token only)\n";
 static const char usage_info[] =
     "usage: chatfs info MODEL.gguf [--json] [--template NAME]\n"
-    "  Architecture, parameters, tensor types, layer pattern, tokenizer, chat template, state\n"
-    "  sizes and the context a conversation gets by default.\n";
+    "  Architecture, parameters, tensor types, layer pattern, tokenizer, chat template (the\n"
+    "  model's own Jinja, which built-in family it resembles, whether it renders), state sizes\n"
+    "  and the context a conversation gets by default.\n";
+static const char usage_render[] =
+    "usage: chatfs render [-m MODEL.gguf] [--template NAME | --template-file FILE] [--thinking true|false]\n"
+    "                     [--ids] MESSAGES.json\n"
+    "  Prints the prompt chatfs gives the model for a conversation, exactly (no newline added):\n"
+    "  the messages rendered with the model's chat template and the generation prompt, as a\n"
+    "  message sent to a mount is rendered. MESSAGES.json is a JSON array of {\"role\", \"content\",\n"
+    "  \"reasoning_content\"} messages (roles system, user, assistant) or an object with\n"
+    "  \"messages\"; - reads it from stdin. -m defaults to the bundled model; any GGUF with a\n"
+    "  tokenizer works, whatever its architecture.\n"
+    "  --template-file F  render the Jinja text in F instead (settings.json's chat_template)\n"
+    "  --template NAME    a built-in template: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron\n"
+    "  --thinking BOOL    the template's enable_thinking (default true, as llama.cpp)\n"
+    "  --ids              print the token ids (one line) instead of the text\n"
+    "  A template that does not compile or refuses the conversation exits 1 with its message.\n";
 static const char usage_run[] =
     "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
     "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
@@ -84,12 +99,13 @@ static const char usage[] =
     "  ask TEXT           one turn of a stored conversation, for scripts\n"
     "  run -p TEXT        generate a continuation (greedy by default)\n"
     "  info MODEL.gguf    what a model file is\n"
+    "  render MSGS.json   the prompt a conversation renders to, by the model's chat template\n"
     "  bench -m MODEL     prompt/decode speed as one JSON line\n"
     "  synth              a random-weight GGUF of a real model's shape\n"
     "\n"
     "  --version          the version\n"
-    "  --template NAME forces a chat template family instead of the one recognised in the\n"
-    "  model: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
+    "  --template NAME renders with a built-in chat template instead of the model's own:\n"
+    "  chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
     "  --draft N decodes speculatively, the model's MTP head drafting up to N tokens a step\n"
     "  (default 1 for a model with the head; 0 turns it off). Greedy output is the same.\n"
     "  --draft-vocab V lets the head draft among the first V token ids only (cheaper drafts).\n";
@@ -122,14 +138,15 @@ int cli_speculation(model *m, long *draft) {
 }
 
 int cli_force_template(model *m, const char *name) {
-    if (template_force(&m->tmpl, name)) return 1;
-    char list[256] = "";
-    for (int f = 0; f < TMPL_COUNT; f++) {
-        size_t k = strlen(list);
-        snprintf(list + k, sizeof list - k, "%s%s", f ? ", " : "", template_family_name((tmpl_family)f));
+    char err[256];
+    chat_template *t = template_new_builtin(name, m->tok, err, sizeof err);
+    if (!t) {
+        cli_error("%s", err);
+        return 0;
     }
-    cli_error("unknown template family '%s' (families: %s)", name, list);
-    return 0;
+    template_unref(m->tmpl);
+    m->tmpl = t;
+    return 1;
 }
 
 char *cli_text_arg(const char *arg) {
@@ -235,7 +252,8 @@ int main(int argc, char **argv) {
         int (*fn)(int, char **);
         const char *usage;
     } cmds[] = {{"mount", cmd_mount, usage_mount}, {"info", cmd_info, usage_info},   {"run", cmd_run, usage_run},
-                {"ask", cmd_ask, usage_ask},       {"bench", cmd_bench, usage_bench}, {"synth", cmd_synth, usage_synth}};
+                {"ask", cmd_ask, usage_ask},       {"bench", cmd_bench, usage_bench}, {"synth", cmd_synth, usage_synth},
+                {"render", cmd_render, usage_render}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         for (int a = 2; a < argc; a++)

@@ -6,9 +6,12 @@
  *
  * Contract (the same as chat.h): submit takes the conversation as messages, queues it
  * and returns at once: id > 0, or 0 with a reason in err and errno EFBIG when the
- * conversation does not fit the context (the filesystem answers EFBIG then; anything
- * else is EIO). Callbacks arrive on the backend's own worker thread, on_done exactly
- * once per accepted request; cancel may be called from any thread. count_tokens may be
+ * conversation does not fit the context or EINVAL when its chat template refuses it
+ * (the filesystem answers the same errno then; anything else is EIO). Callbacks arrive
+ * on the backend's own worker thread, on_done exactly once per accepted request; cancel
+ * may be called from any thread. A reply's reasoning reaches cb->on_reasoning (the
+ * engine splits it off; the remote backend gets it as the stream's reasoning_content; the
+ * fake makes some with #think=N), in order with on_text. count_tokens may be
  * NULL, or return -2, for a backend that cannot count (one that renders the prompt
  * elsewhere): the filesystem then skips its early length check at the write, and an
  * over-long message is refused when it is sent. */
@@ -27,16 +30,17 @@ struct fs_backend {
     uint64_t (*submit)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
                        const gen_callbacks *cb, char *err, size_t errlen);
     void (*cancel)(fs_backend *b, uint64_t id);
-    int (*count_tokens)(fs_backend *b, const chat_msg *msgs, int n, const char *template_name);
+    int (*count_tokens)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s);
     int (*context)(fs_backend *b);
     void (*forget_session)(fs_backend *b, const char *session);
     char *(*stats_json)(fs_backend *b); /* malloc'd JSON object */
     void (*close)(fs_backend *b);       /* cancels what runs (on_done comes), frees b */
-    /* Set by the backend's user before the first submit; NULL drops it. A reply's
-     * reasoning, kept apart from its text: a backend that receives it separately (the
-     * remote one: the stream's reasoning_content) calls this on its worker thread with
-     * the request's cb->ud, in order with on_text. For the filesystem's `thinking` file. */
-    void (*on_reasoning)(void *ud, const char *text, size_t len);
+    /* The sampling a new conversation starts from: gen_settings_defaults, then what the
+     * model recommends (engine_settings_defaults); NULL: gen_settings_defaults only. */
+    void (*settings_defaults)(fs_backend *b, gen_settings *s);
+    /* 1 when the model has a thinking mode (engine_can_think), 0 when it has none, -1
+     * when the backend cannot tell (a remote server); NULL: -1. */
+    int (*can_think)(fs_backend *b);
 };
 
 /* The real engine: loads the model and starts the worker. NULL with a reason in err. */
@@ -66,10 +70,16 @@ int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *
  *   delay=MS     time per token (default 20)        tokens=N  tokens per reply (default 12)
  *   ctx=N        context size in tokens (4096)      prefill=MS  time before the first token (0)
  *   count=0      it cannot count tokens (count_tokens is NULL), as a remote backend may
+ *   think=N      reasoning words before each reply (default 0): "Thinking about: M." cut to
+ *                40 bytes, then " t1 t2 ...", to on_reasoning in phase GEN_THINKING; none
+ *                with enable_thinking 0, at most thinking_budget (when >= 0). With think=
+ *                given the fake says it can think (can_think 1, else 0)
+ *   temp=T topk=K  the sampling it recommends (settings_defaults), like a GGUF's
+ *                general.sampling.* keys
  * Tokens are whole words: the reply to a message M is "Reply to: M." cut to its first
  * 40 bytes, then "w1 w2 w3 ...". Prompt tokens are counted as ceil(bytes / 4) plus 4 per
  * message. A user message can override per request with words in it:
- *   #tokens=N  #delay=MS  #fail=N (fail with "fake engine failure" after N tokens) */
+ *   #tokens=N  #delay=MS  #fail=N (fail with "fake engine failure" after N tokens)  #think=N */
 fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen);
 
 #endif

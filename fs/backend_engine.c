@@ -11,12 +11,14 @@ static uint64_t eng_submit(fs_backend *b, const chat_msg *msgs, int n, const gen
     return engine_submit(E(b), msgs, n, s, cb, err, errlen);
 }
 static void eng_cancel(fs_backend *b, uint64_t id) { engine_cancel(E(b), id); }
-static int eng_count(fs_backend *b, const chat_msg *msgs, int n, const char *tmpl) {
-    return engine_count_tokens(E(b), msgs, n, tmpl);
+static int eng_count(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s) {
+    return engine_count_tokens(E(b), msgs, n, s);
 }
 static int eng_context(fs_backend *b) { return engine_context(E(b)); }
 static void eng_forget(fs_backend *b, const char *session) { engine_forget_session(E(b), session); }
 static char *eng_stats(fs_backend *b) { return engine_stats_json(E(b)); }
+static void eng_defaults(fs_backend *b, gen_settings *s) { engine_settings_defaults(E(b), s); }
+static int eng_can_think(fs_backend *b) { return engine_can_think(E(b)); }
 static void eng_close(fs_backend *b) {
     engine_close(E(b));
     free(b);
@@ -33,6 +35,16 @@ fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errl
         free(b);
         return NULL;
     }
-    *b = (fs_backend){b->ctx, "engine", eng_submit, eng_cancel, eng_count, eng_context, eng_forget, eng_stats, eng_close, NULL};
+    *b = (fs_backend){.ctx = b->ctx,
+                      .name = "engine",
+                      .submit = eng_submit,
+                      .cancel = eng_cancel,
+                      .count_tokens = eng_count,
+                      .context = eng_context,
+                      .forget_session = eng_forget,
+                      .stats_json = eng_stats,
+                      .close = eng_close,
+                      .settings_defaults = eng_defaults,
+                      .can_think = eng_can_think};
     return b;
 }

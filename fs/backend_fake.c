@@ -18,6 +18,7 @@ typedef struct job {
     gen_callbacks cb;
     char *last_user; /* the last user message */
     int prompt_tokens, tokens, delay_ms, fail_after, max_tokens;
+    int think; /* reasoning words before the reply */
     int cancelled;
 } job;
 
@@ -31,6 +32,8 @@ typedef struct {
     uint64_t next_id;
     int stop;
     int delay_ms, tokens, ctx, prefill_ms;
+    int think;          /* reasoning words per reply; -1: the fake has no thinking mode */
+    int temp_pct, top_k; /* the sampling it recommends (temperature in hundredths); -1: none */
     char **sessions; /* the sessions requests named, until forgotten */
     int n_sessions;
     /* counters for stats.json */
@@ -80,11 +83,33 @@ static void run_job(fake *f, job *j) {
     pthread_mutex_lock(&f->mu);
     int stopped = f->prefill_ms > 0 && fake_wait(f, j, f->prefill_ms);
     r.prefill_done = r.computed_tokens = j->prompt_tokens;
-    r.phase = GEN_GENERATING;
     const char *error = NULL;
     char word[64];
+    /* the reasoning first: its words count as generated tokens, and max_tokens too */
+    r.phase = GEN_THINKING;
+    for (int i = 0; i < j->think && !stopped; i++) {
+        if (fake_wait(f, j, j->delay_ms)) {
+            stopped = 1;
+            break;
+        }
+        if (j->max_tokens > 0 && r.generated_tokens >= j->max_tokens) break;
+        if (i == 0) snprintf(word, sizeof word, "Thinking about: %.40s.", j->last_user);
+        else snprintf(word, sizeof word, " t%d", i);
+        f->n_tokens++;
+        r.generated_tokens++;
+        r.reasoning_tokens++;
+        if (i == 0) r.ttft_ms = now_ms() - t0;
+        double secs = (now_ms() - t0) / 1e3;
+        r.decode_tokens_per_s = secs > 0 ? r.generated_tokens / secs : 0;
+        pthread_mutex_unlock(&f->mu);
+        if (j->cb.on_reasoning) j->cb.on_reasoning(j->cb.ud, word, strlen(word));
+        j->cb.on_progress(j->cb.ud, &r);
+        pthread_mutex_lock(&f->mu);
+    }
+    int thought = r.reasoning_tokens;
+    r.phase = GEN_GENERATING;
     int n = j->tokens;
-    if (j->max_tokens > 0 && j->max_tokens < n) n = j->max_tokens;
+    if (j->max_tokens > 0 && j->max_tokens - thought < n) n = j->max_tokens > thought ? j->max_tokens - thought : 0;
     for (int i = 0; i < n && !stopped; i++) {
         if (fake_wait(f, j, j->delay_ms)) {
             stopped = 1;
@@ -94,15 +119,15 @@ static void run_job(fake *f, job *j) {
             error = "fake engine failure";
             break;
         }
-        if (j->prompt_tokens + i >= f->ctx) {
+        if (j->prompt_tokens + thought + i >= f->ctx) {
             r.finish = FINISH_CONTEXT;
             break;
         }
         if (i == 0) snprintf(word, sizeof word, "Reply to: %.40s.", j->last_user);
         else snprintf(word, sizeof word, " w%d", i);
         f->n_tokens++;
-        r.generated_tokens = i + 1;
-        if (i == 0) r.ttft_ms = now_ms() - t0;
+        r.generated_tokens = thought + i + 1;
+        if (i == 0 && !thought) r.ttft_ms = now_ms() - t0;
         double secs = (now_ms() - t0) / 1e3;
         r.decode_tokens_per_s = secs > 0 ? r.generated_tokens / secs : 0;
         pthread_mutex_unlock(&f->mu);
@@ -181,6 +206,9 @@ static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const ge
     j->delay_ms = override(last, "#delay=", f->delay_ms);
     j->fail_after = override(last, "#fail=", -1);
     j->max_tokens = s ? s->max_tokens : 0;
+    j->think = override(last, "#think=", f->think > 0 ? f->think : 0);
+    if (s && !s->enable_thinking) j->think = 0;
+    if (s && s->thinking_budget >= 0 && j->think > s->thinking_budget) j->think = s->thinking_budget;
     pthread_mutex_lock(&f->mu);
     j->id = ++f->next_id;
     f->n_requests++;
@@ -208,8 +236,8 @@ static void fake_cancel(fs_backend *b, uint64_t id) {
     pthread_mutex_unlock(&f->mu);
 }
 
-static int fake_count(fs_backend *b, const chat_msg *msgs, int n, const char *tmpl) {
-    (void)b, (void)tmpl;
+static int fake_count(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s) {
+    (void)b, (void)s;
     return count(msgs, n);
 }
 
@@ -243,6 +271,15 @@ static char *fake_stats(fs_backend *b) {
     return s;
 }
 
+static void fake_defaults(fs_backend *b, gen_settings *s) {
+    fake *f = (fake *)b;
+    gen_settings_defaults(s);
+    if (f->temp_pct >= 0) s->temperature = f->temp_pct / 100.0f;
+    if (f->top_k >= 0) s->top_k = f->top_k;
+}
+
+static int fake_can_think(fs_backend *b) { return ((fake *)b)->think >= 0; }
+
 static void fake_close(fs_backend *b) {
     fake *f = (fake *)b;
     pthread_mutex_lock(&f->mu);
@@ -267,17 +304,21 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
     f->delay_ms = 20;
     f->tokens = 12;
     f->ctx = 4096;
+    f->think = f->temp_pct = f->top_k = -1;
     int counts = 1;
     char *copy = strdup(spec ? spec : ""), *save = NULL;
     for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         int v = eq ? atoi(eq + 1) : -1;
         if (eq) *eq = 0;
+        if (eq && !strcmp(kv, "temp")) v = (int)(atof(eq + 1) * 100 + 0.5);
         int *dst = !strcmp(kv, "delay") ? &f->delay_ms : !strcmp(kv, "tokens") ? &f->tokens
                  : !strcmp(kv, "ctx") ? &f->ctx : !strcmp(kv, "prefill") ? &f->prefill_ms
-                 : !strcmp(kv, "count") ? &counts : NULL;
+                 : !strcmp(kv, "count") ? &counts : !strcmp(kv, "think") ? &f->think
+                 : !strcmp(kv, "temp") ? &f->temp_pct : !strcmp(kv, "topk") ? &f->top_k : NULL;
         if (!dst || v < 0) {
-            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill, count)", kv);
+            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill, count, think, temp, topk)",
+                     kv);
             free(copy);
             free(f);
             return NULL;
@@ -285,8 +326,17 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
         *dst = v;
     }
     free(copy);
-    f->base = (fs_backend){f, "fake", fake_submit, fake_cancel, counts ? fake_count : NULL, fake_context, fake_forget,
-                           fake_stats, fake_close, NULL};
+    f->base = (fs_backend){.ctx = f,
+                           .name = "fake",
+                           .submit = fake_submit,
+                           .cancel = fake_cancel,
+                           .count_tokens = counts ? fake_count : NULL,
+                           .context = fake_context,
+                           .forget_session = fake_forget,
+                           .stats_json = fake_stats,
+                           .close = fake_close,
+                           .settings_defaults = fake_defaults,
+                           .can_think = fake_can_think};
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     if (pthread_create(&f->thread, NULL, worker, f) != 0) {

@@ -299,7 +299,7 @@ static uint64_t rem_submit(fs_backend *b, const chat_msg *msgs, int n, const gen
         snprintf(err, errlen, "out of memory");
         return 0;
     }
-    remote_stream_init(&j->st, cb, b->on_reasoning, remote_now_ms());
+    remote_stream_init(&j->st, cb, remote_now_ms());
     pthread_mutex_lock(&r->mu);
     if (r->stop) {
         pthread_mutex_unlock(&r->mu);
@@ -560,8 +560,17 @@ fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errl
         free_remote(r);
         return NULL;
     }
-    r->base = (fs_backend){r, "remote", rem_submit, rem_cancel, NULL /* the server counts */, rem_context, rem_forget, rem_stats,
-                           rem_close, NULL};
+    r->base = (fs_backend){.ctx = r,
+                           .name = "remote",
+                           .submit = rem_submit,
+                           .cancel = rem_cancel,
+                           .count_tokens = NULL, /* the server counts */
+                           .context = rem_context,
+                           .forget_session = rem_forget,
+                           .stats_json = rem_stats,
+                           .close = rem_close,
+                           .settings_defaults = NULL, /* today's defaults: the server's are not ours to know */
+                           .can_think = NULL};        /* the server's template decides */
     pthread_mutex_init(&r->mu, NULL);
     if (pthread_create(&r->thread, NULL, worker, r) != 0) {
         snprintf(err, errlen, "cannot start the remote engine's thread");

@@ -42,7 +42,8 @@ int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *
     waiter w = {.on_text = on_text, .ud = ud};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    gen_callbacks cb = {run_text, run_progress, run_done, &w};
+    gen_callbacks cb = {.on_text = run_text, .on_progress = run_progress, .on_done = run_done, .ud = &w,
+                        .on_reasoning = NULL}; /* chatfs ask prints the answer only */
     int rc = -1;
     if (b->submit(b, msgs, n, s, &cb, err, errlen)) {
         pthread_mutex_lock(&w.mu);

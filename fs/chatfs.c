@@ -43,7 +43,11 @@ static int load_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     chatfs *fs = ud;
     conv *c = cfs_find_conv_id(fs, id);
     if (!c || idx != c->n_turns + 1) return 0; /* a gap cannot happen; skip rather than fail */
-    return cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns) ? -1 : 0;
+    if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
+    if (!t->user && t->reasoning && t->reasoning_len &&
+        cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len))
+        return -1;
+    return 0;
 }
 
 /* fs->model, from the backend's stats ("model": file, architecture), asked once */
@@ -75,20 +79,25 @@ chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen) {
     fs->st = st;
     fs->next_scratch = 1;
     fs->t_start = fs->mtime_root = fs->mtime_settings = cfs_now_ns();
-    settings_builtin(&fs->defaults);
+    settings_builtin(&fs->builtin);
+    if (b->settings_defaults) { /* the model's recommended sampling, where its file has some */
+        gen_settings rec;
+        b->settings_defaults(b, &rec);
+        settings_recommend(&fs->builtin, &rec);
+    }
+    settings_copy(&fs->defaults, &fs->builtin);
     char *g = NULL;
     if (st && convs_get_global(st, "settings", &g) == 0 && g) {
-        conv_settings s, builtin;
-        settings_builtin(&builtin);
+        conv_settings s;
         char e[256];
-        if (settings_parse(g, strlen(g), &builtin, &s, e, sizeof e) == 1) {
+        if (settings_parse(g, strlen(g), &fs->builtin, &s, e, sizeof e) == 1) {
             settings_free(&fs->defaults);
             fs->defaults = s;
         }
-        settings_free(&builtin);
         free(g);
     }
     describe_model(fs);
+    fs->can_think = b->can_think ? b->can_think(b) : -1;
     convs_loader l = {fs, load_conv, load_turn};
     if (st && convs_load(st, &l, err, errlen) != 0) {
         chatfs_free(fs);
@@ -153,6 +162,7 @@ void chatfs_free(chatfs *fs) {
     }
     cfs_copyin_free(fs);
     settings_free(&fs->defaults);
+    settings_free(&fs->builtin);
     pthread_mutex_destroy(&fs->mu);
     pthread_cond_destroy(&fs->cv);
     free(fs);
@@ -236,6 +246,7 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
     if (!rc && !c) rc = -ENOMEM;
     if (rc) goto out;
     c->reply = cfs_stream_of_turn(NULL);
+    cfs_reset_reply(c); /* and an empty thinking file */
     c->fresh_tid = cfs_copier(tid) ? tid : 0;
     c->maker_tid = tid;
     cfs_young_begin(c);
@@ -306,6 +317,20 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
             cfs_save_turns(fs, c, nd.turn, 0);
             cfs_reset_reply(c);
             c->state = ST_IDLE;
+            c->mtime = c->mtime_hist = cfs_now_ns();
+        }
+        break;
+    }
+    case K_THINK: { /* the turn's reasoning goes; the answer stays */
+        conv *c = nd.c;
+        if (cfs_busy(c) && c->gen->turn == nd.turn) {
+            cfs_set_error(c, "a reply is being generated: wait for it or write 'stop' to ctl");
+            rc = -EBUSY;
+        } else if (!(rc = cfs_set_reasoning(&c->turns[nd.turn], "", 0))) {
+            char err[256];
+            if (fs->st && convs_update_reasoning(fs->st, c->id, nd.turn + 1, "", 0, err, sizeof err))
+                cfs_set_error(c, "%s", err);
+            if (!cfs_busy(c)) cfs_reset_reply(c);
             c->mtime = c->mtime_hist = cfs_now_ns();
         }
         break;
@@ -421,7 +446,19 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
             if (!rc) cfs_scratch_unlink(fs, s);
         } else {
             int user, idx = ndir.kind == K_TURNS ? cfs_parse_turn_name(newname, &user) : -1, pending = 0;
-            if (idx >= 0) { /* a new turn */
+            int think = ndir.kind == K_TURNS ? cfs_parse_thinking_name(newname) : -1;
+            if (think >= 0) { /* rsync's temporary file becoming a turn's reasoning */
+                conv *c = ndir.c;
+                pending = think >= c->n_turns && cfs_young(c);
+                if (pending) rc = 0;
+                else if (think >= c->n_turns || c->turns[think].user) rc = -EACCES;
+                else {
+                    node t = {K_THINK, c, think, NULL};
+                    rc = cfs_commit(fs, &t, COMMIT_NEW_TURN, s->data ? s->data : "", s->len);
+                    if (!rc) cfs_scratch_unlink(fs, s);
+                }
+                if (!rc && !pending) idx = think; /* done: no scratch name to keep */
+            } else if (idx >= 0) { /* a new turn */
                 conv *c = ndir.c;
                 pending = idx > c->n_turns && cfs_young(c); /* it waits for the turns before it */
                 if (pending) rc = 0;
@@ -462,7 +499,8 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
         goto out;
     }
     int user;
-    if (!exists && ndir.kind == K_TURNS && cfs_parse_turn_name(newname, &user) >= 0) {
+    if (!exists && ndir.kind == K_TURNS &&
+        (cfs_parse_turn_name(newname, &user) >= 0 || cfs_parse_thinking_name(newname) >= 0)) {
         rc = -EPERM;
         goto out;
     }
@@ -494,7 +532,7 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
         return rc;
     }
     cfs_maker_looked(dir.c, tid);
-    int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? dir.c->n_turns : 0);
+    int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? 2 * dir.c->n_turns : 0);
     for (scratch *s = fs->scratch; s; s = s->next) cap++;
     fs_dirent *e = calloc(cap, sizeof *e);
     int k = 0;
@@ -517,6 +555,10 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
          * the only removal that keeps the others (cp sorts by inode, so it copies in order) */
         for (int i = dir.c->n_turns - 1; i >= 0; i--) {
             char nm[64];
+            if (cfs_has_thinking(dir.c, i)) { /* before its turn: rm -r removes it first */
+                cfs_thinking_name(i, nm, sizeof nm);
+                ADD(nm, cfs_conv_ino(dir.c, SUB_THINK0 + i), S_IFREG);
+            }
             cfs_turn_name(dir.c, i, nm, sizeof nm);
             ADD(nm, cfs_conv_ino(dir.c, SUB_TURN0 + i), S_IFREG);
         }

@@ -33,8 +33,11 @@
 
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
-    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_SCRATCH
+    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_SCRATCH
 };
+/* K_THINKING: the conversation's `thinking` file (the reasoning of the current or last
+ * reply, streamed like `reply`); K_THINK: turns/NNN-assistant.thinking.md, an assistant
+ * turn's reasoning */
 
 typedef struct {
     int user;
@@ -42,6 +45,8 @@ typedef struct {
     size_t len;
     int complete;
     int64_t mtime;
+    char *reasoning;      /* an assistant turn's reasoning ("" when none; NULL only for user turns) */
+    size_t reasoning_len;
 } turn;
 
 /* One assistant reply as it is produced; reply handles keep the one they opened. */
@@ -72,6 +77,7 @@ typedef struct conv {
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
     stream *reply;    /* the current or last reply */
+    stream *thinking; /* its reasoning: ends when the answer starts (or the reply ends) */
     uint32_t fresh_tid;   /* cp or mv made it: that thread sees its files as it creates them */
     int fresh_turns;      /* ... and it has made turns/ */
     uint32_t maker_tid;   /* the thread that made it, which does not see turns/ until it makes it,
@@ -87,6 +93,7 @@ typedef struct gen {
     chatfs *fs;
     conv *c;
     stream *s;
+    stream *ts;   /* the reasoning, ended at the first text of the answer */
     int turn;     /* index of the assistant turn it writes */
     int refs;     /* the submitter and the engine */
     int detached; /* stopped or deleted: callbacks only finish the bookkeeping */
@@ -118,6 +125,7 @@ struct chatfs {
     scratch *scratch;
     uint64_t next_scratch;
     conv_settings defaults;
+    conv_settings builtin; /* the root's defaults: the built-in values with the sampling the backend recommends */
     int64_t t_start, mtime_root, mtime_settings;
     void (*notify)(void *);
     void *notify_ud;
@@ -130,6 +138,7 @@ struct chatfs {
     pthread_t saver;
     int saver_running, saver_stop, saving;
     char model[640];  /* "FILE (ARCH), context N tokens per conversation": README, the mount's line */
+    int can_think;    /* the backend's can_think: 1, 0, or -1 unknown (README) */
     FILE *log;        /* chatfs_set_log: where -f writes a line per reply (level 1) and per change (2) */
     int log_level;
     /* counters for stats.json */
@@ -164,6 +173,7 @@ typedef struct {
 #define CONV_SHIFT 24
 #define SUB_TURNS 16
 #define SUB_TURN0 32
+#define SUB_THINK0 (1 << 23) /* turn k's .thinking.md: SUB_THINK0 + k (turns stay below) */
 #define SCRATCH_BIT (1ull << 62)
 
 /* an open file (files.c) */
@@ -178,7 +188,7 @@ struct fs_handle {
     size_t len, cap;
     int dirty, truncated, written, committed;
     size_t checked; /* buf[0..checked) is known to be whole UTF-8 characters (fs_write) */
-    stream *s;    /* K_REPLY: the reply this handle reads */
+    stream *s;    /* K_REPLY, K_THINKING: the stream this handle reads */
     off_t pos;    /* where the last read ended */
     scratch *sc;
 };
@@ -197,7 +207,7 @@ typedef struct {
     uint32_t mode;
 } cfs_root_entry;
 #define CFS_N_ROOT_FILES 3
-#define CFS_N_CONV_FILES 10
+#define CFS_N_CONV_FILES 11
 extern const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES]; /* a conversation's files, in inode order */
 extern const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES];
 
@@ -218,6 +228,11 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a);
 /* "001-user.md" -> 0-based index and role; -1 for other names */
 int cfs_parse_turn_name(const char *name, int *user);
 void cfs_turn_name(const conv *c, int i, char *buf, size_t n);
+/* "002-assistant.thinking.md" -> 0-based index; -1 for other names */
+int cfs_parse_thinking_name(const char *name);
+void cfs_thinking_name(int i, char *buf, size_t n);
+/* turn i's reasoning file is listed: an assistant turn with reasoning (so far) */
+int cfs_has_thinking(const conv *c, int i);
 /* Looks name up in directory node dir; tid decides what a copy tool sees (copyin.c). */
 int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node *out);
 int cfs_valid_conv_name(const char *name);
@@ -304,8 +319,13 @@ void cfs_conv_unref(conv *c);
  * its stream until it ends, the rest in the turn. */
 const char *cfs_turn_text(const conv *c, int i, size_t *len);
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
+/* turn i's reasoning, as cfs_turn_text ("" for a user turn) */
+const char *cfs_turn_reasoning(const conv *c, int i, size_t *len);
+/* replaces turn i's reasoning (an assistant turn); 0 or -ENOMEM */
+int cfs_set_reasoning(turn *t, const char *text, size_t len);
+void cfs_turn_free(turn *t);
 void cfs_turns_truncate(conv *c, int n);
-/* The reply file shows the last assistant turn again (after an edit or a load). */
+/* The reply and thinking files show the last assistant turn again (after an edit or a load). */
 void cfs_reset_reply(conv *c);
 int cfs_busy(const conv *c); /* a reply is being generated */
 /* Persists turns[from..] (0-based); errors only land in the error file. */

@@ -107,9 +107,37 @@ static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len
     return cfs_start_gen(fs, c, 0);
 }
 
+/* turns/NNN-assistant.thinking.md written: the turn's reasoning, edited in place (nothing
+ * generates); a copy tool's create fills a turn that has none and never changes one
+ * that has some. */
+static int rewrite_thinking(chatfs *fs, conv *c, int k, const char *text, size_t len, int how) {
+    if (k >= c->n_turns || c->turns[k].user) return -ENOENT;
+    if (cfs_busy(c) && c->gen->turn == k) return -EBUSY;
+    len = cfs_strip_newline(text, len);
+    turn *t = &c->turns[k];
+    char name[64];
+    cfs_thinking_name(k, name, sizeof name);
+    if (t->reasoning_len == len && !memcmp(t->reasoning, text, len)) return 0; /* unchanged */
+    if (how == COMMIT_COPY && t->reasoning_len) {
+        cfs_set_error(c, "turns/%s: a copy differs from this turn's reasoning, which stays; copy into a new "
+                      "conversation instead", name);
+        return -EPERM;
+    }
+    int rc = cfs_set_reasoning(t, text, len);
+    if (rc) return rc;
+    t->mtime = cfs_now_ns();
+    c->mtime = c->mtime_hist = cfs_now_ns();
+    cfs_log(fs, 2, "%s: turns/%s %s", c->name, name, how == COMMIT_EDIT ? "edited" : "added");
+    char err[256];
+    if (fs->st && convs_update_reasoning(fs->st, c->id, k + 1, t->reasoning, t->reasoning_len, err, sizeof err))
+        cfs_set_error(c, "%s", err);
+    if (!cfs_busy(c)) cfs_reset_reply(c);
+    return 0;
+}
+
 void cfs_import_free(import *im) {
     free(im->system);
-    for (int i = 0; i < im->n; i++) free(im->turns[i].text);
+    for (int i = 0; i < im->n; i++) free(im->turns[i].text), free(im->turns[i].reasoning);
     free(im->turns);
     memset(im, 0, sizeof *im);
 }
@@ -195,6 +223,24 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
         free(body);
         if (!(body = norm)) break;
         blen = norm_len;
+        /* an assistant message's reasoning: a string, or null / absent for none */
+        cJSON *rc_json = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+        char *reasoning = NULL;
+        size_t rlen = 0;
+        if (rc_json && !cJSON_IsNull(rc_json)) {
+            if (!cJSON_IsString(rc_json) || strcmp(role->valuestring, "assistant")) {
+                snprintf(err, errlen, "messages.json: message %d: reasoning_content must be a string (or null), on an "
+                         "assistant message", i + 1);
+                free(body);
+                rc = -1;
+                break;
+            }
+            reasoning = cfs_normalise(rc_json->valuestring, strlen(rc_json->valuestring), &rlen);
+            if (!reasoning) {
+                free(body);
+                break;
+            }
+        }
         const char *r = role->valuestring;
         if (!strcmp(r, "system") || !strcmp(r, "developer")) {
             append_merged(&im->system, &sys_len, body);
@@ -203,10 +249,17 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
         else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
             int user = r[0] == 'u';
             if (im->n && im->turns[im->n - 1].user == user) {
-                append_merged(&im->turns[im->n - 1].text, &lens[im->n - 1], body);
-                im->turns[im->n - 1].len = lens[im->n - 1];
+                turn *t = &im->turns[im->n - 1];
+                append_merged(&t->text, &lens[im->n - 1], body);
+                t->len = lens[im->n - 1];
+                if (reasoning && rlen) append_merged(&t->reasoning, &t->reasoning_len, reasoning);
             } else {
-                im->turns[im->n] = (turn){user, strdup(body), blen, 1, cfs_now_ns()};
+                im->turns[im->n] = (turn){user, strdup(body), blen, 1, cfs_now_ns(), NULL, 0};
+                if (!user) {
+                    im->turns[im->n].reasoning = reasoning ? reasoning : strdup("");
+                    im->turns[im->n].reasoning_len = reasoning ? rlen : 0;
+                    reasoning = NULL;
+                }
                 lens[im->n++] = blen;
             }
         } else {
@@ -214,6 +267,7 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
                      i + 1, r);
             rc = -1;
         }
+        free(reasoning);
         free(body);
     }
     free(lens);
@@ -226,9 +280,13 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
 int cfs_import_conflict(conv *c, const import *im) {
     for (int i = 0; i < im->n && i < c->n_turns; i++) {
         const turn *a = &c->turns[i], *b = &im->turns[i];
-        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len)) continue;
+        /* reasoning the import leaves out changes nothing; reasoning that differs is a change */
+        int same_reasoning = a->user || !a->reasoning_len || !b->reasoning_len ||
+                             (a->reasoning_len == b->reasoning_len && !memcmp(a->reasoning, b->reasoning, a->reasoning_len));
+        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len) && same_reasoning) continue;
         char name[64];
-        cfs_turn_name(c, i, name, sizeof name);
+        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len)) cfs_thinking_name(i, name, sizeof name);
+        else cfs_turn_name(c, i, name, sizeof name);
         cfs_set_error(c, "messages.json: the import differs from turns/%s; an import only adds turns after the ones "
                       "the conversation has (edit a turn's file to change it, remove turns/ to replace the history)",
                       name);
@@ -254,8 +312,11 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
         return -EPERM;
     }
     int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
-    for (int i = from; i < im.n; i++)
+    for (int i = from; i < im.n; i++) {
         if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
+        if (!im.turns[i].user && im.turns[i].reasoning_len)
+            cfs_set_reasoning(&c->turns[c->n_turns - 1], im.turns[i].reasoning, im.turns[i].reasoning_len);
+    }
     if (with_system) {
         free(c->system);
         c->system = im.system;
@@ -291,14 +352,13 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
 
 /* conversation (c) or root (c NULL) settings */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final) {
-    conv_settings st, builtin;
+    conv_settings st;
     char err[400];
     size_t bom = cfs_skip_bom(text, len);
     text += bom, len -= bom;
-    settings_builtin(&builtin);
-    int rc = blank(text, len) ? settings_parse("{}", 2, c ? &fs->defaults : &builtin, &st, err, sizeof err)
-                              : settings_parse(text, len, c ? &fs->defaults : &builtin, &st, err, sizeof err);
-    settings_free(&builtin);
+    const conv_settings *base = c ? &fs->defaults : &fs->builtin;
+    int rc = blank(text, len) ? settings_parse("{}", 2, base, &st, err, sizeof err)
+                              : settings_parse(text, len, base, &st, err, sizeof err);
     /* Incomplete JSON may still be growing, but a write that ends a line and leaves it
      * incomplete is what `echo '{"top_k": 5' > settings.json` does, and the shell only
      * looks at the write: every tool that writes JSON (editors, json.dump, jq, cat)
@@ -380,20 +440,27 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
     if (bytes + 16 * (size_t)(c->n_turns + 3) < (size_t)ctx) return 0;
     int n;
     chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
-    char **copies = calloc(n + 1, sizeof *copies);
+    char **copies = calloc(2 * n + 1, sizeof *copies);
     char *t = cfs_memdup0(text, cfs_strip_newline(text, len));
     if (!m || !copies || !t) {
         free(m), free(copies), free(t);
         return -ENOMEM;
     }
-    for (int i = 0; i < n; i++) m[i].content = copies[i] = strdup(m[i].content);
-    m[n] = (chat_msg){"user", t};
-    char *tmpl = c->st.template_name ? strdup(c->st.template_name) : NULL;
+    for (int i = 0; i < n; i++) {
+        m[i].content = copies[i] = strdup(m[i].content);
+        if (m[i].reasoning_content) m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content);
+    }
+    m[n] = (chat_msg){"user", t, NULL};
+    conv_settings st; /* the template and its switches, as the send will render */
+    settings_copy(&st, &c->st);
+    gen_settings gs;
+    settings_to_gen(&st, &gs);
     pthread_mutex_unlock(&fs->mu);
-    int tokens = fs->be->count_tokens(fs->be, m, n + 1, tmpl);
+    int tokens = fs->be->count_tokens(fs->be, m, n + 1, &gs);
     pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < n; i++) free(copies[i]);
-    free(copies), free(m), free(t), free(tmpl);
+    for (int i = 0; i < 2 * n; i++) free(copies[i]);
+    free(copies), free(m), free(t);
+    settings_free(&st);
     if (tokens >= ctx) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
@@ -403,7 +470,7 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
 
 int cfs_is_derived(int kind) {
     return kind == K_README || kind == K_STATS || kind == K_REPLY || kind == K_TRANSCRIPT || kind == K_STATUS ||
-           kind == K_ERROR;
+           kind == K_ERROR || kind == K_THINKING;
 }
 
 /* what a finished write does to a file node, the text checked and normalised */
@@ -418,6 +485,7 @@ static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t l
     case K_MESSAGES: rc = do_import(fs, c, data, len); break;
     case K_CTL: rc = cfs_run_ctl(fs, c, data, len, 1); break;
     case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, how); break;
+    case K_THINK: rc = rewrite_thinking(fs, c, nd->turn, data, len, how); break;
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
     /* a good write says the last failure is over (a message or a turn edit clears it when its
@@ -436,9 +504,12 @@ int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len
     if (nd->kind == K_TURN && nd->turn < c->n_turns) {
         snprintf(what, sizeof what, "turns/");
         cfs_turn_name(c, nd->turn, what + 6, sizeof what - 6);
+    } else if (nd->kind == K_THINK) {
+        snprintf(what, sizeof what, "turns/");
+        cfs_thinking_name(nd->turn, what + 6, sizeof what - 6);
     } else snprintf(what, sizeof what, "%s", cfs_kind_name(nd->kind));
     int rc = cfs_check_text(c, what, data, len); /* UTF-8 without NUL */
-    if (rc || (nd->kind != K_MESSAGE && nd->kind != K_SYSTEM && nd->kind != K_TURN))
+    if (rc || (nd->kind != K_MESSAGE && nd->kind != K_SYSTEM && nd->kind != K_TURN && nd->kind != K_THINK))
         return rc ? rc : apply(fs, nd, how, data, len);
     /* what editors add (a byte-order mark, CRLF) is not part of the text */
     size_t n;

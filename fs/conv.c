@@ -104,23 +104,26 @@ int cfs_stream_add(stream *s, const char *t, size_t n) {
     return 0;
 }
 
-/* the reply file of a finished turn: its text and a newline */
-stream *cfs_stream_of_turn(const turn *t) {
+/* a finished stream of the text (may be NULL): the text and a newline */
+static stream *finished_stream(const char *text, size_t len) {
     stream *s = cfs_stream_new();
     if (!s) return NULL;
     s->done = 1;
-    if (t && t->len) {
-        cfs_stream_add(s, t->text, t->len);
+    if (text && len) {
+        cfs_stream_add(s, text, len);
         cfs_stream_add(s, "\n", 1);
     }
     return s;
 }
 
+/* the reply file of a finished turn: its text and a newline */
+stream *cfs_stream_of_turn(const turn *t) { return finished_stream(t ? t->text : NULL, t ? t->len : 0); }
+
 /* ---- conversations ---- */
 
 void cfs_conv_unref(conv *c) {
     if (!c || --c->refs > 0) return;
-    for (int i = 0; i < c->n_turns; i++) free(c->turns[i].text);
+    for (int i = 0; i < c->n_turns; i++) cfs_turn_free(&c->turns[i]);
     free(c->turns);
     free(c->name);
     free(c->system);
@@ -128,7 +131,14 @@ void cfs_conv_unref(conv *c) {
     free(c->fail);
     settings_free(&c->st);
     cfs_stream_unref(c->reply);
+    cfs_stream_unref(c->thinking);
     free(c);
+}
+
+void cfs_turn_free(turn *t) {
+    free(t->text);
+    free(t->reasoning);
+    t->text = t->reasoning = NULL;
 }
 
 const char *cfs_turn_text(const conv *c, int i, size_t *len) {
@@ -141,6 +151,25 @@ const char *cfs_turn_text(const conv *c, int i, size_t *len) {
     return c->turns[i].text;
 }
 
+const char *cfs_turn_reasoning(const conv *c, int i, size_t *len) {
+    const struct gen *g = c->gen;
+    if (g && g->turn == i && !g->detached) {
+        *len = g->ts->len - (g->ts->done && g->ts->len ? 1 : 0);
+        return g->ts->buf ? g->ts->buf : "";
+    }
+    *len = c->turns[i].reasoning ? c->turns[i].reasoning_len : 0;
+    return c->turns[i].reasoning ? c->turns[i].reasoning : "";
+}
+
+int cfs_set_reasoning(turn *t, const char *text, size_t len) {
+    char *p = cfs_memdup0(text, len);
+    if (!p) return -ENOMEM;
+    free(t->reasoning);
+    t->reasoning = p;
+    t->reasoning_len = len;
+    return 0;
+}
+
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime) {
     if (c->n_turns == c->cap_turns) {
         int cap = c->cap_turns ? 2 * c->cap_turns : 8;
@@ -149,14 +178,17 @@ int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete,
         c->turns = p;
         c->cap_turns = cap;
     }
-    char *t = cfs_memdup0(text, len);
-    if (!t) return -ENOMEM;
-    c->turns[c->n_turns++] = (turn){user, t, len, complete, mtime};
+    char *t = cfs_memdup0(text, len), *r = user ? NULL : strdup("");
+    if (!t || (!user && !r)) {
+        free(t);
+        return -ENOMEM;
+    }
+    c->turns[c->n_turns++] = (turn){user, t, len, complete, mtime, r, 0};
     return 0;
 }
 
 void cfs_turns_truncate(conv *c, int n) {
-    while (c->n_turns > n) free(c->turns[--c->n_turns].text);
+    while (c->n_turns > n) cfs_turn_free(&c->turns[--c->n_turns]);
 }
 
 static const turn *last_assistant(const conv *c) {
@@ -167,10 +199,16 @@ static const turn *last_assistant(const conv *c) {
 
 /* The reply file shows the last assistant turn again (after an edit or a load). */
 void cfs_reset_reply(conv *c) {
-    stream *s = cfs_stream_of_turn(last_assistant(c));
-    if (!s) return;
-    cfs_stream_unref(c->reply);
-    c->reply = s;
+    const turn *t = last_assistant(c);
+    stream *s = cfs_stream_of_turn(t), *ts = finished_stream(t ? t->reasoning : NULL, t ? t->reasoning_len : 0);
+    if (s) {
+        cfs_stream_unref(c->reply);
+        c->reply = s;
+    }
+    if (ts) {
+        cfs_stream_unref(c->thinking);
+        c->thinking = ts;
+    }
 }
 
 int cfs_busy(const conv *c) { return c->gen != NULL; }
@@ -186,7 +224,8 @@ void cfs_save_turns(chatfs *fs, conv *c, int from, int with_system) {
         const turn *u = &c->turns[from + i];
         size_t len;
         const char *text = cfs_turn_text(c, from + i, &len);
-        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime};
+        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime, NULL, 0};
+        if (!u->user) t[i].reasoning = cfs_turn_reasoning(c, from + i, &t[i].reasoning_len);
     }
     char err[256];
     if (convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err))

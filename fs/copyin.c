@@ -49,7 +49,7 @@ typedef struct undo {
 } undo;
 
 static void undo_free(undo *u) {
-    for (int i = 0; i < u->n; i++) free(u->turns[i].text);
+    for (int i = 0; i < u->n; i++) cfs_turn_free(&u->turns[i]);
     free(u->turns);
     free(u);
 }
@@ -164,6 +164,10 @@ void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from) {
     for (int i = from; i < c->n_turns; i++) {
         turn t = c->turns[i];
         if (!(t.text = cfs_memdup0(t.text, t.len))) break;
+        if (t.reasoning && !(t.reasoning = cfs_memdup0(t.reasoning, t.reasoning_len))) {
+            free(t.text);
+            break;
+        }
         u->turns[u->n++] = t;
     }
     fs->undo = u;
@@ -176,6 +180,7 @@ int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user) {
     for (int i = 0; i < u->n; i++) {
         turn *t = &u->turns[i];
         if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime)) break;
+        if (t->reasoning_len) cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len);
     }
     c->state = u->state; /* as if nothing had happened */
     c->finish = u->finish;
@@ -194,6 +199,29 @@ void cfs_adopt_pending(chatfs *fs, conv *c) {
     for (int again = 1; again && !c->deleted && !cfs_busy(c);) {
         again = 0;
         for (scratch *s = fs->scratch; s; s = s->next) {
+            int think = s->pending && s->parent == dir ? cfs_parse_thinking_name(s->name) : -1;
+            if (think >= 0 && think < c->n_turns && s->refs <= 1) { /* a reasoning whose turn has come */
+                size_t len = cfs_strip_newline(s->data ? s->data : "", s->len);
+                turn *t = &c->turns[think];
+                if (t->user) continue; /* not an assistant's: it stays a scratch file */
+                if (t->reasoning_len && (t->reasoning_len != len || memcmp(t->reasoning, s->data, len)))
+                    cfs_set_error(c, "turns/%s: the copy's reasoning differs from the conversation's, which stays",
+                                  s->name);
+                else if (!t->reasoning_len && !cfs_check_text(c, s->name, s->data ? s->data : "", len)) {
+                    size_t n;
+                    char *text = cfs_normalise(s->data ? s->data : "", len, &n);
+                    if (!text || cfs_set_reasoning(t, text, n)) {
+                        free(text);
+                        return;
+                    }
+                    free(text);
+                    cfs_save_turns(fs, c, think, 0);
+                    cfs_reset_reply(c);
+                }
+                cfs_scratch_unlink(fs, s);
+                again = 1;
+                break;
+            }
             int user, idx = s->pending && s->parent == dir ? cfs_parse_turn_name(s->name, &user) : -1;
             if (idx < 0 || idx > c->n_turns || s->refs > 1) continue; /* later, or still being written */
             size_t len = cfs_strip_newline(s->data ? s->data : "", s->len);

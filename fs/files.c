@@ -20,7 +20,7 @@
 
 static int buffered(int kind) {
     return kind == K_MESSAGE || kind == K_SYSTEM || kind == K_SETTINGS || kind == K_GSETTINGS || kind == K_MESSAGES ||
-           kind == K_CTL || kind == K_TURN;
+           kind == K_CTL || kind == K_TURN || kind == K_THINK;
 }
 
 static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard, fs_handle **out) {
@@ -33,7 +33,8 @@ static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard
                               "brings only its system prompt, settings and new turns)", cfs_kind_name(nd->kind));
             return -EACCES;
         }
-        if (nd->c && cfs_busy(nd->c) && (nd->kind == K_MESSAGE || nd->kind == K_TURN || nd->kind == K_MESSAGES)) {
+        if (nd->c && cfs_busy(nd->c) &&
+            (nd->kind == K_MESSAGE || nd->kind == K_TURN || nd->kind == K_MESSAGES || nd->kind == K_THINK)) {
             cfs_set_error(nd->c, "a reply is being generated: wait for it or write 'stop' to ctl");
             return -EBUSY;
         }
@@ -49,8 +50,8 @@ static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard
     h->discard = discard;
     h->how = how;
     if (h->c) h->c->refs++;
-    if (nd->kind == K_REPLY) {
-        h->s = nd->c->reply;
+    if (nd->kind == K_REPLY || nd->kind == K_THINKING) {
+        h->s = nd->kind == K_REPLY ? nd->c->reply : nd->c->thinking;
         if (h->s) h->s->refs++;
     }
     if (nd->kind == K_SCRATCH) {
@@ -111,6 +112,32 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
         rc = open_node(fs, &nd, flags | (copy ? O_TRUNC : 0), copy ? COMMIT_COPY : COMMIT_EDIT, discard, h);
         if (!rc) rc = cfs_attr_of(fs, &nd, out);
         if (!rc && copy) cfs_young_touch(dir.c);
+        goto out;
+    }
+    int think = dir.kind == K_TURNS ? cfs_parse_thinking_name(name) : -1;
+    if (think >= 0) { /* a turn's reasoning (it has none yet, or it would have been found above) */
+        conv *c = dir.c;
+        if (think >= c->n_turns && cfs_young(c)) { /* its turn has not come yet: it waits */
+            scratch *s = cfs_scratch_new(fs, parent, name, mode);
+            if (!s) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            s->pending = 1;
+            cfs_young_touch(c);
+            nd = (node){K_SCRATCH, c, 0, s};
+            rc = open_node(fs, &nd, flags, COMMIT_NEW_TURN, 0, h);
+        } else if (think >= c->n_turns || c->turns[think].user) {
+            cfs_set_error(c, "turns/%s: only an assistant turn the conversation has gets a reasoning file", name);
+            rc = -EACCES;
+        } else if (cfs_busy(c) && c->gen->turn == think) {
+            rc = -EBUSY;
+        } else {
+            nd = (node){K_THINK, c, think, NULL};
+            rc = open_node(fs, &nd, flags | O_TRUNC, cfs_young(c) ? COMMIT_COPY : COMMIT_NEW_TURN, 0, h);
+            cfs_young_touch(c);
+        }
+        if (!rc) rc = cfs_attr_of(fs, &nd, out);
         goto out;
     }
     int user, idx = dir.kind == K_TURNS ? cfs_parse_turn_name(name, &user) : -1;
@@ -188,7 +215,7 @@ ssize_t fs_read(chatfs *fs, fs_handle *h, off_t off, size_t size, char *buf) {
     }
     pthread_mutex_lock(&fs->mu);
     ssize_t rc;
-    if (h->kind == K_REPLY) {
+    if (h->kind == K_REPLY || h->kind == K_THINKING) {
         stream *s = h->s;
         if (s && (size_t)off < s->len) {
             rc = (ssize_t)(s->len - off < size ? s->len - off : size);
@@ -216,7 +243,7 @@ ssize_t fs_read(chatfs *fs, fs_handle *h, off_t off, size_t size, char *buf) {
 }
 
 int fs_poll_ready(chatfs *fs, fs_handle *h) {
-    if (h->kind != K_REPLY || !h->s) return 1;
+    if ((h->kind != K_REPLY && h->kind != K_THINKING) || !h->s) return 1;
     pthread_mutex_lock(&fs->mu);
     int ready = h->s->done || (size_t)h->pos < h->s->len;
     pthread_mutex_unlock(&fs->mu);
@@ -264,6 +291,9 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
             if (h->kind == K_TURN && h->c && h->turn < h->c->n_turns) {
                 snprintf(what, sizeof what, "turns/");
                 cfs_turn_name(h->c, h->turn, what + 6, sizeof what - 6);
+            } else if (h->kind == K_THINK) {
+                snprintf(what, sizeof what, "turns/");
+                cfs_thinking_name(h->turn, what + 6, sizeof what - 6);
             } else snprintf(what, sizeof what, "%s", cfs_kind_name(h->kind));
             v = cfs_check_text(h->c, what, h->buf, h->len);
         }

@@ -21,6 +21,7 @@
 static void gen_unref(gen *g) {
     if (--g->refs > 0) return;
     cfs_stream_unref(g->s);
+    cfs_stream_unref(g->ts);
     cfs_conv_unref(g->c);
     free(g);
 }
@@ -74,20 +75,24 @@ static void *saver(void *arg) {
         fs->saves = q->next;
         int64_t q_conv = q->conv;
         conv *c = cfs_find_conv_id(fs, q_conv);
-        char *text = NULL;
-        size_t len = 0;
+        char *text = NULL, *reasoning = NULL;
+        size_t len = 0, rlen = 0;
         int complete = 0, idx = q->idx;
         if (c && idx < c->n_turns) {
             const char *t = cfs_turn_text(c, idx, &len);
             text = cfs_memdup0(t, len);
+            t = cfs_turn_reasoning(c, idx, &rlen);
+            reasoning = cfs_memdup0(t, rlen);
             complete = c->turns[idx].complete;
         }
         fs->saving = 1;
         pthread_mutex_unlock(&fs->mu);
         free(q);
         char err[256];
-        int failed = text && convs_update_reply(fs->st, q_conv, idx + 1, text, len, complete, err, sizeof err);
+        int failed = text && reasoning &&
+                     convs_update_reply(fs->st, q_conv, idx + 1, text, len, reasoning, rlen, complete, err, sizeof err);
         free(text);
+        free(reasoning);
         pthread_mutex_lock(&fs->mu);
         if (failed) cfs_log(fs, 2, "saving a reply: %s", err);
         fs->saving = 0;
@@ -136,6 +141,17 @@ static void settle_turn(gen *g) {
     u->len = len;
     u->complete = 1;
     u->mtime = cfs_now_ns();
+    size_t rlen = g->ts->len - (g->ts->done && g->ts->len ? 1 : 0);
+    cfs_set_reasoning(u, g->ts->buf ? g->ts->buf : "", rlen);
+}
+
+/* The reasoning is over for its readers (the answer began, or the reply ended);
+ * fs->mu held. */
+static void finish_thinking(gen *g) {
+    if (g->ts->done) return;
+    g->fs->wake_pending = 1;
+    if (g->ts->len) cfs_stream_add(g->ts, "\n", 1);
+    g->ts->done = 1;
 }
 
 static void on_text(void *ud, const char *raw, size_t raw_len) {
@@ -147,7 +163,34 @@ static void on_text(void *ud, const char *raw, size_t raw_len) {
     pthread_mutex_lock(&fs->mu);
     if (!g->detached) {
         conv *c = g->c;
+        int woke = fs->wake_pending;
+        finish_thinking(g); /* the answer began: `thinking` reaches its end */
+        fs->wake_pending = woke; /* (cfs_notify below wakes them) */
         cfs_stream_add(g->s, text, len);
+        if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
+        c->mtime_hist = cfs_now_ns();
+        int64_t t = cfs_mono_ns();
+        if (t - g->last_save >= SAVE_INTERVAL_NS) {
+            g->last_save = t;
+            save_due(fs, c, g->turn);
+        }
+    }
+    pthread_mutex_unlock(&fs->mu);
+    free(text);
+    cfs_notify(fs);
+}
+
+/* the reasoning, kept apart from the answer (`thinking`, turns/NNN-assistant.thinking.md) */
+static void on_reasoning(void *ud, const char *raw, size_t raw_len) {
+    gen *g = ud;
+    chatfs *fs = g->fs;
+    size_t len;
+    char *text = cfs_utf8_repair(raw, raw_len, &len);
+    if (!text) return;
+    pthread_mutex_lock(&fs->mu);
+    if (!g->detached && !g->ts->done) { /* reasoning after the answer began is not the thinking file's */
+        conv *c = g->c;
+        cfs_stream_add(g->ts, text, len);
         if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
         c->mtime_hist = cfs_now_ns();
         int64_t t = cfs_mono_ns();
@@ -174,6 +217,7 @@ static void on_progress(void *ud, const gen_report *r) {
 
 /* Ends the reply for its readers; with fs->mu held. */
 static void finish_stream(gen *g, int failed) {
+    finish_thinking(g);
     if (g->s->done) return;
     g->fs->wake_pending = 1;
     if (g->s->len) cfs_stream_add(g->s, "\n", 1);
@@ -208,9 +252,11 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         save_due(fs, c, g->turn);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
         static const char *const how[] = {"", "end of turn", "max_tokens", "stop string", "context full", "stopped", "failed"};
-        cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated, first token after %.0f ms, "
+        char thought[40] = "";
+        if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
+        cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated%s, first token after %.0f ms, "
                 "%.1f tok/s, %s%s%s", c->name, r->prompt_tokens, r->reused_tokens, r->source ? r->source : "none",
-                r->computed_tokens, r->generated_tokens, r->ttft_ms, r->decode_tokens_per_s,
+                r->computed_tokens, r->generated_tokens, thought, r->ttft_ms, r->decode_tokens_per_s,
                 r->finish >= 0 && r->finish <= FINISH_ERROR ? how[r->finish] : "?", error ? ": " : "", error ? error : "");
         if (r->miss_reason[0]) cfs_log(fs, 2, "%s: no checkpoint used: %s", c->name, r->miss_reason);
     }
@@ -259,8 +305,12 @@ chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n) {
     chat_msg *m = calloc(n_turns + 2, sizeof *m);
     if (!m) return NULL;
     int k = 0;
-    if (c->system[0]) m[k++] = (chat_msg){"system", c->system};
-    for (int i = 0; i < n_turns; i++) m[k++] = (chat_msg){c->turns[i].user ? "user" : "assistant", c->turns[i].text};
+    if (c->system[0]) m[k++] = (chat_msg){"system", c->system, NULL};
+    for (int i = 0; i < n_turns; i++) { /* a past answer's reasoning: the template decides what the prompt shows */
+        const turn *t = &c->turns[i];
+        m[k++] = (chat_msg){t->user ? "user" : "assistant", t->text,
+                            !t->user && t->reasoning && t->reasoning[0] ? t->reasoning : NULL};
+    }
     *n = k;
     return m;
 }
@@ -273,13 +323,17 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
     gen *g = calloc(1, sizeof *g);
     stream *s = cfs_stream_new();
-    char **copies = calloc(n + 1, sizeof *copies);
-    if (!m || !g || !s || !copies || cfs_turn_push(c, 0, "", 0, 0, cfs_now_ns())) {
-        free(m), free(g), free(copies), cfs_stream_unref(s);
+    stream *ts = cfs_stream_new();
+    char **copies = calloc(2 * n + 1, sizeof *copies);
+    if (!m || !g || !s || !ts || !copies || cfs_turn_push(c, 0, "", 0, 0, cfs_now_ns())) {
+        free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
         return -ENOMEM;
     }
     /* the engine copies the request, but the texts may change once we unlock */
-    for (int i = 0; i < n; i++) m[i].content = copies[i] = strdup(m[i].content);
+    for (int i = 0; i < n; i++) {
+        m[i].content = copies[i] = strdup(m[i].content);
+        if (m[i].reasoning_content) m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content);
+    }
     conv_settings st;
     settings_copy(&st, &c->st);
     gen_settings gs;
@@ -288,11 +342,14 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     snprintf(session, sizeof session, "conversation-%lld", (long long)c->id);
     gs.session = session;
 
-    *g = (gen){fs, c, s, c->n_turns - 1, 3, 0, 0, 0, cfs_mono_ns()}; /* refs: c->gen, engine, this function */
+    *g = (gen){fs, c, s, ts, c->n_turns - 1, 3, 0, 0, 0, cfs_mono_ns()}; /* refs: c->gen, engine, this function */
     c->refs++;
     s->refs++;
+    ts->refs++;
     cfs_stream_unref(c->reply);
     c->reply = s;
+    cfs_stream_unref(c->thinking);
+    c->thinking = ts;
     c->gen = g;
     c->state = ST_BUSY;
     memset(&c->rep, 0, sizeof c->rep);
@@ -304,7 +361,8 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0);
     fs->n_running++;
 
-    gen_callbacks cb = {on_text, on_progress, on_done, g};
+    gen_callbacks cb = {.on_text = on_text, .on_progress = on_progress, .on_done = on_done, .ud = g,
+                        .on_reasoning = on_reasoning};
     char err[512] = "";
     pthread_mutex_unlock(&fs->mu);
     /* the engine renders and tokenizes the conversation here, once, and refuses one that
@@ -312,7 +370,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     uint64_t id = fs->be->submit(fs->be, m, n, &gs, &cb, err, sizeof err);
     int why = errno;
     pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < n; i++) free(copies[i]);
+    for (int i = 0; i < 2 * n; i++) free(copies[i]);
     free(copies);
     free(m);
     settings_free(&st);
@@ -333,7 +391,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");
         }
         g->refs--; /* the engine's */
-        rc = why == EFBIG ? -EFBIG : -EIO;
+        rc = why == EFBIG ? -EFBIG : why == EINVAL ? -EINVAL : -EIO; /* EINVAL: the template refuses it */
     } else {
         g->id = id;
         if (g->cancel_pending) {

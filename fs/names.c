@@ -2,8 +2,9 @@
  * names and inode numbers, each node's attributes, and who sees a fresh copy.
  *
  * Inodes are computed, not allocated: 1 is the root and 2-4 its files; a conversation
- * with database id C owns C<<24 (its directory), C<<24|1..9 (its files), C<<24|16 (turns/)
- * and C<<24|(32+k) (turn k, 0-based); editors' scratch files get 1<<62|serial. Numbers
+ * with database id C owns C<<24 (its directory), C<<24|1..10 (its files), C<<24|16 (turns/),
+ * C<<24|(32+k) (turn k, 0-based) and C<<24|(1<<23 + k) (turn k's .thinking.md); editors'
+ * scratch files get 1<<62|serial. Numbers
  * are therefore stable across mounts and never point at something else, so kernel
  * FORGETs need no bookkeeping: an inode whose object is gone answers ENOENT.
  *
@@ -27,7 +28,8 @@ const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES] = {
     {"system", K_SYSTEM, 3, S_IFREG | 0644},          {"settings.json", K_SETTINGS, 4, S_IFREG | 0644},
     {"transcript.md", K_TRANSCRIPT, 5, S_IFREG | 0444}, {"messages.json", K_MESSAGES, 6, S_IFREG | 0644},
     {"status", K_STATUS, 7, S_IFREG | 0444},          {"error", K_ERROR, 8, S_IFREG | 0444},
-    {"ctl", K_CTL, 9, S_IFREG | 0644},                {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
+    {"ctl", K_CTL, 9, S_IFREG | 0644},                {"thinking", K_THINKING, 10, S_IFREG | 0444},
+    {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
 };
 
 const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES] = {
@@ -125,6 +127,11 @@ int cfs_resolve(chatfs *fs, uint64_t ino, node *nd) {
     nd->c = c;
     int sub = (int)(ino & ((1u << CONV_SHIFT) - 1));
     if (sub == 0) return nd->kind = K_CONV, 0;
+    if (sub >= SUB_THINK0) { /* any assistant turn's: it is listed once it has reasoning */
+        nd->turn = sub - SUB_THINK0;
+        nd->kind = K_THINK;
+        return nd->turn < c->n_turns && !c->turns[nd->turn].user ? 0 : -ENOENT;
+    }
     if (sub >= SUB_TURN0) {
         nd->turn = sub - SUB_TURN0;
         nd->kind = K_TURN;
@@ -143,6 +150,7 @@ uint64_t cfs_node_ino(const node *nd) {
     case K_SCRATCH: return nd->sc->ino;
     case K_CONV: return cfs_conv_ino(nd->c, 0);
     case K_TURN: return cfs_conv_ino(nd->c, SUB_TURN0 + nd->turn);
+    case K_THINK: return cfs_conv_ino(nd->c, SUB_THINK0 + nd->turn);
     default:
         for (size_t i = 0; i < sizeof cfs_root_files / sizeof *cfs_root_files; i++)
             if (cfs_root_files[i].kind == nd->kind) return cfs_root_files[i].ino;
@@ -165,7 +173,8 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_CTL: return c->mtime_message;
     case K_SYSTEM: return c->mtime_system;
     case K_SETTINGS: return c->mtime_settings;
-    case K_TURN: return c->turns[nd->turn].mtime;
+    case K_TURN:
+    case K_THINK: return c->turns[nd->turn].mtime;
     case K_SCRATCH: return nd->sc->mtime;
     case K_TRANSCRIPT:
     case K_MESSAGES: return c->mtime_hist > c->mtime_system ? c->mtime_hist : c->mtime_system; /* they show it */
@@ -202,7 +211,8 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
         a->mode = nd->sc->symlink ? (S_IFLNK | 0777) : (S_IFREG | (nd->sc->mode & 07777));
         a->size = nd->sc->len;
         return 0;
-    case K_TURN: a->mode = S_IFREG | 0644; break;
+    case K_TURN:
+    case K_THINK: a->mode = S_IFREG | 0644; break;
     case K_STATS: a->mode = S_IFREG | 0444; break;
     default:
         for (size_t i = 0; i < sizeof cfs_root_files / sizeof *cfs_root_files; i++)
@@ -217,7 +227,7 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
     sbuf b = {0};
     int rc = cfs_render(fs, nd, &b);
     a->size = b.len;
-    if (!rc && nd->c && nd->kind != K_TURN) a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
+    if (!rc && nd->c && nd->kind != K_TURN && nd->kind != K_THINK) a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
     free(b.p);
     return rc;
 }
@@ -238,6 +248,24 @@ int cfs_parse_turn_name(const char *name, int *user) {
 
 void cfs_turn_name(const conv *c, int i, char *buf, size_t n) {
     snprintf(buf, n, "%03d-%s.md", i + 1, c->turns[i].user ? "user" : "assistant");
+}
+
+int cfs_parse_thinking_name(const char *name) {
+    int idx = 0, i = 0;
+    while (name[i] >= '0' && name[i] <= '9' && i < 9) idx = idx * 10 + (name[i++] - '0');
+    if (i < 3 || idx < 1 || idx >= SUB_THINK0 - SUB_TURN0 || strcmp(name + i, "-assistant.thinking.md")) return -1;
+    char canon[40];
+    cfs_thinking_name(idx - 1, canon, sizeof canon);
+    return strcmp(canon, name) ? -1 : idx - 1;
+}
+
+void cfs_thinking_name(int i, char *buf, size_t n) { snprintf(buf, n, "%03d-assistant.thinking.md", i + 1); }
+
+int cfs_has_thinking(const conv *c, int i) {
+    size_t len = 0;
+    if (i < 0 || i >= c->n_turns || c->turns[i].user) return 0;
+    cfs_turn_reasoning(c, i, &len);
+    return len > 0;
 }
 
 /* Looks name up in directory node dir; tid decides what a copy tool sees (copyin.c). */
@@ -264,6 +292,11 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
         if (idx >= 0 && idx < dir->c->n_turns && dir->c->turns[idx].user == user) {
             if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_TURN, out->c = dir->c, out->turn = idx, 0;
+        }
+        idx = cfs_parse_thinking_name(name);
+        if (idx >= 0 && cfs_has_thinking(dir->c, idx)) {
+            if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
+            return out->kind = K_THINK, out->c = dir->c, out->turn = idx, 0;
         }
     } else return -ENOTDIR;
     scratch *s = cfs_find_scratch(fs, dino, name);

@@ -16,6 +16,10 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
         cJSON_AddItemToArray(arr, m);
         cJSON_AddStringToObject(m, "role", msgs[i].role);
         cJSON_AddStringToObject(m, "content", msgs[i].content);
+        /* a past answer's reasoning: llama-server hands it to the template (which decides
+         * whether the prompt shows it); other servers are not asked to take the field */
+        if (dialect == DIALECT_LLAMACPP && msgs[i].reasoning_content && msgs[i].reasoning_content[0])
+            cJSON_AddStringToObject(m, "reasoning_content", msgs[i].reasoning_content);
     }
     cJSON_AddBoolToObject(o, "stream", 1);
     cJSON *so = cJSON_AddObjectToObject(o, "stream_options");
@@ -33,7 +37,12 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
         }
         if (dialect == DIALECT_LLAMACPP || s->top_k > 0) cJSON_AddNumberToObject(o, "top_k", s->top_k);
         if (dialect == DIALECT_LLAMACPP || s->min_p > 0) cJSON_AddNumberToObject(o, "min_p", s->min_p);
+        if (!s->enable_thinking) { /* thinking: false; llama-server, vLLM and SGLang pass it to the template */
+            cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
+            if (kw) cJSON_AddBoolToObject(kw, "enable_thinking", 0);
+        }
         if (dialect == DIALECT_LLAMACPP) {
+            if (s->thinking_budget >= 0) cJSON_AddNumberToObject(o, "thinking_budget_tokens", s->thinking_budget);
             cJSON_AddBoolToObject(o, "cache_prompt", s->checkpoints != 0); /* checkpoints: false */
             if (s->ignore_eog) cJSON_AddBoolToObject(o, "ignore_eos", 1);
             cJSON_AddBoolToObject(o, "return_progress", 1); /* status shows the prefill */
@@ -205,11 +214,9 @@ double remote_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-void remote_stream_init(remote_stream *st, const gen_callbacks *cb,
-                        void (*on_reasoning)(void *ud, const char *text, size_t len), double t_start) {
+void remote_stream_init(remote_stream *st, const gen_callbacks *cb, double t_start) {
     memset(st, 0, sizeof *st);
     st->cb = *cb;
-    st->on_reasoning = on_reasoning;
     sse_init(&st->sse);
     st->t_start = t_start;
     st->rep.phase = GEN_QUEUED;
@@ -223,13 +230,14 @@ void remote_stream_sent(remote_stream *st) {
 }
 
 /* a generated piece (text or reasoning): the first one ends the prefill */
-static void count_piece(remote_stream *st) {
+static void count_piece(remote_stream *st, int reasoning) {
     gen_report *r = &st->rep;
     double t = remote_now_ms();
+    r->phase = reasoning ? GEN_THINKING : GEN_GENERATING;
+    if (reasoning) r->reasoning_tokens++;
     if (r->generated_tokens++ == 0) {
         st->t_first = t;
         r->ttft_ms = t - st->t_start;
-        r->phase = GEN_GENERATING;
         if (r->prompt_tokens >= 0) r->prefill_done = r->prompt_tokens;
     } else if (t > st->t_first) {
         r->decode_tokens_per_s = (r->generated_tokens - 1) / ((t - st->t_first) / 1e3);
@@ -258,12 +266,12 @@ static int on_event(void *ud, const char *data, size_t len) {
         r->phase = GEN_PREFILL;
     }
     if (c.reasoning && *c.reasoning) {
-        count_piece(st);
+        count_piece(st, 1);
         st->reasoning_bytes += strlen(c.reasoning);
-        if (st->on_reasoning) st->on_reasoning(st->cb.ud, c.reasoning, strlen(c.reasoning));
+        if (st->cb.on_reasoning) st->cb.on_reasoning(st->cb.ud, c.reasoning, strlen(c.reasoning));
     }
     if (c.content && *c.content) {
-        count_piece(st);
+        count_piece(st, 0);
         st->cb.on_text(st->cb.ud, c.content, strlen(c.content));
     }
     if (c.finish) st->finish = remote_finish_reason(c.finish);

@@ -56,10 +56,11 @@ void remote_models_free(char **ids, int n);
 /* One reply's stream: the response body's bytes in, the callbacks out. It tracks the
  * report (prefill progress from llama-server's prompt_progress, then the tokens, then
  * the usage: prompt tokens, cached prefix as reused_tokens), passes content to on_text
- * and reasoning to on_reasoning, and notes how the stream ended. */
+ * and reasoning to cb.on_reasoning (phase GEN_THINKING while it comes, counted in
+ * reasoning_tokens, one per piece as llama-server streams them), and notes how the
+ * stream ended. */
 typedef struct {
     gen_callbacks cb;
-    void (*on_reasoning)(void *ud, const char *text, size_t len);
     sse_parser sse;
     gen_report rep;
     double t_start, t_first;  /* ms (CLOCK_MONOTONIC): submit, first token */
@@ -71,8 +72,7 @@ typedef struct {
 
 double remote_now_ms(void);
 /* t_start: when the request was submitted (remote_now_ms), for the TTFT. */
-void remote_stream_init(remote_stream *st, const gen_callbacks *cb,
-                        void (*on_reasoning)(void *ud, const char *text, size_t len), double t_start);
+void remote_stream_init(remote_stream *st, const gen_callbacks *cb, double t_start);
 /* Sets the phase to GEN_PREFILL (the request is on its way) and reports it. */
 void remote_stream_sent(remote_stream *st);
 /* 0, or -1 when the stream is broken (st->fail says why; stop reading). */

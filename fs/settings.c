@@ -20,11 +20,23 @@ void settings_builtin(conv_settings *s) {
     s->seed = -1;
     s->checkpoints = 1;
     s->speculative = -1;
+    s->thinking = -1;
+    s->thinking_budget = -1;
+}
+
+void settings_recommend(conv_settings *s, const gen_settings *r) {
+    gen_settings base;
+    gen_settings_defaults(&base);
+    if (r->temperature != base.temperature) s->temperature = r->temperature;
+    if (r->top_k != base.top_k) s->top_k = r->top_k;
+    if (r->top_p != base.top_p) s->top_p = r->top_p;
+    if (r->min_p != base.min_p) s->min_p = r->min_p;
 }
 
 void settings_free(conv_settings *s) {
     for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->template_name);
+    free(s->chat_template);
     memset(s, 0, sizeof *s);
 }
 
@@ -32,6 +44,7 @@ void settings_copy(conv_settings *dst, const conv_settings *src) {
     conv_settings t = *src;
     for (int i = 0; i < t.n_stop; i++) t.stop[i] = strdup(src->stop[i]);
     t.template_name = src->template_name ? strdup(src->template_name) : NULL;
+    t.chat_template = src->chat_template ? strdup(src->chat_template) : NULL;
     *dst = t;
 }
 
@@ -69,8 +82,6 @@ static int boolean(const cJSON *v, const char *key, int *out, char *err, size_t 
     *out = cJSON_IsTrue(v);
     return 0;
 }
-
-static const char *const templates[] = {"chatml", "qwen3", "qwen35", "llama3", "granite", "lfm2", "nemotron"};
 
 int settings_parse(const char *text, size_t len, const conv_settings *defaults, conv_settings *out, char *err,
                    size_t errlen) {
@@ -145,24 +156,46 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
                 }
                 s.stop[s.n_stop++] = strdup(e->valuestring);
             }
+        } else if (!strcmp(k, "thinking")) {
+            if (cJSON_IsNull(v)) s.thinking = -1;
+            else rc = boolean(v, "thinking (or null for the model's default)", &s.thinking, err, errlen) ? -1 : 1;
+        } else if (!strcmp(k, "thinking_budget")) {
+            if (cJSON_IsNull(v)) s.thinking_budget = -1;
+            else {
+                rc = integer(v, "thinking_budget (or null for none)", 0, 1 << 24, &d, err, errlen) ? -1 : 1;
+                s.thinking_budget = (int)d;
+            }
         } else if (!strcmp(k, "template")) {
             free(s.template_name);
             s.template_name = NULL;
             if (cJSON_IsNull(v)) continue;
-            int ok = 0;
-            for (size_t i = 0; cJSON_IsString(v) && i < sizeof templates / sizeof *templates; i++)
-                ok |= !strcmp(v->valuestring, templates[i]);
-            if (!ok) {
-                snprintf(err, errlen,
-                         "template must be null (the model's own) or one of chatml, qwen3, qwen35, llama3, granite, "
-                         "lfm2, nemotron");
+            if (!cJSON_IsString(v) || !template_builtin_text(v->valuestring)) {
+                char names[128] = "";
+                for (int i = 0; template_builtin_name(i); i++) {
+                    size_t at = strlen(names);
+                    snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", template_builtin_name(i));
+                }
+                snprintf(err, errlen, "template must be null (the model's own) or one of %s", names);
                 rc = -1;
             } else
                 s.template_name = strdup(v->valuestring);
+        } else if (!strcmp(k, "chat_template")) {
+            free(s.chat_template);
+            s.chat_template = NULL;
+            if (cJSON_IsNull(v)) continue;
+            char cerr[256];
+            if (!cJSON_IsString(v) || !v->valuestring[0]) {
+                snprintf(err, errlen, "chat_template must be null (the model's own) or Jinja text");
+                rc = -1;
+            } else if (template_check(v->valuestring, strlen(v->valuestring), cerr, sizeof cerr)) {
+                snprintf(err, errlen, "chat_template does not compile: %s", cerr);
+                rc = -1;
+            } else
+                s.chat_template = strdup(v->valuestring);
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, checkpoints, ignore_eos, speculative, template)",
+                     "checkpoint_interval, checkpoints, ignore_eos, speculative, thinking, thinking_budget, template, chat_template)",
                      k);
             rc = -1;
         }
@@ -200,8 +233,14 @@ char *settings_render(const conv_settings *s) {
     cJSON_AddBoolToObject(o, "ignore_eos", s->ignore_eos);
     if (s->speculative < 0) cJSON_AddNullToObject(o, "speculative");
     else cJSON_AddNumberToObject(o, "speculative", s->speculative);
+    if (s->thinking < 0) cJSON_AddNullToObject(o, "thinking");
+    else cJSON_AddBoolToObject(o, "thinking", s->thinking);
+    if (s->thinking_budget < 0) cJSON_AddNullToObject(o, "thinking_budget");
+    else cJSON_AddNumberToObject(o, "thinking_budget", s->thinking_budget);
     if (s->template_name) cJSON_AddStringToObject(o, "template", s->template_name);
     else cJSON_AddNullToObject(o, "template");
+    if (s->chat_template) cJSON_AddStringToObject(o, "chat_template", s->chat_template);
+    else cJSON_AddNullToObject(o, "chat_template");
     /* one key per line, two-space indent: what people expect to edit */
     size_t cap = 256, len = 0;
     char *out = malloc(cap);
@@ -243,7 +282,10 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->n_stop = s->n_stop;
     g->checkpoint_interval = s->checkpoint_interval;
     g->template_name = s->template_name;
+    g->chat_template = s->chat_template;
     g->checkpoints = s->checkpoints;
     g->ignore_eog = s->ignore_eos;
     g->speculative = s->speculative;
+    g->enable_thinking = s->thinking != 0; /* null: the model's default, 1 as llama.cpp */
+    g->thinking_budget = s->thinking_budget;
 }

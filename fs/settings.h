@@ -3,7 +3,8 @@
  * The file holds every key; a write may give any subset, and the keys it leaves out
  * take the defaults (the root settings.json for a conversation, the built-in values for
  * the root itself). Unknown keys, wrong types and out-of-range values are refused with
- * a one-line reason. */
+ * a one-line reason; a chat_template that does not compile is refused with its compile
+ * error. */
 #ifndef CHATFS_FS_SETTINGS_H
 #define CHATFS_FS_SETTINGS_H
 
@@ -20,14 +21,23 @@ typedef struct {
     char *stop[GEN_MAX_STOP];
     int n_stop;
     int checkpoint_interval; /* 0: the engine's default */
-    char *template_name;     /* NULL: the model's own template */
+    char *template_name;     /* a built-in template by name; NULL: the model's own template */
+    char *chat_template;     /* Jinja text rendered instead of the model's template (and instead
+                                of template_name); NULL: none */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
     int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
     int speculative;         /* drafts per step with the model's MTP head: -1 (JSON null) the mount's
                                 --draft, 0 none, N up to N (only where the mount speculates) */
+    int thinking;            /* 1 / 0: the template's thinking switch; -1 (JSON null): the model's default,
+                                which is enable_thinking 1 as llama.cpp passes it */
+    int thinking_budget;     /* most reasoning tokens, then the engine closes the reasoning; -1 (null): none */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);
+/* The sampling a backend recommends (engine_settings_defaults: the model's
+ * general.sampling.* keys) over s: each of temperature, top_k, top_p, min_p that
+ * `recommended` sets differently from gen_settings_defaults replaces s's. */
+void settings_recommend(conv_settings *s, const gen_settings *recommended);
 void settings_copy(conv_settings *dst, const conv_settings *src);
 void settings_free(conv_settings *s);
 int settings_equal(const conv_settings *a, const conv_settings *b);

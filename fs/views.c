@@ -52,6 +52,19 @@ static void add_turn_text(sbuf *b, const char *t, size_t n) {
     if (n) sb_add(b, "\n", 1);
 }
 
+/* the reasoning set apart from the answer: a Markdown quote under a "thinking" line; a
+ * reasoning still growing (growing: no answer yet) ends where it has got to */
+static void add_reasoning_quote(sbuf *b, const char *t, size_t n, int growing) {
+    if (!growing)
+        while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--; /* servers end it with a line break */
+    sb_str(b, "> *thinking*\n>\n> ");
+    for (size_t i = 0; i < n; i++) {
+        sb_add(b, t + i, 1);
+        if (t[i] == '\n') sb_str(b, i + 1 < n && t[i + 1] == '\n' ? ">" : "> ");
+    }
+    if (!growing) sb_str(b, "\n\n");
+}
+
 static void render_transcript(const conv *c, sbuf *b) {
     if (c->system[0]) {
         sb_str(b, "## system\n\n");
@@ -64,6 +77,9 @@ static void render_transcript(const conv *c, sbuf *b) {
         size_t len;
         const char *text = cfs_turn_text(c, i, &len);
         sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
+        size_t rlen;
+        const char *reasoning = cfs_turn_reasoning(c, i, &rlen);
+        if (rlen) add_reasoning_quote(b, reasoning, rlen, running && !len);
         if (running) {
             sb_add(b, text, len); /* grows at the end while it generates */
             continue;
@@ -75,8 +91,9 @@ static void render_transcript(const conv *c, sbuf *b) {
 }
 
 /* one message per line: readable, and diff/grep-friendly */
-static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, int *first) {
-    char *z = cfs_memdup0(content, len); /* a growing reply has no NUL at its end */
+/* a JSON string literal of text[0..len) into b */
+static void add_json_string(sbuf *b, const char *text, size_t len) {
+    char *z = cfs_memdup0(text, len); /* a growing reply has no NUL at its end */
     cJSON *str = z ? cJSON_CreateString(z) : NULL;
     free(z);
     char *t = str ? cJSON_PrintUnformatted(str) : NULL;
@@ -85,21 +102,32 @@ static void add_message_json(sbuf *b, const char *role, const char *content, siz
         b->oom = 1;
         return;
     }
-    sb_fmt(b, "%s{\"role\": \"%s\", \"content\": ", *first ? "\n  " : ",\n  ", role);
     sb_str(b, t);
-    sb_str(b, "}");
     cJSON_free(t);
+}
+
+/* reasoning (rlen > 0) goes in "reasoning_content", the OpenAI-compatible field llama.cpp
+ * and vLLM use */
+static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, const char *reasoning,
+                             size_t rlen, int *first) {
+    sb_fmt(b, "%s{\"role\": \"%s\", \"content\": ", *first ? "\n  " : ",\n  ", role);
+    add_json_string(b, content, len);
+    if (rlen) {
+        sb_str(b, ", \"reasoning_content\": ");
+        add_json_string(b, reasoning, rlen);
+    }
+    sb_str(b, "}");
     *first = 0;
 }
 
 static void render_messages(const conv *c, sbuf *b) {
     int first = 1;
     sb_str(b, "[");
-    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), &first);
+    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), NULL, 0, &first);
     for (int i = 0; i < c->n_turns; i++) {
-        size_t len;
-        const char *text = cfs_turn_text(c, i, &len);
-        add_message_json(b, c->turns[i].user ? "user" : "assistant", text, len, &first);
+        size_t len, rlen;
+        const char *text = cfs_turn_text(c, i, &len), *reasoning = cfs_turn_reasoning(c, i, &rlen);
+        add_message_json(b, c->turns[i].user ? "user" : "assistant", text, len, reasoning, rlen, &first);
     }
     sb_str(b, first ? "]\n" : "\n]\n");
 }
@@ -128,14 +156,21 @@ static void render_status(const conv *c, sbuf *b) {
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
-    else if (c->state == ST_BUSY) {
+    else if (c->state == ST_BUSY && r->phase == GEN_THINKING) {
+        sb_fmt(b, "thinking %d tokens %.1f tok/s", r->reasoning_tokens, r->decode_tokens_per_s);
+        speculation_note(r, b);
+    } else if (c->state == ST_BUSY) {
         sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
-    } else if (c->state == ST_DONE && r->prompt_tokens < 0) /* a server that sent no usage */
-        sb_fmt(b, "done %d tokens %.1f tok/s%s", r->generated_tokens, r->decode_tokens_per_s, finish_note(c->finish));
-    else if (c->state == ST_DONE) {
-        sb_fmt(b, "done %d tokens %.1f tok/s reused %d/%d%s", r->generated_tokens, r->decode_tokens_per_s,
-               r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
+    } else if (c->state == ST_DONE) {
+        char thought[40] = ""; /* both counts: all the tokens, and of them the reasoning's */
+        if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
+        if (r->prompt_tokens < 0) /* a server that sent no usage */
+            sb_fmt(b, "done %d tokens%s %.1f tok/s%s", r->generated_tokens, thought, r->decode_tokens_per_s,
+                   finish_note(c->finish));
+        else
+            sb_fmt(b, "done %d tokens%s %.1f tok/s reused %d/%d%s", r->generated_tokens, thought,
+                   r->decode_tokens_per_s, r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
         speculation_note(r, b);
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
@@ -150,12 +185,15 @@ static const char readme_text[] =
     "  mkdir NAME                      a new conversation (mv renames it, rm -r deletes it)\n"
     "  echo 'Hello' > NAME/message     send a message (when the writer closes the file)\n"
     "  cat NAME/reply                  the reply, streamed while it is generated\n"
-    "  cat NAME/status                 idle | queued | prefill ... | generating ... | done ... | error: ...\n"
+    "  cat NAME/thinking               the reply's reasoning (a thinking model's), streamed the same way\n"
+    "  cat NAME/status                 idle | queued | prefill ... | thinking ... | generating ... | done ...\n"
     "  tail -f NAME/transcript.md      the whole conversation as it grows\n"
     "  echo stop > NAME/ctl            stop the reply; 'regenerate' makes a new one\n"
     "  NAME/turns/NNN-user.md          the history: rewrite a user turn to regenerate from there;\n"
     "                                  rm the last assistant turn + 'regenerate' to re-roll it\n"
-    "  NAME/system, NAME/settings.json the system prompt and generation settings (read-write)\n"
+    "  NAME/turns/NNN-assistant.thinking.md  that answer's reasoning (read-write; there when it has one)\n"
+    "  NAME/system, NAME/settings.json the system prompt and generation settings (read-write);\n"
+    "                                  \"thinking\": false asks for no reasoning, \"thinking_budget\": N caps it\n"
     "  NAME/messages.json              the history in the OpenAI format; write it to import\n"
     "  NAME/error                      why the last thing failed (empty when fine)\n"
     "  cp -r NAME COPY                 fork a conversation (it reuses NAME's checkpoints)\n"
@@ -166,9 +204,9 @@ static const char readme_text[] =
     "                                   came from, nothing of its history is cut\n"
     "\n"
     "Errors: writing a message while one is generating gives EBUSY, a message longer than\n"
-    "the context EFBIG, a bad settings.json or messages.json or text that is not UTF-8\n"
-    "(or has a NUL) EINVAL, an import that would change a turn EPERM, a file no editor\n"
-    "makes EPERM; the reason is in error.\n";
+    "the context EFBIG, a bad settings.json or messages.json, a message the chat template\n"
+    "refuses (at the close) or text that is not UTF-8 (or has a NUL) EINVAL, an import that\n"
+    "would change a turn EPERM, a file no editor makes EPERM; the reason is in error.\n";
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
@@ -177,6 +215,11 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     case K_README:
         sb_str(b, readme_text);
         sb_fmt(b, "\nThis mount: %s.\n", fs->model);
+        sb_str(b, fs->can_think > 0    ? "The model can think: its reasoning goes to NAME/thinking, its answer to NAME/reply.\n"
+                  : fs->can_think == 0 ? "The model has no thinking mode: NAME/thinking stays empty and the thinking "
+                                         "settings change nothing.\n"
+                                       : "Whether the model thinks is the server's template's to decide: reasoning the "
+                                         "server sends apart goes to NAME/thinking.\n");
         break;
     case K_GSETTINGS: {
         char *t = settings_render(&fs->defaults);
@@ -187,6 +230,7 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     case K_MESSAGE:
     case K_CTL: break;
     case K_REPLY: sb_add(b, c->reply ? c->reply->buf : "", c->reply ? c->reply->len : 0); break;
+    case K_THINKING: sb_add(b, c->thinking ? c->thinking->buf : "", c->thinking ? c->thinking->len : 0); break;
     case K_SYSTEM: add_turn_text(b, c->system, strlen(c->system)); break;
     case K_SETTINGS: {
         char *t = settings_render(&c->st);
@@ -207,6 +251,13 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
         size_t len;
         const char *text = cfs_turn_text(c, nd->turn, &len);
         if (c->gen && c->gen->turn == nd->turn) sb_add(b, text, len);
+        else add_turn_text(b, text, len);
+        break;
+    }
+    case K_THINK: {
+        size_t len;
+        const char *text = cfs_turn_reasoning(c, nd->turn, &len);
+        if (c->gen && c->gen->turn == nd->turn && !c->gen->ts->done) sb_add(b, text, len); /* still growing */
         else add_turn_text(b, text, len);
         break;
     }

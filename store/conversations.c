@@ -28,6 +28,8 @@ static const char *const migrations[] = {
     "  mtime_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (conversation, idx));"
     "CREATE TABLE conversation_global(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    /* 2: an assistant turn's reasoning (issue 25) */
+    "ALTER TABLE conversation_turn ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';",
 };
 
 convs_store *convs_open(store_db *db, char *err, size_t errlen) {
@@ -91,7 +93,7 @@ int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen) 
     if (sqlite3_prepare_v2(db_sql(s->db), "SELECT id, name, system, settings, mtime_ns FROM conversation ORDER BY id", -1, &c,
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db_sql(s->db),
-                           "SELECT conversation, idx, role, content, complete, mtime_ns FROM conversation_turn "
+                           "SELECT conversation, idx, role, content, complete, mtime_ns, reasoning FROM conversation_turn "
                            "ORDER BY conversation, idx",
                            -1, &t, NULL) != SQLITE_OK)
         goto out;
@@ -103,7 +105,8 @@ int convs_load(convs_store *s, const convs_loader *l, char *err, size_t errlen) 
     while (sqlite3_step(t) == SQLITE_ROW) {
         convs_turn tu = {!strcmp((const char *)sqlite3_column_text(t, 2), "user"),
                          (const char *)sqlite3_column_text(t, 3), (size_t)sqlite3_column_bytes(t, 3),
-                         sqlite3_column_int(t, 4), sqlite3_column_int64(t, 5)};
+                         sqlite3_column_int(t, 4), sqlite3_column_int64(t, 5),
+                         (const char *)sqlite3_column_text(t, 6), (size_t)sqlite3_column_bytes(t, 6)};
         if (l->turn(l->ud, sqlite3_column_int64(t, 0), sqlite3_column_int(t, 1), &tu) != 0) goto out;
     }
     rc = 0;
@@ -174,10 +177,11 @@ int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=? AND idx>=?", "ii", id, (int64_t)from);
     for (int i = 0; ok && i < n; i++)
         ok = !run(s,
-                  "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns) "
-                  "VALUES(?, ?, ?, ?, ?, ?)",
-                  "iitbii", id, (int64_t)(from + i), turns[i].user ? "user" : "assistant", turns[i].text,
-                  turns[i].len, (int64_t)turns[i].complete, turns[i].mtime_ns);
+                  "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns, reasoning) "
+                  "VALUES(?, ?, ?, ?, ?, ?, ?)",
+                  "iitbiib", id, (int64_t)(from + i), turns[i].user ? "user" : "assistant", turns[i].text,
+                  turns[i].len, (int64_t)turns[i].complete, turns[i].mtime_ns, turns[i].reasoning,
+                  turns[i].reasoning ? turns[i].reasoning_len : (size_t)0);
     if (ok && system) ok = !run(s, "UPDATE conversation SET system=? WHERE id=?", "ti", system, id);
     return end(s, ok, err, errlen);
 }
@@ -190,10 +194,21 @@ int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, siz
     return end(s, ok, err, errlen);
 }
 
-int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
-                       size_t errlen) {
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, const char *reasoning,
+                       size_t reasoning_len, int complete, char *err, size_t errlen) {
     if (!begin(s, err, errlen)) return -1;
-    int ok = !run(s, "UPDATE conversation_turn SET content=?, complete=? WHERE conversation=? AND idx=? AND complete=0",
-                  "biii", text, len, (int64_t)complete, id, (int64_t)idx);
+    int ok = !run(s,
+                  "UPDATE conversation_turn SET content=?, reasoning=?, complete=? WHERE conversation=? AND idx=? AND "
+                  "complete=0",
+                  "bbiii", text, len, reasoning, reasoning ? reasoning_len : (size_t)0, (int64_t)complete, id,
+                  (int64_t)idx);
+    return end(s, ok, err, errlen);
+}
+
+int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text, size_t len, char *err,
+                           size_t errlen) {
+    if (!begin(s, err, errlen)) return -1;
+    int ok = !run(s, "UPDATE conversation_turn SET reasoning=? WHERE conversation=? AND idx=?", "bii", text, len, id,
+                  (int64_t)idx);
     return end(s, ok, err, errlen);
 }

@@ -1,8 +1,10 @@
 /* conversations.h - the filesystem's conversations in the database (module
- * "conversations" of db.h, schema version 1).
+ * "conversations" of db.h, schema version 2; version 1 had no reasoning column, and
+ * opening such a database adds it, '' for every turn, in one transaction).
  *
  * Tables: conversation (id, name, system prompt, settings JSON, mtime),
- * conversation_turn (conversation, index, role, content, complete, mtime) and
+ * conversation_turn (conversation, index, role, content, complete, mtime, reasoning: an
+ * assistant turn's reasoning, '' when none) and
  * conversation_global (the root settings.json). Every change is one transaction. An
  * assistant turn is inserted empty and incomplete when its message is sent and rewritten
  * while it generates, so a daemon killed mid-reply leaves the message and the reply so
@@ -23,6 +25,8 @@ typedef struct {
     size_t len;
     int complete;
     int64_t mtime_ns;
+    const char *reasoning; /* NULL: none (stored as '') */
+    size_t reasoning_len;
 } convs_turn;
 
 /* What convs_load reports, one conversation at a time. */
@@ -54,10 +58,13 @@ int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *
                         char *err, size_t errlen);
 /* Rewrites a reply's turn while it is still marked incomplete (as it grows, and once at
  * its end); a row that an edit or a removal has replaced since is left alone. */
-int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
-                       size_t errlen);
+int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, const char *reasoning,
+                       size_t reasoning_len, int complete, char *err, size_t errlen);
 /* Rewrites one turn's content and completeness (an edited turn). */
 int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen);
+/* Rewrites one turn's reasoning (an edited turns/NNN-assistant.thinking.md). */
+int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text, size_t len, char *err,
+                           size_t errlen);
 
 #endif

@@ -170,7 +170,7 @@ def test_echo_cat():
         os.mkdir(m.p("a"))
         names = sorted(os.listdir(m.p("a")))
         check(names == sorted(["message", "reply", "system", "settings.json", "transcript.md", "messages.json",
-                               "status", "error", "ctl", "turns"]), "conversation listing %s" % names)
+                               "status", "error", "ctl", "thinking", "turns"]), "conversation listing %s" % names)
         rc, out, err = sh("echo 'hello world' > a/message && cat a/reply", cwd=m.mnt)
         check(rc == 0 and out == expected("hello world"), "echo/cat: %r %r" % (out, err))
         check(read(m.p("a", "status")).startswith("done 12 tokens"), "status: " + read(m.p("a", "status")))
@@ -446,7 +446,7 @@ def test_copy_into_mount():
             check(read(m.p("a", "status")).startswith("done"), "%s: nothing generated" % tool)
             # what the tool reports: the views refuse the copy, nothing else fails
             bad = [l for l in err.replace("), (", ")\n(").splitlines() if "denied" in l or "Errno" in l]
-            check(rc == 0 or (bad and all(re.search(r"/(reply|transcript\.md|status|error)\b", l) for l in bad)),
+            check(rc == 0 or (bad and all(re.search(r"/(reply|thinking|transcript\.md|status|error)\b", l) for l in bad)),
                   "%s: %r" % (tool, err[-600:]))
             check(rc == 0 or "is read-only" in read(m.p("a", "error")), "%s: error says why: %r" %
                   (tool, read(m.p("a", "error"))))
@@ -971,7 +971,7 @@ def test_mount_says_what_it_is():
         os.mkdir(m.p("c"))
         check(sh("echo 'What is 17 + 25?' > c/message && cat c/reply", cwd=m.mnt, timeout=60)[0] == 0, "a reply")
         check(wait_for(lambda: re.search(r"chatfs: c: \d+ prompt tokens \(\d+ reused from \w+, \d+ computed\), \d+ "
-                                         r"generated, first token after \d+ ms, [\d.]+ tok/s", m.log_text()), 5),
+                                         r"generated( \(\d+ thinking\))?, first token after \d+ ms, [\d.]+ tok/s", m.log_text()), 5),
               "-f: one line per reply: %r" % m.log_text())
         check("chatfs: c: a message of 16 bytes" in m.log_text(), "-v: the message: %r" % m.log_text())
         # ignore_eos with a chat model: no end-of-turn tokens drawn, so no tokens hidden
@@ -1147,6 +1147,49 @@ def test_real_engine():
         check(size > 0 and size == len(read(m.p("long", "reply")).encode()), "partial reply kept")
 
 
+def test_real_engine_templates():
+    """Issue "Templates": settings.json's template (a built-in by name) and chat_template
+    (Jinja text, compiled when written), and a message the template refuses: EINVAL with the
+    template's own message in error, and nothing stored."""
+    with Mount("templates", model=MODEL, extra=["-t", "1"]) as m:
+        os.mkdir(m.p("t"))
+        bad = os.path.join(m.dir, "bad.json")
+        write(bad, '{"chat_template": "{% for m in messages %}{{ m.content }"}')
+        rc, _, err = sh("cat %s > t/settings.json" % bad, cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "a template that does not compile: %d %r" % (rc, err))
+        check(read(m.p("t", "error")).startswith("chat_template does not compile: line 1: "),
+              "its compile error: " + read(m.p("t", "error")))
+        rc, _, err = sh("""echo '{"template": "vicuna"}' > t/settings.json""", cwd=m.mnt)
+        check(rc != 0 and "chatml, qwen3, qwen35" in read(m.p("t", "error")), "an unknown built-in: %r" % err)
+        refusing = ("{% if messages[-1].content == 'forbidden' %}{{ raise_exception('No forbidden words.') }}{% endif %}"
+                    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                    "<|im_start|>assistant\n")
+        write(m.p("t", "settings.json"), json.dumps({"chat_template": refusing, "max_tokens": 4, "temperature": 0}))
+        check(json.loads(read(m.p("t", "settings.json")))["chat_template"] == refusing, "chat_template shown")
+        # the message is rendered when it is sent, at the close: close() fails (bash's echo does
+        # not look at close; python's does)
+        try:
+            write(m.p("t", "message"), "forbidden\n")
+            refused = None
+        except OSError as e:
+            refused = e.errno
+        check(refused == errno.EINVAL, "a refused message: %s" % refused)
+        check(read(m.p("t", "error")) == "chat template: No forbidden words.\n", "the template's message: %r"
+              % read(m.p("t", "error")))
+        check(turns(m, "t") == [] and read(m.p("t", "status")).startswith("idle"), "nothing stored: %s %r"
+              % (turns(m, "t"), read(m.p("t", "status"))))
+        rc, out, err = sh("echo fine > t/message && cat t/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and read(m.p("t", "status")).startswith("done 4 tokens"), "the template renders others: %r %r"
+              % (err, read(m.p("t", "status"))))
+        check(len(turns(m, "t")) == 2 and read(m.p("t", "error")) == "", "one exchange: %s" % turns(m, "t"))
+        # a built-in by name for another conversation; null is the model's own again
+        os.mkdir(m.p("q"))
+        write(m.p("q", "settings.json"), '{"template": "qwen35", "max_tokens": 2, "temperature": 0}')
+        rc, _, err = sh("echo hi > q/message && cat q/reply", cwd=m.mnt, timeout=120)
+        st = read(m.p("q", "status"))
+        check(rc == 0 and st.startswith("done"), "the built-in qwen35: %r %r" % (err, st))
+
+
 def test_real_engine_attention_only():
     """Qwen2 (attention in every layer) through the files: a rewritten user turn reuses
     everything before the first changed word - its KV pages cut back there, more than any
@@ -1236,6 +1279,157 @@ def test_real_engine_six_at_once():
     NUMBERS["six_one_by_one_s"] = round(t_alone, 3)
     NUMBERS["six_at_once_single_flight_tokens"] = st.get("single_flight_tokens")
     NUMBERS["six_at_once_max_active"] = st.get("max_active")
+
+
+def thought(msg, n):
+    """the fake engine's reasoning for msg with n words (backend_fake.c: think=N)"""
+    return ("Thinking about: %s." % msg[:40]) + "".join(" t%d" % i for i in range(1, n)) + "\n"
+
+
+def test_thinking_files():
+    """Issue 25 on the fake engine: `thinking` streams the reasoning with reply's semantics
+    (blocking cat, EOF when the answer starts, epoll, O_NONBLOCK, Ctrl-C), status says
+    thinking then generating and done counts both, settings are checked when written,
+    turns/NNN-assistant.thinking.md is read-write, messages.json round-trips
+    reasoning_content, transcript.md quotes it, and copies in (tar, rsync, copytree,
+    cp -a) carry the .thinking.md files"""
+    with Mount("thinking", fake="delay=20,think=3,temp=0.6") as m:
+        check("The model can think" in read(m.p("README")), "README says the model can think")
+        check('"temperature": 0.6,' in read(m.p("settings.json")), "the backend's recommended temperature")
+        os.mkdir(m.p("a"))
+        check(read(m.p("a", "thinking")) == "", "empty before any reply")
+        # cat thinking blocks, streams, and ends when the answer begins
+        send(m, "a", "add up #think=5 #delay=150")
+        t0 = time.monotonic()
+        rc, th, _ = sh("cat a/thinking", cwd=m.mnt)
+        dt = time.monotonic() - t0
+        st = read(m.p("a", "status"))
+        check(rc == 0 and th == thought("add up #think=5 #delay=150", 5), "thinking %r" % th)
+        check(dt > 0.5 and st.startswith("generating"), "EOF when the answer starts (%.2f s, status %r)" % (dt, st))
+        check(read(m.p("a", "reply")) == expected("add up #think=5 #delay=150"), "reply: the answer only")
+        wait_done(m, "a")
+        st = read(m.p("a", "status"))
+        check(re.match(r"done 17 tokens \(5 thinking\) \d+\.\d tok/s reused \d+/\d+\n\Z", st), "done: %r" % st)
+        check(turns(m, "a") == ["001-user.md", "002-assistant.md", "002-assistant.thinking.md"], str(turns(m, "a")))
+        check(read(m.p("a", "turns", "002-assistant.thinking.md")) == th, "the turn's reasoning")
+        # status while thinking; epoll on thinking; O_NONBLOCK; Ctrl-C on a waiting cat
+        send(m, "a", "slow #think=6 #delay=400 #tokens=2")
+        check(wait_for(lambda: re.match(r"thinking [1-9]\d* tokens \d+\.\d tok/s\n\Z", read(m.p("a", "status"))), 3,
+                       0.01), "status while thinking: %r" % read(m.p("a", "status")))
+        fd = os.open(m.p("a", "thinking"), os.O_RDONLY | os.O_NONBLOCK)
+        got = b""
+        try:
+            while True:
+                got += os.read(fd, 4096)
+        except BlockingIOError as e:
+            check(e.errno == errno.EAGAIN and got.startswith(b"Thinking about: slow"), "O_NONBLOCK: EAGAIN after %r" % got)
+        ep = select.epoll()
+        ep.register(fd, select.EPOLLIN)
+        check(ep.poll(5) != [], "epoll wakes at the next reasoning word")
+        ep.close()
+        os.close(fd)
+        cat = subprocess.Popen(["cat", m.p("a", "thinking")], stdout=subprocess.PIPE)
+        os.read(cat.stdout.fileno(), 100)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cat.send_signal(signal.SIGINT)
+        cat.wait(timeout=10)
+        NUMBERS["ctrl_c_thinking_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        check(time.monotonic() - t0 < 0.2, "Ctrl-C on cat thinking")
+        check(read(m.p("a", "status")).startswith("thinking"), "the reasoning goes on")
+        check(sh("echo stop > a/ctl", cwd=m.mnt)[0] == 0, "stop")
+        wait_done(m, "a")
+        # settings: checked when written, the reason in error
+        for bad in ('{"thinking": "yes"}', '{"thinking_budget": -2}', '{"thinking_budget": "10"}'):
+            rc, _, err = sh("echo '%s' > a/settings.json" % bad, cwd=m.mnt)
+            check(rc != 0 and "Invalid argument" in err and "thinking" in read(m.p("a", "error")),
+                  "%s refused: %r %r" % (bad, err, read(m.p("a", "error"))))
+        rc, _, err = sh("echo '{\"thinking\": 1}' > settings.json", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "the root's too")
+        os.mkdir(m.p("off"))
+        write(m.p("off", "settings.json"), '{"thinking": false, "thinking_budget": 1}')
+        s = json.loads(read(m.p("off", "settings.json")))
+        check(s["thinking"] is False and s["thinking_budget"] == 1, "settings show them: %s" % s)
+        rc, out, _ = sh("echo 'plain #think=4' > off/message; cat off/reply; cat off/thinking", cwd=m.mnt)
+        check(out == expected("plain #think=4"), "thinking false: no reasoning: %r" % out)
+        write(m.p("off", "settings.json"), '{"thinking": null, "thinking_budget": 1}')
+        rc, out, _ = sh("echo 'capped #think=4' > off/message; cat off/thinking", cwd=m.mnt)
+        check(out == thought("capped #think=4", 1), "budget 1: %r" % out)
+        # the reasoning file is edited like a turn; transcript and messages.json show it
+        write(m.p("a", "turns", "002-assistant.thinking.md"), "first I add 2 and 3\n\nthen 5\n")
+        check(read(m.p("a", "turns", "002-assistant.thinking.md")) == "first I add 2 and 3\n\nthen 5\n", "edited")
+        tr = read(m.p("a", "transcript.md"))
+        check("## assistant\n\n> *thinking*\n>\n> first I add 2 and 3\n>\n> then 5\n\nReply to: add up" in tr,
+              "transcript quotes the reasoning: %r" % tr[:400])
+        msgs = json.loads(read(m.p("a", "messages.json")))
+        check(msgs[1]["reasoning_content"] == "first I add 2 and 3\n\nthen 5" and "reasoning_content" not in msgs[0],
+              "messages.json: %s" % msgs[:2])
+        # messages.json imported into a new conversation: the reasoning comes along
+        os.mkdir(m.p("imp"))
+        write(m.p("imp", "messages.json"), json.dumps(msgs))
+        check(json.loads(read(m.p("imp", "messages.json"))) == msgs, "messages.json round trip")
+        check(read(m.p("imp", "turns", "002-assistant.thinking.md")) == "first I add 2 and 3\n\nthen 5\n",
+              "imported reasoning file")
+        # copies in carry the .thinking.md files (each tool into a new name)
+        src = os.path.join(m.dir, "src")
+        os.makedirs(src)
+        check(sh("cp -r '%s' '%s/a'" % (m.p("a"), src))[0] == 0, "copy out")
+        check(os.path.exists(os.path.join(src, "a", "turns", "002-assistant.thinking.md")), "copied out")
+        want = conversation_files(m.mnt, "a")
+        for tool, cmd in COPY_TOOLS.items():
+            name = tool + "_a"
+            shutil.copytree(os.path.join(src, "a"), os.path.join(src, name))
+            os.remove(os.path.join(src, name, "messages.json"))  # the turn files alone must bring it
+            rc, out, err = sh(cmd.format(src=src, tmp=m.dir, mnt=m.mnt, name=name), timeout=30)
+            check(rc == 0, "%s exits %d: %r" % (tool, rc, err[-600:]))
+            got = conversation_files(m.mnt, name)
+            check(got == want, "%s: the copy differs: %s" % (tool, {k: (want.get(k), got.get(k)) for k in
+                                                                   set(want) | set(got) if want.get(k) != got.get(k)}))
+        # tar of the mount itself, extracted as a new conversation
+        check(sh("tar -C '%s' -cf '%s/m.tar' a && mv a a_orig && timeout 30 tar -C '%s' -xf '%s/m.tar'" %
+                 (m.mnt, m.dir, m.mnt, m.dir), cwd=m.mnt)[0] == 0, "tar of the mount, extracted again")
+        check(conversation_files(m.mnt, "a") == want, "the mount's own archive keeps the reasoning")
+        # rm of the reasoning file: the answer stays
+        os.remove(m.p("a", "turns", "002-assistant.thinking.md"))
+        check("002-assistant.thinking.md" not in turns(m, "a") and
+              read(m.p("a", "turns", "002-assistant.md")) == expected("add up #think=5 #delay=150"), "rm reasoning")
+        check(sh("rm -r a_orig", cwd=m.mnt)[0] == 0 and not os.path.exists(m.p("a_orig")), "rm -r with reasoning files")
+
+
+def test_default_model_thinking():
+    """Issue 25's acceptance with the bundled model (needs the engine's side: the engine
+    splits the reasoning off and reports it): a multi-step question with thinking on gives
+    a non-empty thinking and the right answer in reply without <think> text; thinking off
+    an empty thinking and the right answer; a budget cuts a long reasoning and still answers;
+    messages.json round-trips reasoning_content"""
+    with Mount("default-thinking", model=DEFAULT_MODEL, extra=["-t", "2"]) as m:
+        check("The model can think" in read(m.p("README")),
+              "the engine says the model cannot think (engine_can_think): %r" % read(m.p("README"))[-300:])
+        write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 200}')
+        os.mkdir(m.p("on"))
+        rc, reply, _ = sh("echo 'What is 14 + 5 + 20?' > on/message; cat on/reply", cwd=m.mnt, timeout=120)
+        th = read(m.p("on", "thinking"))
+        check(th.strip() and "39" in reply and "<think>" not in reply and "</think>" not in reply,
+              "thinking on: thinking %r reply %r" % (th, reply))
+        check(re.match(r"done \d+ tokens \([1-9]\d* thinking\)", read(m.p("on", "status"))), read(m.p("on", "status")))
+        os.mkdir(m.p("off"))
+        write(m.p("off", "settings.json"), '{"thinking": false}')
+        rc, reply, _ = sh("echo 'What is 14 + 5 + 20?' > off/message; cat off/reply", cwd=m.mnt, timeout=120)
+        check(read(m.p("off", "thinking")) == "" and "39" in reply and "<think>" not in reply,
+              "thinking off: %r" % reply)
+        os.mkdir(m.p("cap"))
+        write(m.p("cap", "settings.json"), '{"thinking_budget": 4}')
+        rc, reply, _ = sh("echo 'Think step by step: what is 12 + 7 + 30?' > cap/message; cat cap/reply", cwd=m.mnt,
+                          timeout=120)
+        st = read(m.p("cap", "status"))
+        got = re.match(r"done \d+ tokens \((\d+) thinking\)", st)
+        check(got and int(got.group(1)) <= 6 and reply.strip(), "budget 4: %r %r" % (st, reply))
+        msgs = json.loads(read(m.p("on", "messages.json")))
+        os.mkdir(m.p("copy"))
+        write(m.p("copy", "messages.json"), json.dumps(msgs))
+        check(json.loads(read(m.p("copy", "messages.json"))) == msgs and msgs[1].get("reasoning_content"),
+              "reasoning_content round trip")
+        NUMBERS["default_thinking_status"] = read(m.p("on", "status")).strip()
 
 
 def test_default_model():

@@ -577,6 +577,65 @@ def test_remount_and_ask(srv):
     check(rc != 0 and "cannot reach the server" in err, "ask, server gone: %r" % err)
 
 
+def test_thinking(srv_unused):
+    """issue 25 over llama-server: with --reasoning-format deepseek the server sends the
+    default model's reasoning as reasoning_content; it streams into `thinking` (EOF when
+    the answer starts), reply holds the answer only, status counts both, the turn's
+    .thinking.md, messages.json and transcript.md carry it; thinking false reaches the
+    template (chat_template_kwargs): no reasoning, still the answer; a thinking_budget
+    goes to the server as thinking_budget_tokens"""
+    srv = Server("thinking", ["--reasoning-format", "deepseek"]).start()
+    with RemoteMount("thinking", srv.url) as m:
+        write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 200}')
+        os.mkdir(m.p("t"))
+        with open(m.p("t", "message"), "w") as f:
+            f.write("What is 12 + 7 + 30?\n")
+        thinking = read(m.p("t", "thinking"))  # blocks until the reasoning ends
+        reply = read(m.p("t", "reply"))
+        wait_done(m, "t")
+        check(thinking.strip() and "49" in thinking and "<think>" not in thinking, "thinking: %r" % thinking)
+        check("49" in reply and "<think>" not in reply and "</think>" not in reply, "reply: %r" % reply)
+        st = read(m.p("t", "status"))
+        got = re.match(r"done (\d+) tokens \((\d+) thinking\) ", st)
+        check(got and 0 < int(got.group(2)) < int(got.group(1)), "status counts both: %r" % st)
+        NUMBERS["thinking_status"] = st.strip()
+        check(turns(m, "t") == ["001-user.md", "002-assistant.md", "002-assistant.thinking.md"], "turns %s" % turns(m, "t"))
+        check(read(m.p("t", "turns", "002-assistant.thinking.md")) == thinking.rstrip("\n") + "\n" or
+              read(m.p("t", "turns", "002-assistant.thinking.md")) == thinking, "the turn's reasoning file")
+        check(read(m.p("t", "turns", "002-assistant.md")) == reply, "the turn holds the answer")
+        msgs = json.loads(read(m.p("t", "messages.json")))
+        check(msgs[1]["content"] + "\n" == reply and msgs[1]["reasoning_content"].strip() == thinking.strip(),
+              "messages.json reasoning_content: %r" % msgs[1])
+        check("> *thinking*" in read(m.p("t", "transcript.md")), "transcript quotes the reasoning")
+        # a follow-up: the past reasoning goes back to the server (its template decides)
+        rc, r2, err = ask(m, "t", "Add 5 to that.")
+        check(rc == 0 and "54" in r2 and "<think>" not in r2, "follow-up: %r %r" % (r2, err))
+        # thinking false: the template's switch, no reasoning, the answer still right
+        os.mkdir(m.p("off"))
+        write(m.p("off", "settings.json"), '{"thinking": false}')
+        rc, r3, err = ask(m, "off", "What is 12 + 7 + 30?")
+        check(rc == 0 and r3.strip() and "<think>" not in r3, "thinking off: %r %r" % (r3, err))
+        check(read(m.p("off", "thinking")) == "" and "thinking" not in read(m.p("off", "status")) and
+              "002-assistant.thinking.md" not in turns(m, "off"), "thinking off: no reasoning")
+        NUMBERS["thinking_off_reply"] = r3.strip()
+        # a budget: the server closes the reasoning after N tokens
+        os.mkdir(m.p("cap"))
+        write(m.p("cap", "settings.json"), '{"thinking_budget": 2}')
+        rc, r4, err = ask(m, "cap", "What is 12 + 7 + 30?")
+        st = read(m.p("cap", "status"))
+        got = re.match(r"done (\d+) tokens(?: \((\d+) thinking\))? ", st)
+        check(rc == 0 and got and int(got.group(2) or 0) <= 4 and r4.strip(), "budget 2: %r %r" % (st, r4))
+        NUMBERS["thinking_budget_2_status"] = st.strip()
+        # `thinking` streams: a reader opened before the reasoning begins gets it as it comes
+        with open(m.p("t", "message"), "w") as f:
+            f.write("What is 3 + 4 + 5?\n")
+        cat = subprocess.Popen(["cat", m.p("t", "thinking")], stdout=subprocess.PIPE)
+        out, _ = cat.communicate(timeout=60)
+        wait_done(m, "t")
+        check(out.decode() == read(m.p("t", "turns", "006-assistant.thinking.md")), "cat thinking: %r" % out)
+    srv.stop()
+
+
 TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
 
 

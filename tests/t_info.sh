@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_info.sh - `chatfs info` on every fixture (architecture, parameter count, layer
-# pattern, tensor types, tokenizer, template, state sizes; text and --json), the
-# template fallback and --template, and models chatfs cannot run: an unknown
+# pattern, tensor types, tokenizer, template, state sizes; text and --json), templates of
+# every kind (unknown to chatfs, broken, refusing system prompts) and --template, and
+# models chatfs cannot run: an unknown
 # architecture and a mixture-of-experts variant, each made here from a fixture, must
 # fail with one line naming the architecture and exit status 1.
 set -u
@@ -32,7 +33,7 @@ while read -r fx arch pattern pre rec kv; do
     has "$out" "pattern: $pattern
 " || fail "$fx: pattern is not $pattern: $out"
     has "$out" "tokenizer:     gpt2 (pre-tokenizer $pre), 512 tokens" || fail "$fx: tokenizer line: $out"
-    has "$out" "template:      chatml
+    has "$out" "template:      the model's own (199 bytes of Jinja, like chatml): renders
 " || fail "$fx: template line: $out"
     has "$out" "state:         $rec bytes recurrent per sequence, $kv bytes KV per token" || fail "$fx: state line: $out"
     # the parameter count llama.cpp reports for the same file
@@ -41,7 +42,8 @@ while read -r fx arch pattern pre rec kv; do
 
     js=$($CHATFS info --json "$f" 2>&1) || { fail "$fx: chatfs info --json exited $?"; continue; }
     for field in "\"architecture\":\"$arch\"" "\"pattern\":\"$pattern\"" "\"tokenizer\":\"gpt2\"" \
-        "\"pre_tokenizer\":\"$pre\"" "\"template\":\"chatml\"" "\"template_detected\":true" \
+        "\"pre_tokenizer\":\"$pre\"" "\"template\":\"chatml\"" "\"template_source\":\"model\"" \
+        "\"template_bytes\":199" "\"template_renders\":true" "\"template_system_prompt\":true" \
         "\"recurrent_state_bytes\":$rec" "\"kv_bytes_per_token\":$kv" "\"vocab\":512" "\"parameters\":$params,"; do
         has "$js" "$field" || fail "$fx: --json lacks $field: $js"
     done
@@ -103,20 +105,48 @@ kv_u32() {
     le "$2" 4
 }
 
-# ---- the template fallback, and --template
+# ---- templates of every kind, and --template
 
-cp $FX/qwen3-tiny-f32.gguf "$TMP/notmpl.gguf"
-o=$(offset tokenizer.chat_template "$TMP/notmpl.gguf")
-len=$(u64 "$TMP/notmpl.gguf" $((o + 23 + 4)))
-# overwrite the Jinja text with as many 'x' (an unknown template of the same length)
-head -c "$len" /dev/zero | tr '\0' x | dd of="$TMP/notmpl.gguf" bs=1 seek=$((o + 23 + 12)) conv=notrunc 2>/dev/null
-out=$($CHATFS info "$TMP/notmpl.gguf" 2>&1)
-has "$out" "template:      chatml (fallback: template not recognised)" || fail "unknown template: $out"
-has "$($CHATFS info --json "$TMP/notmpl.gguf")" '"template_detected":false' || fail "unknown template: --json"
-out=$($CHATFS info --template llama3 "$TMP/notmpl.gguf" 2>&1)
-has "$out" "template:      llama3 (forced)" || fail "--template llama3: $out"
+# retemplate TEXT FILE: a copy of the qwen3 fixture whose 199-byte chat template is TEXT,
+# padded to the same length by a Jinja comment
+retemplate() {
+    cp $FX/qwen3-tiny-f32.gguf "$2"
+    o=$(offset tokenizer.chat_template "$2")
+    len=$(u64 "$2" $((o + 23 + 4)))
+    { printf '%s{#' "$1"; head -c $((len - ${#1} - 4)) /dev/zero | tr '\0' ' '; printf '#}'; } |
+        dd of="$2" bs=1 seek=$((o + 23 + 12)) conv=notrunc 2>/dev/null
+}
+
+# a template chatfs has no family for renders by its own text (it was ChatML before)
+retemplate '{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}' "$TMP/own.gguf"
+out=$($CHATFS info "$TMP/own.gguf" 2>&1)
+has "$out" "template:      the model's own (199 bytes of Jinja): renders
+" || fail "a template of no family: $out"
+has "$($CHATFS info --json "$TMP/own.gguf")" '"template":null' || fail "no family: --json"
+printf '[{"role": "user", "content": "hi"}]' >"$TMP/m.json"
+out=$($CHATFS render -m "$TMP/own.gguf" "$TMP/m.json")
+[ "$out" = "[user] hi" ] || fail "render with a template of no family: [$out]"
+out=$($CHATFS info --template llama3 "$TMP/own.gguf" 2>&1)
+has "$out" "template:      the built-in llama3 (--template): renders
+" || fail "--template llama3: $out"
+has "$($CHATFS info --json --template llama3 "$TMP/own.gguf")" '"template_source":"forced"' || fail "forced: --json"
+# broken: it loads, and says why it cannot render
+retemplate '{% for m in messages %}{{ m.content }' "$TMP/broken.gguf"
+out=$($CHATFS info "$TMP/broken.gguf" 2>&1)
+[ $? -eq 0 ] && has "$out" "template:      the model's own (199 bytes of Jinja): does not compile: line 1: " ||
+    fail "a template that does not compile: $out"
+js=$($CHATFS info --json "$TMP/broken.gguf")
+has "$js" '"template_renders":false' && has "$js" '"template_error":"does not compile: line 1: ' ||
+    fail "does not compile: --json: $js"
+# one that refuses system prompts (as some published ones do)
+retemplate "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}ok" \
+    "$TMP/nosys.gguf"
+out=$($CHATFS info "$TMP/nosys.gguf" 2>&1)
+has "$out" "renders, but not with a system prompt: chat template: System role not supported" ||
+    fail "a template refusing system prompts: $out"
 out=$($CHATFS info --template nosuch $FX/qwen3-tiny-f32.gguf 2>&1)
-[ $? -eq 1 ] && has "$out" "unknown template family 'nosuch'" || fail "--template nosuch: $out"
+[ $? -eq 1 ] && has "$out" "unknown template 'nosuch' (built in: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron)" ||
+    fail "--template nosuch: $out"
 out=$($CHATFS run -m $FX/qwen3-tiny-f32.gguf -p hi --chat --template granite -n 1 --ids 2>&1)
 has "$out" "prompt: 60 124 115 287 114 116 95 111 102 95 114 111 315 124 62" ||
     fail "run --template granite does not render <|start_of_role|>: $out"
@@ -159,6 +189,30 @@ n_kv=$(u64 $src 16)
     tail -c +25 $src
 } >"$TMP/granite-moe.gguf"
 expect_fail "$TMP/granite-moe.gguf" granitehybrid "mixture-of-experts"
+
+# thinking and the recommended sampling: the default model thinks (its vocabulary has
+# <think> </think>, its template reads enable_thinking), a tiny ChatML fixture does not; a
+# copy of the default model with general.sampling.* shows them (text and --json)
+out=$($CHATFS info models/chatfs-default.gguf 2>&1)
+has "$out" "thinking:      yes
+" || fail "default model: not 'thinking: yes': $out"
+has "$out" "sampling:" && fail "default model: a sampling line without general.sampling.*: $out"
+out=$($CHATFS info $FX/llama-tiny-f32.gguf 2>&1)
+has "$out" "thinking:      no
+" || fail "llama-tiny: not 'thinking: no': $out"
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+if $PY tests/jinja/gguf_set_template.py models/chatfs-default.gguf - "$TMP/sampling.gguf" \
+    --f32 general.sampling.temp=0.7 --i32 general.sampling.top_k=20 --f32 general.sampling.top_p=0.8 >/dev/null; then
+    out=$($CHATFS info "$TMP/sampling.gguf" 2>&1)
+    has "$out" "sampling:      the file recommends temp 0.7, top_k 20, top_p 0.8, min_p 0.05
+" || fail "general.sampling.*: $out"
+    out=$($CHATFS info --json "$TMP/sampling.gguf" 2>&1)
+    has "$out" '"thinking":true,"sampling":{"temp":0.699999988079071,"top_k":20,"top_p":0.800000011920929,"min_p":0.05000000074505806}' ||
+        fail "general.sampling.* in --json: $out"
+else
+    fail "gguf_set_template.py could not add general.sampling.*"
+fi
 
 [ "$failed" -eq 0 ] && echo "t_info.sh                    ok" || echo "t_info.sh                    FAIL ($failed)"
 [ "$failed" -eq 0 ]

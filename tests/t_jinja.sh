@@ -17,7 +17,7 @@ SRC=$(tools/llama-cpp-src.sh) || { echo "t_jinja: llama.cpp's source is not avai
 TEMPLATES=$SRC/models/templates
 
 $PY tests/jinja/parity.py --binary "$BIN" --templates "$TEMPLATES" \
-    --must 'Qwen3.5-*' --must 'Qwen-Qwen3-*' --must 'Qwen3-Coder*' --must 'NVIDIA-Nemotron-*' \
+    --must 'Qwen3.5-*' --must 'Qwen-Qwen3-*' --must 'Qwen-Qwen2.5-*' --must 'Qwen3-Coder*' --must 'NVIDIA-Nemotron-*' \
     --must 'LFM2*' --must 'ibm-granite-granite-4.*' --must 'meta-llama-Llama-3.*' \
     --cases tests/jinja/cases.json tests/jinja/conv_*.json
 

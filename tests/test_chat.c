@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* memmem */
 /* test_chat.c - the engine API (chat.h): requests run, stream, stop and cancel. */
 #include <pthread.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ static void collect(void *ud, const char *t, size_t n) {
 /* The engine's greedy reply must be what model_prefill + argmax gives directly. */
 static void same_as_direct(chat_engine *e) {
     const model *m = engine_model(e);
-    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    chat_msg msg = {"user", "Hello world! The quick brown fox", NULL};
     gen_settings s;
     gen_settings_defaults(&s);
     s.max_tokens = 12;
@@ -41,8 +42,10 @@ static void same_as_direct(chat_engine *e) {
           r.computed_tokens);
 
     /* direct: render, tokenize, prefill, greedy */
-    char *text = template_render(&m->tmpl, &msg, 1, 1);
-    int *ids = NULL, n = tokenizer_encode(m->tok, text, strlen(text), 1, 1, &ids);
+    size_t len;
+    char *text = template_render(m->tmpl, &msg, 1, 1, 1, &len, err, sizeof err);
+    REQUIRE(text != NULL, "render: %s", err);
+    int *ids = NULL, n = tokenizer_encode(m->tok, text, len, 1, 1, &ids);
     CHECK(n == r.prompt_tokens, "prompt tokens %d vs %d", n, r.prompt_tokens);
     seq_state *st = state_new(m, 0);
     arena a = {0};
@@ -75,7 +78,7 @@ static void same_as_direct(chat_engine *e) {
 }
 
 static void stop_strings(chat_engine *e) {
-    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    chat_msg msg = {"user", "Hello world! The quick brown fox", NULL};
     gen_settings s;
     gen_settings_defaults(&s);
     s.max_tokens = 40;
@@ -124,7 +127,7 @@ static void cancel_and_close(void) {
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
-    chat_msg msg = {"user", "Tell me a long story."};
+    chat_msg msg = {"user", "Tell me a long story.", NULL};
     gen_settings s;
     gen_settings_defaults(&s); /* no max_tokens: runs until the context is full */
     s.ignore_eog = 1;          /* a random model may end its turn at once */
@@ -132,7 +135,7 @@ static void cancel_and_close(void) {
                    {PTHREAD_MUTEX_INITIALIZER, 0, 0}};
     uint64_t id[3];
     for (int i = 0; i < 3; i++) {
-        gen_callbacks cb = {NULL, NULL, on_done, &w[i]};
+        gen_callbacks cb = {.on_done = on_done, .ud = &w[i]};
         id[i] = engine_submit(e, &msg, 1, &s, &cb, err, sizeof err);
         CHECK(id[i] > 0, "%s", err);
     }
@@ -149,20 +152,41 @@ static void cancel_and_close(void) {
 
 static void bad_requests(chat_engine *e) {
     char err[256] = "";
-    chat_msg bad = {"wizard", "hi"};
+    chat_msg bad = {"wizard", "hi", NULL};
     CHECK(engine_submit(e, &bad, 1, NULL, NULL, err, sizeof err) == 0 && err[0], "a bad role was accepted");
-    chat_msg ok = {"user", "hi"};
+    chat_msg ok = {"user", "hi", NULL};
     gen_settings s;
     gen_settings_defaults(&s);
     s.template_name = "no-such-template";
-    CHECK(engine_submit(e, &ok, 1, &s, NULL, err, sizeof err) == 0 && strstr(err, "no-such-template"),
+    CHECK(engine_submit(e, &ok, 1, &s, NULL, err, sizeof err) == 0 && errno == EINVAL && strstr(err, "no-such-template"),
           "an unknown template was accepted: %s", err);
+    /* a conversation's own template: one that does not compile, one that refuses the
+     * conversation (its message comes back), one that renders (its prompt is used) */
+    s.template_name = NULL;
+    s.chat_template = "{% for m in messages %}{{ m.content }";
+    CHECK(engine_submit(e, &ok, 1, &s, NULL, err, sizeof err) == 0 && errno == EINVAL &&
+              strstr(err, "chat_template does not compile: line 1"),
+          "a template that does not compile was accepted: %s", err);
+    s.chat_template = "{% if messages[0].role != 'system' %}{{ raise_exception('A system prompt, please.') }}{% endif %}";
+    CHECK(engine_submit(e, &ok, 1, &s, NULL, err, sizeof err) == 0 && errno == EINVAL &&
+              !strcmp(err, "chat template: A system prompt, please."),
+          "the template's refusal: %s", err);
+    s.chat_template = "{{ bos_token }}<|im_start|>{{ messages[0].content | upper }}{{ eos_token }}";
+    gen_report r;
+    s.max_tokens = 1;
+    CHECK(engine_run(e, &ok, 1, &s, NULL, NULL, &r, err, sizeof err) == 0, "%s", err);
+    int *want;
+    const char *rendered = "<|endoftext|><|im_start|>HI<|im_end|>"; /* the tiny model adds no BOS: kept */
+    int n_want = tokenizer_encode(engine_model(e)->tok, rendered, strlen(rendered), 1, 1, &want);
+    CHECK(r.prompt_tokens == n_want && engine_count_tokens(e, &ok, 1, &s) == n_want,
+          "the conversation's template renders its prompt (%d tokens, want %d)", r.prompt_tokens, n_want);
+    free(want);
     /* a prompt longer than the context */
     size_t big = (size_t)engine_context(e) * 4 + 16;
     char *text = malloc(big + 1);
     for (size_t i = 0; i < big; i++) text[i] = "ab cd "[i % 6];
     text[big] = 0;
-    chat_msg huge = {"user", text};
+    chat_msg huge = {"user", text, NULL};
     CHECK(engine_count_tokens(e, &huge, 1, NULL) > engine_context(e), "count_tokens too small");
     CHECK(engine_submit(e, &huge, 1, NULL, NULL, err, sizeof err) == 0 && strstr(err, "context"),
           "an over-long prompt was accepted: %s", err);

@@ -1,6 +1,6 @@
 /* test_chatfs.c - the filesystem's logic without FUSE (fs/chatfs.h) on the fake engine:
- * the commit rules as shells and editors exercise them (the syscall sequences of
- * shared/reference/fuse-interface.md replayed as calls), fresh copies, errnos, imports,
+ * the commit rules as shells and editors exercise them (the syscall sequences that echo,
+ * cp, vim, nano, emacs, rsync and tar make, replayed as calls), fresh copies, errnos, imports,
  * turns, persistence across a reopen, a random-operation soak and concurrent readers
  * (also meant for ASan/UBSan and TSan builds). */
 #define _GNU_SOURCE
@@ -118,6 +118,15 @@ static int text_is(const char *path, const char *want) {
     return ok;
 }
 
+static int text_is_prefix(const char *path, const char *want) {
+    int rc;
+    char *t = cat(path, &rc);
+    int ok = t && !strncmp(t, want, strlen(want));
+    if (!ok) fprintf(stderr, "  %s: got %s, want it to begin \"%s\"\n", path, t ? t : "(error)", want);
+    free(t);
+    return ok;
+}
+
 /* echo TEXT > path, as bash does it: open(O_TRUNC), empty flush (dup2), write, flush,
  * release. Returns the first error (open, write or flush). */
 static int echo_to(const char *path, const char *text) {
@@ -142,7 +151,8 @@ static void wait_idle(const char *conv) {
     for (int i = 0; i < 2000; i++) {
         int rc;
         char *t = cat(p, &rc);
-        int busy = t && (!strncmp(t, "queued", 6) || !strncmp(t, "prefill", 7) || !strncmp(t, "generating", 10));
+        int busy = t && (!strncmp(t, "queued", 6) || !strncmp(t, "prefill", 7) || !strncmp(t, "generating", 10) ||
+                         !strncmp(t, "thinking", 8));
         free(t);
         if (!busy) return;
         sleep_ms(5);
@@ -262,6 +272,24 @@ static void test_writes_and_errors(void) {
     fs_release(fs, h);
     s = cat("w/settings.json", &rc);
     CHECK(s && strstr(s, "\"seed\": null"), "reset: %s", s);
+    free(s);
+    /* templates: a built-in by name, Jinja text checked by compiling it */
+    CHECK(echo_to("w/settings.json", "{\"template\": \"vicuna\"}") == -EINVAL &&
+              text_is_prefix("w/error", "template must be null (the model's own) or one of chatml, qwen3, qwen35"),
+          "an unknown built-in template");
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": \"{% for m in messages %}{{ m.content }\"}") == -EINVAL &&
+              text_is_prefix("w/error", "chat_template does not compile: line 1: "),
+          "a chat_template that does not compile");
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": 7}") == -EINVAL, "chat_template must be text");
+    CHECK(echo_to("w/settings.json", "{\"template\": \"qwen35\", \"chat_template\": \"{{ messages[0].content }}\"}") == 0,
+          "a built-in and a chat_template");
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"template\": \"qwen35\"") && strstr(s, "\"chat_template\": \"{{ messages[0].content }}\""),
+          "both shown: %s", s);
+    free(s);
+    CHECK(echo_to("w/settings.json", "{\"chat_template\": null}") == 0, "back to the model's own");
+    s = cat("w/settings.json", &rc);
+    CHECK(s && strstr(s, "\"chat_template\": null") && strstr(s, "\"template\": null"), "reset: %s", s);
     free(s);
     CHECK(echo_to("w/ctl", "jump\n") == -EINVAL, "unknown verb");
     /* several verbs in one write: stop, then regenerate (was refused at the write with
@@ -687,6 +715,232 @@ static void test_soak(void) {
     CHECK(1, "soak survived");
 }
 
+static const char *thought_of(const char *msg, int n) {
+    static char buf[512];
+    int k = snprintf(buf, sizeof buf, "Thinking about: %.40s.", msg);
+    for (int i = 1; i < n; i++) k += snprintf(buf + k, sizeof buf - k, " t%d", i);
+    snprintf(buf + k, sizeof buf - k, "\n");
+    return buf;
+}
+
+static int has_text(const char *path, const char *needle) {
+    int rc;
+    char *t = cat(path, &rc);
+    int ok = t && strstr(t, needle);
+    if (!ok) fprintf(stderr, "  %s: got %s, want it to hold \"%s\"\n", path, t ? t : "(error)", needle);
+    free(t);
+    return ok;
+}
+
+/* creates path and writes text in one go (tar, cp: O_CREAT|O_EXCL, write, close) */
+static int create_with(const char *path, const char *text) {
+    const char *name;
+    uint64_t parent = parent_of(path, &name);
+    fs_handle *h;
+    fs_attr a;
+    int rc = fs_create(fs, me, parent, name, 0644, O_WRONLY | O_CREAT | O_EXCL, &h, &a);
+    if (rc) return rc;
+    ssize_t n = fs_write(fs, h, 0, text, strlen(text));
+    rc = n < 0 ? (int)n : fs_flush(fs, h);
+    fs_release(fs, h);
+    return rc;
+}
+
+/* issue 25 on the fake backend: a reply's reasoning in `thinking`, the turns' .thinking.md,
+ * settings, status, transcript, messages.json both ways, copies, persistence */
+static void remove_db(const char *path) {
+    for (const char *suf = ""; suf; suf = !*suf ? "-wal" : !strcmp(suf, "-wal") ? "-shm" : NULL) {
+        char p[320];
+        snprintf(p, sizeof p, "%s%s", path, suf);
+        unlink(p);
+    }
+}
+
+static void test_thinking(void) {
+    close_fs();
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", dbpath);
+    snprintf(dbpath, sizeof dbpath, "%.200s.think", saved); /* a database of its own: no root settings yet */
+    open_fs("delay=1,think=3,temp=0.6,topk=20"); /* a backend whose model thinks and recommends sampling */
+    fs_attr a;
+    /* the recommended sampling is the default for new conversations; the rest as before */
+    CHECK(has_text("settings.json", "\"temperature\": 0.6,") && has_text("settings.json", "\"top_k\": 20,") &&
+              has_text("settings.json", "\"top_p\": 0.95,") && has_text("settings.json", "\"thinking\": null,") &&
+              has_text("settings.json", "\"thinking_budget\": null,"),
+          "root settings: the backend's recommended sampling, thinking null");
+    CHECK(has_text("README", "The model can think"), "README says the model can think");
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "th", &a) == 0, "mkdir th");
+    CHECK(has_text("th/settings.json", "\"temperature\": 0.6,"), "a new conversation starts from them");
+    CHECK(text_is("th/thinking", "") && ino_of("th/thinking") > 0, "thinking: empty before a reply");
+    /* thinking streams, reaches EOF when the answer starts; reply holds the answer only */
+    CHECK(echo_to("th/message", "sum #delay=30") == 0, "send");
+    int rc;
+    char *t = cat("th/thinking", &rc);
+    CHECK(t && !strcmp(t, thought_of("sum #delay=30", 3)) && rc == 0, "thinking streamed: %s", t ? t : "");
+    free(t);
+    t = cat("th/status", &rc);
+    CHECK(t && !strncmp(t, "generating", 10), "the thinking file ended while the answer goes on: %s", t ? t : "");
+    free(t);
+    CHECK(text_is("th/reply", reply_to("sum #delay=30", 12)), "reply: the answer only");
+    wait_idle("th");
+    CHECK(has_text("th/status", "done 15 tokens (3 thinking)"), "done: both counts");
+    CHECK(text_is("th/turns/002-assistant.md", reply_to("sum #delay=30", 12)), "the turn: the answer");
+    CHECK(text_is("th/turns/002-assistant.thinking.md", thought_of("sum #delay=30", 3)), "the turn's reasoning");
+    CHECK(ino_of("th/turns/001-user.thinking.md") == -ENOENT && ino_of("th/turns/004-assistant.thinking.md") == -ENOENT,
+          "no reasoning file for a user turn or a turn that is not there");
+    fs_dirent *e;
+    int n;
+    CHECK(fs_readdir(fs, me, (uint64_t)ino_of("th/turns"), &e, &n) == 0 && n == 5 &&
+              !strcmp(e[2].name, "002-assistant.thinking.md") && !strcmp(e[3].name, "002-assistant.md"),
+          "listed before its turn (rm -r order)");
+    fs_dirents_free(e, n);
+    /* status while thinking */
+    CHECK(echo_to("th/message", "slow #think=40 #delay=15") == 0, "send a slow thinker");
+    sleep_ms(200);
+    t = cat("th/status", &rc);
+    CHECK(t && !strncmp(t, "thinking ", 9) && strstr(t, " tokens ") && strstr(t, " tok/s"), "status: %s", t ? t : "");
+    free(t);
+    CHECK(has_text("th/transcript.md", "> *thinking*\n>\n> Thinking about: slow"), "transcript: the reasoning as it grows");
+    CHECK(echo_to("th/ctl", "stop") == 0, "stop");
+    wait_idle("th");
+    CHECK(has_text("th/status", "(stopped)"), "stopped while thinking");
+    /* thinking false: no reasoning; thinking_budget caps it */
+    CHECK(echo_to("th/settings.json", "{\"thinking\": false}") == 0, "thinking false");
+    CHECK(has_text("th/settings.json", "\"thinking\": false,"), "settings show it");
+    CHECK(echo_to("th/message", "no thoughts") == 0, "send");
+    CHECK(text_is("th/reply", reply_to("no thoughts", 12)) && text_is("th/thinking", ""), "thinking off: empty");
+    wait_idle("th");
+    CHECK(ino_of("th/turns/006-assistant.thinking.md") == -ENOENT, "no reasoning file");
+    CHECK(echo_to("th/settings.json", "{\"thinking\": true, \"thinking_budget\": 2}") == 0, "budget 2");
+    CHECK(echo_to("th/message", "capped #think=50") == 0, "send");
+    CHECK(text_is("th/thinking", thought_of("capped #think=50", 2)), "the budget cuts the reasoning");
+    CHECK(text_is("th/reply", reply_to("capped #think=50", 12)), "and the answer follows");
+    wait_idle("th");
+    /* bad values: EINVAL with the reason */
+    CHECK(echo_to("th/settings.json", "{\"thinking\": \"yes\"}") == -EINVAL && has_text("th/error", "thinking"),
+          "thinking must be a boolean or null");
+    CHECK(echo_to("th/settings.json", "{\"thinking_budget\": -1}") == -EINVAL &&
+              has_text("th/error", "thinking_budget"), "negative budget");
+    CHECK(echo_to("th/settings.json", "{\"thinking_budget\": 1.5}") == -EINVAL, "fractional budget");
+    CHECK(echo_to("settings.json", "{\"thinking\": 3}") == -EINVAL, "global settings checked too");
+    CHECK(echo_to("settings.json", "{\"thinking\": false, \"thinking_budget\": 100}") == 0 &&
+              has_text("settings.json", "\"thinking_budget\": 100"), "global thinking settings");
+    CHECK(echo_to("th/settings.json", "{\"thinking\": null, \"thinking_budget\": null}") == 0, "back to null");
+    CHECK(echo_to("settings.json", "{}") == 0, "root reset");
+    /* the reasoning file is read-write; `thinking` is not */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("th/thinking"), O_WRONLY, &h) == -EACCES, "thinking is read-only");
+    CHECK(echo_to("th/turns/002-assistant.thinking.md", "edited reasoning\n") == 0 &&
+              text_is("th/turns/002-assistant.thinking.md", "edited reasoning\n") &&
+              text_is("th/turns/002-assistant.md", reply_to("sum #delay=30", 12)),
+          "edit the reasoning; the answer stays");
+    CHECK(echo_to("th/turns/002-assistant.thinking.md", "bad \xff") == -EINVAL, "reasoning is text");
+    /* a turn without reasoning gets one by creating its file */
+    CHECK(create_with("th/turns/006-assistant.thinking.md", "added later\n") == 0 &&
+              text_is("th/turns/006-assistant.thinking.md", "added later\n"),
+          "create a reasoning file for an answer without one");
+    CHECK(create_with("th/turns/005-user.thinking.md", "x") == -EPERM, "a user turn has none (not a name of the mount)");
+    CHECK(create_with("th/turns/003-assistant.thinking.md", "x") == -EACCES, "turn 3 is a user turn");
+    /* messages.json: reasoning_content out */
+    CHECK(has_text("th/messages.json",
+                   "{\"role\": \"assistant\", \"content\": \"Reply to: sum #delay=30. w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11\", "
+                   "\"reasoning_content\": \"edited reasoning\"}"),
+          "messages.json carries reasoning_content");
+    CHECK(has_text("th/transcript.md", "## assistant\n\n> *thinking*\n>\n> edited reasoning\n\nReply to: sum"),
+          "transcript: the reasoning quoted before the answer");
+    /* ... and in: a new conversation imports it */
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "imp", &a) == 0, "mkdir imp");
+    CHECK(echo_to("imp/messages.json",
+                  "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
+                  "\"reasoning_content\": \"r1\\r\\nr2\"}, {\"role\": \"user\", \"content\": \"q2\"}, "
+                  "{\"role\": \"assistant\", \"content\": \"b\", \"reasoning_content\": null}]") == 0,
+          "import with reasoning_content");
+    CHECK(text_is("imp/turns/002-assistant.thinking.md", "r1\nr2\n") && text_is("imp/turns/002-assistant.md", "a\n") &&
+              ino_of("imp/turns/004-assistant.thinking.md") == -ENOENT,
+          "imported: the reasoning in its file (CRLF normalised), none for null");
+    CHECK(text_is("imp/thinking", "") && text_is("imp/reply", "b\n"), "reply and thinking show the last answer");
+    CHECK(echo_to("imp/messages.json",
+                  "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
+                  "\"reasoning_content\": \"other\"}]") == -EPERM &&
+              has_text("imp/error", "002-assistant.thinking.md"),
+          "an import that would change a reasoning: EPERM");
+    CHECK(echo_to("imp/messages.json",
+                  "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]") == 0,
+          "one that leaves the reasoning out changes nothing");
+    CHECK(echo_to("imp/messages.json", "[{\"role\": \"user\", \"content\": \"q\", \"reasoning_content\": \"x\"}]") ==
+              -EINVAL, "reasoning_content on a user message: EINVAL");
+    CHECK(echo_to("imp/messages.json",
+                  "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
+                  "\"reasoning_content\": 5}]") == -EINVAL, "reasoning_content not a string: EINVAL");
+    /* tar into a new conversation: a .thinking.md that comes before its turn waits for it */
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "tarred", &a) == 0, "mkdir tarred");
+    CHECK(create_with("tarred/turns/002-assistant.thinking.md", "copied reasoning\n") == 0, "reasoning first");
+    CHECK(create_with("tarred/turns/002-assistant.md", "copied answer\n") == 0, "its turn second");
+    CHECK(create_with("tarred/turns/001-user.md", "copied question\n") == 0, "the first turn last");
+    CHECK(text_is("tarred/turns/002-assistant.thinking.md", "copied reasoning\n") &&
+              text_is("tarred/turns/002-assistant.md", "copied answer\n"),
+          "the copy arrived whole");
+    /* unlink: the reasoning goes, the answer stays */
+    CHECK(fs_unlink(fs, me, (uint64_t)ino_of("imp/turns"), "002-assistant.thinking.md") == 0 &&
+              ino_of("imp/turns/002-assistant.thinking.md") == -ENOENT && text_is("imp/turns/002-assistant.md", "a\n"),
+          "rm a reasoning file");
+    /* persistence: the reasoning is in the database */
+    close_fs();
+    open_fs("delay=1,think=3");
+    CHECK(text_is("th/turns/002-assistant.thinking.md", "edited reasoning\n") &&
+              text_is("tarred/turns/002-assistant.thinking.md", "copied reasoning\n") &&
+              ino_of("imp/turns/002-assistant.thinking.md") == -ENOENT,
+          "reasoning kept across a reopen");
+    CHECK(text_is("th/thinking", thought_of("capped #think=50", 2)), "thinking shows the last answer's reasoning after a reopen");
+    close_fs();
+    remove_db(dbpath);
+    snprintf(dbpath, sizeof dbpath, "%s", saved);
+    open_fs("delay=1");
+}
+
+/* a database written before the reasoning column (conversations schema 1) opens, migrated */
+static void test_old_schema(void) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%.200s.v1", dbpath);
+    store_db *d = db_open(path, err, sizeof err);
+    REQUIRE(d, "db: %s", err);
+    static const char *const v1[] = {
+        "CREATE TABLE conversation(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,"
+        "  system TEXT NOT NULL DEFAULT '', settings TEXT NOT NULL DEFAULT '{}', mtime_ns INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE conversation_turn(conversation INTEGER NOT NULL REFERENCES conversation(id) ON DELETE CASCADE,"
+        "  idx INTEGER NOT NULL, role TEXT NOT NULL CHECK (role IN ('user', 'assistant')), content TEXT NOT NULL,"
+        "  complete INTEGER NOT NULL DEFAULT 1, mtime_ns INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (conversation, idx));"
+        "CREATE TABLE conversation_global(key TEXT PRIMARY KEY, value TEXT NOT NULL);"};
+    CHECK(db_migrate(d, "conversations", v1, 1, err, sizeof err) == 0, "schema 1: %s", err);
+    CHECK(db_exec(d,
+                  "INSERT INTO conversation(id, name) VALUES(1, 'old');"
+                  "INSERT INTO conversation_turn(conversation, idx, role, content) VALUES(1, 1, 'user', 'hi');"
+                  "INSERT INTO conversation_turn(conversation, idx, role, content) VALUES(1, 2, 'assistant', 'hello');",
+                  err, sizeof err) == 0,
+          "old rows: %s", err);
+    db_close(d);
+    d = db_open(path, err, sizeof err);
+    REQUIRE(d, "db: %s", err);
+    convs_store *s = convs_open(d, err, sizeof err);
+    CHECK(s && db_module_version(d, "conversations") == 2, "migrated to schema 2: %s", s ? "" : err);
+    CHECK(s && convs_update_reasoning(s, 1, 2, "why", 3, err, sizeof err) == 0, "the new column: %s", err);
+    convs_close(s);
+    db_close(d);
+    /* the mount sees the old turns, and the reasoning written to the new column */
+    close_fs();
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", dbpath);
+    snprintf(dbpath, sizeof dbpath, "%s", path);
+    open_fs("delay=1");
+    CHECK(text_is("old/turns/001-user.md", "hi\n") && text_is("old/turns/002-assistant.md", "hello\n") &&
+              text_is("old/turns/002-assistant.thinking.md", "why\n"),
+          "an old database's turns, with the migrated column");
+    close_fs();
+    snprintf(dbpath, sizeof dbpath, "%s", saved);
+    open_fs("delay=1");
+    remove_db(path);
+}
+
 int main(void) {
     me = (uint32_t)getpid();
     mkdir("tests/tmp", 0755);
@@ -704,6 +958,8 @@ int main(void) {
     test_persistence();
     test_concurrency();
     test_soak();
+    test_thinking();
+    test_old_schema();
     close_fs();
     char p[300];
     for (const char *suf = ""; suf; suf = !*suf ? "-wal" : !strcmp(suf, "-wal") ? "-shm" : NULL) {

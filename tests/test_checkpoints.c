@@ -211,6 +211,7 @@ static void add(conv *c, const char *role, const char *text) {
     c->own[c->n] = strdup(text);
     c->m[c->n].role = role;
     c->m[c->n].content = c->own[c->n];
+    c->m[c->n].reasoning_content = NULL;
     c->n++;
 }
 
@@ -282,19 +283,25 @@ typedef struct {
     const model *m;
     ledger led;
     int max_tokens, interval;
-    const char *tmpl_name; /* a forced template family, or NULL */
-    chat_template tmpl;
+    const char *tmpl_name; /* a built-in template, or NULL: the model's own */
+    chat_template *tmpl;   /* the template the engine renders with (a reference) */
     int last_prompt_n;
     int *last_prompt;
 } rig;
 
 static int *render_with(const model *m, const chat_template *t, const conv *c, int *n) {
-    char *s = template_render(t, c->m, c->n, 1);
+    char err[256];
+    size_t len;
+    char *s = template_render(t, c->m, c->n, 1, 1, &len, err, sizeof err);
+    REQUIRE(s != NULL, "render: %s", err);
     int *ids = NULL;
-    *n = tokenizer_encode(m->tok, s, strlen(s), 1, 1, &ids);
+    *n = tokenizer_encode(m->tok, s, len, 1, 1, &ids);
     free(s);
     return ids;
 }
+
+/* the template and switches the engine renders with, and the prompt t (n tokens) */
+static pc_render as_engine(const rig *g, const int *t, int n) { return (pc_render){g->tmpl, 1, NULL, 0, t, n}; }
 
 /* Until the engine has done the work after the last reply (the (c) checkpoint runs as a
  * job after on_done): the ledger models a person who reads a reply before answering.
@@ -321,12 +328,13 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     s.max_tokens = g->max_tokens;
     s.checkpoint_interval = g->interval;
     s.template_name = g->tmpl_name;
-    g->tmpl = g->m->tmpl;
-    if (g->tmpl_name) template_force(&g->tmpl, g->tmpl_name);
-    gen_report r, r0;
     char err[256];
+    template_unref(g->tmpl);
+    g->tmpl = g->tmpl_name ? template_new_builtin(g->tmpl_name, g->m->tok, err, sizeof err) : template_ref(g->m->tmpl);
+    REQUIRE(g->tmpl != NULL, "template %s: %s", g->tmpl_name, err);
+    gen_report r, r0;
     text a = {0}, b = {0};
-    int n, *t = render_with(g->m, &g->tmpl, c, &n);
+    int n, *t = render_with(g->m, g->tmpl, c, &n);
     int expect = ledger_best(&g->led, t, n, g->m->trimmable);
     wait_idle(g->e);
     CHECK(engine_run(g->e, c->m, c->n, &s, on_text, &a, &r, err, sizeof err) == 0, "%s: %s", what, err);
@@ -343,7 +351,8 @@ static gen_report turn(rig *g, conv *c, const char *what) {
           r.reused_tokens, r.computed_tokens, r.prompt_tokens);
     /* what the engine was told to place: marks while prefilling, and (c) after */
     pc_mark *mk;
-    int nm = pc_plan(g->m, &g->tmpl, c->m, c->n, t, n, g->interval, &mk);
+    pc_render pr = as_engine(g, t, n);
+    int nm = pc_plan(g->m, &pr, c->m, c->n, g->interval, &mk);
     for (int i = 0; i < nm; i++)
         if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind == PC_PROMPT);
     /* one pass per chunk, unless two marks lie ahead in it: the first is captured inside
@@ -359,7 +368,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     free(mk);
     add(c, "assistant", a.buf);
     c->n--; /* the (c) prefix renders [..., assistant(reply), user(x)] */
-    int *ct, nc = pc_next_turn_prefix(g->m, &g->tmpl, c->m, c->n, a.buf, &ct);
+    int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, NULL, &ct);
     c->n++;
     if (nc > 0) ledger_add(&g->led, ct, nc, 0);
     free(ct);
@@ -395,6 +404,7 @@ static void rig_close(rig *g) {
     if (g->st.db) test_store_close(&g->st);
     ledger_free(&g->led);
     free(g->last_prompt);
+    template_unref(g->tmpl);
 }
 
 static char *long_system(int words) {
@@ -471,7 +481,7 @@ static void ten_turns(const char *model_path, const char *db, const char *tmpl) 
     {
         conv o = {0};
         conv_copy(&o, &c, 1 + 2 * 2 + 1);
-        int *t = render_with(g.m, &g.tmpl, &o, &no);
+        int *t = render_with(g.m, g.tmpl, &o, &no);
         memcpy(orig, t, sizeof(int) * (size_t)no);
         free(t);
         conv_free(&o);
@@ -528,7 +538,7 @@ static void placement(void) {
     add(&c, "assistant", "An answer.");
     add(&c, "user", "Second question here.");
     turn(&g, &c, "(a) first");
-    int n_pa, *pa = render_with(m, &g.tmpl, &c, &n_pa);
+    int n_pa, *pa = render_with(m, g.tmpl, &c, &n_pa);
     for (int i = 0; i < 2; i++) free(c.own[--c.n]); /* drop the reply and the last question */
     add(&c, "user", "A different second question.");
     gen_report r = turn(&g, &c, "(a) second");
@@ -570,7 +580,7 @@ static void placement(void) {
     doc2[strlen(doc2) - 20] = 'Z';
     add(&c, "user", doc);
     turn(&g, &c, "(d) first");
-    int n1, *t1 = render_with(m, &g.tmpl, &c, &n1);
+    int n1, *t1 = render_with(m, g.tmpl, &c, &n1);
     conv_free(&c);
     add(&c, "user", doc2);
     r = turn(&g, &c, "(d) edited");
@@ -714,7 +724,7 @@ static void attention_only(void) {
     /* the last message edited near its end */
     for (int i = 0; i < 2; i++) free(c.own[--c.n]); /* the reply and the question */
     add(&c, "user", "Tell me about the rivers of Europe, from the Danube to the Volga.");
-    int n2, *t2 = render_with(m, &g.tmpl, &c, &n2);
+    int n2, *t2 = render_with(m, g.tmpl, &c, &n2);
     const int at_checkpoints = ledger_best(&g.led, t2, n2, 0), shared = common(t1, n1, t2, n2);
     gen_report r = turn(&g, &c, "attention only, edit");
     CHECK(r.reused_tokens == shared && shared < n2, "edit: reused %d, unchanged prefix %d of %d", r.reused_tokens,
@@ -731,7 +741,7 @@ static void attention_only(void) {
     add(&f, "user", "And what about the lakes of Italy?");
     turn(&g, &c, "attention only, fork 1");
     int n3 = g.last_prompt_n, *t3 = copy_tokens(g.last_prompt, n3);
-    int n4, *t4 = render_with(m, &g.tmpl, &f, &n4);
+    int n4, *t4 = render_with(m, g.tmpl, &f, &n4);
     const int fork_checkpoints = ledger_best(&g.led, t4, n4, 0), fork_shared = common(t3, n3, t4, n4);
     r = turn(&g, &f, "attention only, fork 2");
     CHECK(r.reused_tokens == fork_shared && r.reused_tokens > fork_checkpoints,
@@ -773,7 +783,7 @@ static void attention_only(void) {
     conv d = {0};
     add(&d, "system", "You are terse.");
     add(&d, "user", "Tell me about the rivers of Europe, from the Danube to the Elbe.");
-    int n5, *t5 = render_with(engine_model(e), &engine_model(e)->tmpl, &d, &n5);
+    int n5, *t5 = render_with(engine_model(e), engine_model(e)->tmpl, &d, &n5);
     int want = common(t1, n1, t5, n5);
     if (common(t2, n2, t5, n5) > want) want = common(t2, n2, t5, n5);
     gen_settings s;

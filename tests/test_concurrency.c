@@ -69,7 +69,7 @@ static char *system_prompt(chat_engine *e, int tokens, unsigned seed) {
         sprintf(s, "You are a translator. Translate this text into French, keep the tone, and answer with the "
                    "translation only. Context: %s", body);
         free(body);
-        chat_msg m = {"system", s};
+        chat_msg m = {"system", s, NULL};
         if (engine_count_tokens(e, &m, 1, NULL) >= tokens) return s;
         free(s);
     }
@@ -85,6 +85,7 @@ typedef struct {
 static void conv_add(conv *c, const char *role, const char *text) {
     c->m[c->n].role = role;
     c->m[c->n].content = strdup(text);
+    c->m[c->n].reasoning_content = NULL;
     c->n++;
 }
 
@@ -95,8 +96,10 @@ static void conv_free(conv *c) {
 
 /* the prompt tokens, as the engine renders them */
 static int prompt_of(const model *m, const conv *c, int **ids) {
-    char *text = template_render(&m->tmpl, c->m, c->n, 1);
-    int n = tokenizer_encode(m->tok, text, strlen(text), 1, 1, ids);
+    char err[256];
+    size_t len;
+    char *text = template_render(m->tmpl, c->m, c->n, 1, 1, &len, err, sizeof err);
+    int n = text ? tokenizer_encode(m->tok, text, len, 1, 1, ids) : -1;
     free(text);
     return n;
 }
@@ -167,7 +170,7 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
 /* Queues c as j; 0 when refused (the reason in j->error). */
 static uint64_t submit(chat_engine *e, const conv *c, const gen_settings *s, job *j) {
     j->e = e;
-    gen_callbacks cb = {on_text, on_progress, on_done, j};
+    gen_callbacks cb = {.on_text = on_text, .on_progress = on_progress, .on_done = on_done, .ud = j};
     char err[256] = "";
     uint64_t id = engine_submit(e, c->m, c->n, s, &cb, err, sizeof err);
     pthread_mutex_lock(&mu);
@@ -335,7 +338,8 @@ static void burst(const char *path, chat_engine *ref) {
         for (int i = 0; i < N_CONV; i++) {
             jobs[i].text[jobs[i].n] = 0;
             free(next[i]);
-            n_next[i] = pc_next_turn_prefix(m, &m->tmpl, c[i].m, c[i].n, jobs[i].text, &next[i]);
+            pc_render as_engine = {m->tmpl, 1, NULL, 0, NULL, 0};
+            n_next[i] = pc_next_turn_prefix(m, &as_engine, c[i].m, c[i].n, jobs[i].text, NULL, &next[i]);
             conv_add(&c[i], "assistant", jobs[i].text);
             free(p[i]);
         }
@@ -454,14 +458,14 @@ static void no_stall(const char *path) {
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
     char *doc = system_prompt(e, 1000, 5);
-    chat_msg run_msg = {"user", "Tell me everything."}, long_msg[2] = {{"system", doc}, {"user", "Translate it."}};
+    chat_msg run_msg = {"user", "Tell me everything.", NULL}, long_msg[2] = {{"system", doc, NULL}, {"user", "Translate it.", NULL}};
     gen_settings s;
     gen_settings_defaults(&s);
     s.ignore_eog = 1;
     s.max_tokens = 2000;
     job running = {0}, longer = {0};
     staller_of = &running;
-    gen_callbacks cb = {NULL, on_running_progress, on_done, &running};
+    gen_callbacks cb = {.on_progress = on_running_progress, .on_done = on_done, .ud = &running};
     uint64_t id = engine_submit(e, &run_msg, 1, &s, &cb, err, sizeof err);
     REQUIRE(id, "%s", err);
     for (;;) { /* generating */
@@ -473,7 +477,7 @@ static void no_stall(const char *path) {
     }
     s.max_tokens = 1;
     s.checkpoints = 0; /* no marks: slices of exactly one chunk */
-    gen_callbacks cb2 = {NULL, on_long_progress, on_done, &longer};
+    gen_callbacks cb2 = {.on_progress = on_long_progress, .on_done = on_done, .ud = &longer};
     uint64_t id2 = engine_submit(e, long_msg, 2, &s, &cb2, err, sizeof err);
     REQUIRE(id2, "%s", err);
     pthread_mutex_lock(&mu);

@@ -154,9 +154,10 @@ static void test_stream(void) {
         "data: [DONE]\n\n";
     for (size_t piece = 1; piece <= strlen(body); piece *= 3) {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s,
+                            .on_reasoning = s_reasoning};
         remote_stream st;
-        remote_stream_init(&st, &cb, s_reasoning, remote_now_ms());
+        remote_stream_init(&st, &cb, remote_now_ms());
         CHECK(st.rep.prompt_tokens == -1 && st.rep.phase == GEN_QUEUED, "unknown until the server says");
         remote_stream_sent(&st);
         CHECK(s.last.phase == GEN_PREFILL, "sent: prefill");
@@ -172,14 +173,15 @@ static void test_stream(void) {
               "report: prompt %d reused %d computed %d generated %d %.1f tok/s", s.last.prompt_tokens,
               s.last.reused_tokens, s.last.computed_tokens, s.last.generated_tokens, s.last.decode_tokens_per_s);
         CHECK(s.last.phase == GEN_GENERATING && s.last.ttft_ms >= 0, "phase %d", s.last.phase);
+        CHECK(s.last.reasoning_tokens == 2, "two reasoning pieces: %d", s.last.reasoning_tokens);
         remote_stream_free(&st);
     }
     /* the prefill as llama-server reports it, before any token */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
-        remote_stream_init(&st, &cb, NULL, remote_now_ms());
+        remote_stream_init(&st, &cb, remote_now_ms());
         const char *p = "data: {\"choices\":[],\"prompt_progress\":{\"total\":100,\"cache\":40,\"processed\":70}}\n\n";
         CHECK(remote_stream_feed(&st, p, strlen(p)) == 0, "%s", st.fail);
         CHECK(s.last.phase == GEN_PREFILL && s.last.prompt_tokens == 100 && s.last.prefill_done == 70 &&
@@ -194,9 +196,9 @@ static void test_stream(void) {
     /* reasoning with no hook is dropped, never put into the text */
     {
         sink s = {0};
-        gen_callbacks cb = {s_text, s_progress, s_done, &s};
+        gen_callbacks cb = {.on_text = s_text, .on_progress = s_progress, .on_done = s_done, .ud = &s};
         remote_stream st;
-        remote_stream_init(&st, &cb, NULL, remote_now_ms());
+        remote_stream_init(&st, &cb, remote_now_ms());
         const char *r = "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n"
                         "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n"
                         "data: not json\n\n";
@@ -209,8 +211,8 @@ static void test_stream(void) {
 /* ---- requests, errors, models ---- */
 
 static void test_request(void) {
-    chat_msg m[] = {{"system", "Answer briefly."}, {"user", "What is 17 + 25?"}, {"assistant", "42"},
-                    {"user", "Add 5 to that."}};
+    chat_msg m[] = {{"system", "Answer briefly.", NULL}, {"user", "What is 17 + 25?", NULL}, {"assistant", "42", "17 + 25 = 42"},
+                    {"user", "Add 5 to that.", NULL}};
     gen_settings s;
     gen_settings_defaults(&s);
     s.temperature = 0.5f;
@@ -235,18 +237,29 @@ static void test_request(void) {
     CHECK(!strcmp(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "stop"), 0)->valuestring, "\n\n"), "stop");
     CHECK(!cJSON_GetObjectItem(o, "top_k") && !cJSON_GetObjectItem(o, "min_p"), "off samplers not sent to a strict server");
     CHECK(!cJSON_GetObjectItem(o, "cache_prompt") && !cJSON_GetObjectItem(o, "return_progress"), "no llama.cpp extras");
+    CHECK(!cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 2), "reasoning_content") &&
+              !cJSON_GetObjectItem(o, "chat_template_kwargs") && !cJSON_GetObjectItem(o, "thinking_budget_tokens"),
+          "thinking on (the default): no reasoning fields for a strict server");
     cJSON_Delete(o);
     free(body);
     s.top_k = 40;
     s.max_tokens = 0;
     s.n_stop = 0;
-    body = remote_request_json("m1", m, 2, &s, DIALECT_LLAMACPP);
+    s.enable_thinking = 0;
+    s.thinking_budget = 16;
+    body = remote_request_json("m1", m, 4, &s, DIALECT_LLAMACPP);
     o = cJSON_Parse(body);
     REQUIRE(o, "request JSON: %s", body);
     CHECK(cJSON_GetObjectItem(o, "top_k")->valueint == 40 && cJSON_GetObjectItem(o, "min_p"), "llama.cpp samplers");
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "cache_prompt")), "checkpoints false: cache_prompt false");
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(o, "return_progress")), "progress asked");
     CHECK(!cJSON_GetObjectItem(o, "max_tokens") && !cJSON_GetObjectItem(o, "stop"), "unset limits not sent");
+    cJSON *past = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "messages"), 2), "reasoning_content");
+    CHECK(cJSON_IsString(past) && !strcmp(past->valuestring, "17 + 25 = 42"), "a past answer's reasoning_content");
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "chat_template_kwargs"), "enable_thinking")),
+          "thinking false: chat_template_kwargs.enable_thinking false");
+    CHECK(cJSON_GetObjectItem(o, "thinking_budget_tokens") &&
+              cJSON_GetObjectItem(o, "thinking_budget_tokens")->valueint == 16, "thinking_budget_tokens");
     cJSON_Delete(o);
     free(body);
 }
@@ -479,10 +492,11 @@ static int wait_dones(req_sink *s, int n, int ms) {
 }
 
 static uint64_t submit_text(fs_backend *b, const char *text, req_sink *s) {
-    chat_msg m = {"user", text};
+    chat_msg m = {"user", text, NULL};
     gen_settings gs;
     gen_settings_defaults(&gs);
-    gen_callbacks cb = {r_text, r_progress, r_done, s};
+    gen_callbacks cb = {.on_text = r_text, .on_progress = r_progress, .on_done = r_done, .ud = s,
+                        .on_reasoning = r_reasoning};
     char err[256];
     uint64_t id = b->submit(b, &m, 1, &gs, &cb, err, sizeof err);
     CHECK(id, "submit: %s", err);
@@ -515,7 +529,6 @@ static void test_worker(void) {
     remote_config cfg = {url, NULL, NULL, 2};
     fs_backend *b = backend_remote_open(&cfg, err, sizeof err);
     REQUIRE(b, "open: %s", err);
-    b->on_reasoning = r_reasoning;
     CHECK(!strcmp(b->name, "remote") && !b->count_tokens, "the server counts tokens: no count_tokens");
 
     /* three at once with two in flight: the third waits, all three finish */
@@ -539,6 +552,7 @@ static void test_worker(void) {
     submit_text(b, "think", &t);
     CHECK(wait_dones(&t, 1, 5000) && !strcmp(t.reasoning, "adding up") && !strcmp(t.text, " w1 w2 w3 w4 w5"),
           "reasoning '%s' text '%s'", t.reasoning, t.text);
+    CHECK(t.rep.reasoning_tokens == 1, "reasoning tokens %d", t.rep.reasoning_tokens);
     /* an error answer and a cut stream */
     req_sink f = {0}, c = {0};
     pthread_mutex_init(&f.mu, NULL);

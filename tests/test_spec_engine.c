@@ -24,8 +24,10 @@
 #include "engine/runtime/speculative.h"
 #include "tests/check.h"
 #include "tests/engine_db.h"
+#include "tests/reply.h"
 
 #define MODEL "tests/fixtures/qwen35-tiny-mtp-f32.gguf"
+#define DEFAULT_MODEL "models/chatfs-default.gguf" /* Qwen3.5's template, thinking, a trained MTP head */
 
 typedef struct {
     char text[65536];
@@ -68,7 +70,7 @@ static void default_on(void) {
     chat_engine *e = open_engine(0, NULL), *plain = open_engine(-1, NULL);
     CHECK(engine_draft(e) == SPEC_DEFAULT_DRAFT && engine_draft(plain) == 0, "drafts %d / %d", engine_draft(e),
           engine_draft(plain));
-    chat_msg msg = {"user", "Hello world! The quick brown fox"};
+    chat_msg msg = {"user", "Hello world! The quick brown fox", NULL};
     sink a, b, c;
     gen_report ra, rb, rc;
     gen_settings s = greedy(40, -1), off = greedy(40, 0);
@@ -131,7 +133,7 @@ static void six_at_once(void) {
     sink alone[SIX];
     for (int i = 0; i < SIX; i++) {
         s[i] = greedy(max[i], draft[i]);
-        msg[i] = (chat_msg){"user", prompts[i]};
+        msg[i] = (chat_msg){"user", prompts[i], NULL};
         gen_report r;
         ask(e, &msg[i], 1, &(gen_settings){.max_tokens = max[i], .speculative = 0, .ignore_eog = 1,
                                            .checkpoints = 1, .checkpoint_interval = 1024},
@@ -152,7 +154,7 @@ static void six_at_once(void) {
     char err[256];
     for (int i = 0; i < SIX; i++) {
         jobs[i].w = &w;
-        gen_callbacks cb = {job_text, NULL, job_done, &jobs[i]};
+        gen_callbacks cb = {.on_text = job_text, .on_done = job_done, .ud = &jobs[i]};
         REQUIRE(engine_submit(e, &msg[i], 1, &s[i], &cb, err, sizeof err), "submit: %s", err);
     }
     pthread_mutex_lock(&w.lock);
@@ -187,7 +189,8 @@ static void two_turns(void) {
         chat_engine *e = open_engine(k ? 3 : -1, test_store_open(&st, db[k]));
         gen_settings s = greedy(30, -1);
         s.session = "c";
-        chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox"}, {"assistant", ""}, {"user", second_text}};
+        chat_msg msgs[3] = {
+            {"user", "Hello world! The quick brown fox", NULL}, {"assistant", "", NULL}, {"user", second_text, NULL}};
         ask(e, msgs, 1, &s, &out[k][0], &rep[k][0]);
         engine_close(e); /* the post-generation checkpoint and the database write */
         test_store_close(&st);
@@ -212,8 +215,8 @@ static void two_turns(void) {
         chat_engine *e = open_engine(3, NULL);
         gen_settings s = greedy(30, -1);
         s.checkpoints = 0;
-        chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox"}, {"assistant", out[1][0].text},
-                            {"user", second_text}};
+        chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox", NULL}, {"assistant", out[1][0].text, NULL},
+                            {"user", second_text, NULL}};
         sink o;
         gen_report r;
         ask(e, msgs, 3, &s, &o, &r);
@@ -234,7 +237,7 @@ static void two_turns(void) {
 
 static void sampling_and_failure(void) {
     chat_engine *e = open_engine(3, NULL);
-    chat_msg msg = {"user", "Once upon a time"};
+    chat_msg msg = {"user", "Once upon a time", NULL};
     gen_settings s = greedy(32, -1);
     s.temperature = 0.9f, s.seed = 11;
     sink a, b;
@@ -285,10 +288,85 @@ static void sampling_and_failure(void) {
     engine_close(no);
 }
 
+/* ---------------------------------------------------------------- the default model */
+
+/* The default model's head was trained with its trunk, so its drafts are mostly accepted:
+ * accepted drafts go through the reasoning split, the thinking budget and the stops token
+ * by token, as plain decoding's tokens do. For held-out questions (tools/train/heldout.jsonl)
+ * under thinking on, budgets that end the reasoning early (0: at once, 1, 3, 8: inside a
+ * step of drafts), a stop string in the answer, a length limit, and thinking off, the
+ * answer, the reasoning, both token counts and the finish with drafts of 1, 2 and 3 equal
+ * those of plain decoding (greedy). */
+static void default_model_same(void) {
+    engine_config cfg = {.model_path = DEFAULT_MODEL, .threads = 2, .n_ctx = 512, .draft = 3};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "engine_open: %s", err);
+    CHECK(engine_draft(e) == 3, "the default model speculates: %d", engine_draft(e));
+    static const chat_msg questions[][2] = {
+        {{"user", "What is 7 + 26 + 13?", NULL}},
+        {{"user", "70 - 33 = ? Let's think step by step.", NULL}},
+        {{"system", "Write your answers in CAPS.", NULL}, {"user", "Think step by step: What is 205 + 13?", NULL}},
+        {{"user", "Count these words one by one: tiger snow grape wolf banana star", NULL}},
+        {{"user", "What is 73 plus 29?", NULL}},
+    };
+    static const int n_msgs[] = {1, 1, 2, 1, 1};
+    static const struct {
+        int thinking, budget, max_tokens;
+        const char *stop;
+    } cases[] = {
+        {1, -1, 96, NULL}, {1, 0, 96, NULL}, {1, 1, 96, NULL}, {1, 3, 96, NULL}, {1, 8, 96, NULL},
+        {1, -1, 96, " = "}, {1, -1, 11, NULL}, {1, 5, 9, NULL}, {0, -1, 96, NULL}, {0, -1, 96, "+"},
+    };
+    static test_reply plain, spec;
+    long drafted = 0, accepted = 0, tokens = 0, passes = 0, runs = 0, differ = 0;
+    for (size_t q = 0; q < sizeof n_msgs / sizeof *n_msgs; q++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            gen_settings s;
+            engine_settings_defaults(e, &s);
+            s.temperature = 0;
+            s.enable_thinking = cases[c].thinking;
+            s.thinking_budget = cases[c].budget;
+            s.max_tokens = cases[c].max_tokens;
+            if (cases[c].stop) s.stop[0] = cases[c].stop, s.n_stop = 1;
+            s.speculative = 0;
+            REQUIRE(reply_run(e, questions[q], n_msgs[q], &s, &plain) == 0, "%s", plain.error);
+            CHECK(plain.report.drafted_tokens == 0, "speculative 0 drafted");
+            for (int k = 1; k <= 3; k++) {
+                s.speculative = k;
+                REQUIRE(reply_run(e, questions[q], n_msgs[q], &s, &spec) == 0, "%s", spec.error);
+                const int same = !strcmp(spec.answer, plain.answer) && !strcmp(spec.reasoning, plain.reasoning) &&
+                                 spec.report.generated_tokens == plain.report.generated_tokens &&
+                                 spec.report.reasoning_tokens == plain.report.reasoning_tokens &&
+                                 spec.report.finish == plain.report.finish &&
+                                 spec.saw_thinking == plain.saw_thinking && !spec.thinking_after_generating;
+                CHECK(same,
+                      "question %zu case %zu draft %d: '%s' / '%s' %d tokens (%d thinking) finish %d; plain '%s' / '%s' "
+                      "%d (%d) finish %d",
+                      q, c, k, spec.reasoning, spec.answer, spec.report.generated_tokens, spec.report.reasoning_tokens,
+                      spec.report.finish, plain.reasoning, plain.answer, plain.report.generated_tokens,
+                      plain.report.reasoning_tokens, plain.report.finish);
+                differ += !same;
+                drafted += spec.report.drafted_tokens;
+                accepted += spec.report.accepted_tokens;
+                tokens += spec.report.generated_tokens;
+                passes += spec.report.decode_passes;
+                runs++;
+            }
+        }
+    printf("  default model: %ld speculative replies equal plain decoding's (%ld differ; thinking on and off, budgets "
+           "0/1/3/5/8, stops, lengths): %ld of %ld drafts accepted, %ld decode passes for %ld tokens\n",
+           runs - differ, differ, accepted, drafted, passes, tokens);
+    CHECK(drafted > 0 && accepted * 10 > drafted * 6, "the trained head's drafts: %ld of %ld accepted", accepted,
+          drafted);
+    engine_close(e);
+}
+
 int main(void) {
     default_on();
     six_at_once();
     two_turns();
     sampling_and_failure();
+    default_model_same();
     return check_report("test_spec_engine");
 }

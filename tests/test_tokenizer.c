@@ -498,6 +498,129 @@ static void test_specials(void) {
     tokenizer_free(t);
 }
 
+/* ------------------------------------------------------------------ 4b. encoding like a known text */
+
+static unsigned like_seed = 2024;
+static unsigned like_rand(unsigned n) {
+    like_seed = like_seed * 1103515245u + 12345u;
+    return (like_seed >> 8) % n;
+}
+
+/* a text of random pieces: chat markers, words, Unicode, a byte that is not UTF-8,
+ * parts of specials and specials that overlap ("xy", "yzw" in the special vocabulary) */
+static size_t like_text(char *buf, size_t cap) {
+    static const char *const pieces[] = {
+        "<|im_start|>", "<|im_end|>", "\n", "user", "assistant", " hello", " world", "  ", "\n\n", "<think>", "</think>",
+        "x", "xy", "yzw", "xyzw", "<|c|>", "<|im_", "start|>", "h\xc3\xa9llo", " \xe6\x97\xa5\xe6\x9c\xac", "\xff", "42", ". ",
+        "<|endoftext|>", "\t", "Point 3 about Kant: it follows from simple rules."};
+    size_t n = 0;
+    for (int k = 0, parts = 1 + (int)like_rand(40); k < parts; k++) {
+        const char *p = pieces[like_rand(sizeof pieces / sizeof *pieces)];
+        size_t len = strlen(p);
+        if (n + len >= cap) break;
+        memcpy(buf + n, p, len);
+        n += len;
+    }
+    return n;
+}
+
+/* tokenizer_encode_like gives exactly tokenizer_encode's tokens: for texts that share a
+ * beginning with the known one (a changed ending, a change in the middle, an insertion,
+ * a special cut in two), for texts that share nothing, with every flag combination, on
+ * the fixture vocabularies, one with overlapping specials, and SentencePiece (which
+ * encodes from scratch) */
+static void test_encode_like(const tokenizer *spm) {
+    gguf_file *g1, *g2;
+    tokenizer *qwen35 = load_file(FIXTURES "/qwen35-tiny-f32.gguf", &g1);
+    tokenizer *trained = load_file("models/chatfs-default.gguf", &g2);
+    const char *extra[] = {"<think>", "<|c|>", "xy", "yzw", "<|im_start|>", "<|im_end|>"};
+    const int32_t types[] = {TOK_USER_DEFINED, TOK_CONTROL, TOK_CONTROL, TOK_CONTROL, TOK_CONTROL, TOK_CONTROL};
+    bpe_spec sp = {"qwen2", extra, types, 6, NULL, 0, 1};
+    char err[256];
+    gguf_build b;
+    tokenizer *overlap = build_bpe(&sp, err, sizeof err, &b);
+    gb_free(&b);
+    REQUIRE(qwen35 && trained && overlap, "vocabularies for encode_like");
+    const tokenizer *toks[] = {qwen35, trained, overlap, spm};
+    int cases = 0, same = 0;
+    char known[2048], text[4096];
+    for (int round = 0; round < 1500; round++) {
+        const tokenizer *t = toks[round % 4];
+        int add_special = like_rand(2), parse_special = like_rand(4) != 0;
+        size_t kn = like_text(known, sizeof known), n = 0;
+        switch (like_rand(5)) {
+        case 0: /* the same text */
+            memcpy(text, known, kn), n = kn;
+            break;
+        case 1: /* a new ending after a cut anywhere */
+        case 2: {
+            size_t cut = like_rand((unsigned)kn + 1);
+            memcpy(text, known, cut);
+            n = cut + like_text(text + cut, sizeof text - cut);
+            break;
+        }
+        case 3: { /* one byte changed in the middle */
+            memcpy(text, known, kn), n = kn;
+            if (n) text[like_rand((unsigned)n)] = "a<|\n "[like_rand(5)];
+            break;
+        }
+        default: /* nothing shared */
+            n = like_text(text, sizeof text);
+        }
+        int *want, *known_ids, *got;
+        int nw = tokenizer_encode(t, text, n, add_special, parse_special, &want);
+        int nk = tokenizer_encode(t, known, kn, add_special, parse_special, &known_ids);
+        int ng = tokenizer_encode_like(t, text, n, add_special, parse_special, known, kn, known_ids, nk, &got);
+        cases++;
+        int ok = nw >= 0 && ng == nw && ids_equal(got, ng, want, nw);
+        same += ok;
+        if (!ok && cases - same <= 3) {
+            fprintf(stderr, "  encode_like differs (tokenizer %d, add_special %d, parse_special %d)\n", round % 4,
+                    add_special, parse_special);
+            print_ids("want", want, nw);
+            print_ids("got", got, ng);
+            fprintf(stderr, "  known [");
+            for (size_t i = 0; i < kn; i++) fprintf(stderr, (unsigned char)known[i] < 32 || (unsigned char)known[i] > 126 ? "\\x%02x" : "%c", (unsigned char)known[i]);
+            fprintf(stderr, "]\n  text  [");
+            for (size_t i = 0; i < n; i++) fprintf(stderr, (unsigned char)text[i] < 32 || (unsigned char)text[i] > 126 ? "\\x%02x" : "%c", (unsigned char)text[i]);
+            fprintf(stderr, "]\n");
+            for (int i = 0; i < nw; i++) fprintf(stderr, "%d%s", want[i], i + 1 < nw ? " " : "\n");
+            for (int i = 0; i < ng; i++) fprintf(stderr, "%d%s", got[i], i + 1 < ng ? " " : "\n");
+        }
+        free(want), free(known_ids), free(got);
+    }
+    CHECK(same == cases, "encode_like: %d of %d encodings as tokenizer_encode's", same, cases);
+    int *ids;
+    int n = tokenizer_encode_like(qwen35, "<|im_start|>user\nhi", 19, 0, 1, NULL, 0, NULL, 0, &ids), *plain;
+    int np = tokenizer_encode(qwen35, "<|im_start|>user\nhi", 19, 0, 1, &plain);
+    CHECK(n > 2 && ids[0] == 510 && ids_equal(ids, n, plain, np), "no known text: a plain encode (%d ids)", n);
+    free(ids), free(plain);
+    /* the shared fragments' tokens are taken as given, not encoded again: known ids that
+     * spell the first fragment byte by byte come back so, the changed fragment is encoded */
+    const char *k2 = "<|im_start|>user\nhello world<|im_end|>\n<|im_start|>user\nold", *t2 = "<|im_start|>user\nhello world<|im_end|>\n<|im_start|>user\nnew question";
+    int *kids, nk = tokenizer_encode(trained, k2, strlen(k2), 1, 1, &kids), bytes[64], nb = 0;
+    bytes[nb++] = kids[0]; /* <|im_start|> */
+    for (const char *c = "user\nhello world"; *c; c++) {
+        char one[2] = {*c, 0};
+        int *id1;
+        REQUIRE(tokenizer_encode(trained, one, 1, 0, 0, &id1) == 1, "a byte token");
+        bytes[nb++] = *id1;
+        free(id1);
+    }
+    int first_run = 1;
+    while (first_run < nk && kids[first_run] != 1566) first_run++; /* up to <|im_end|> */
+    CHECK(first_run < nk && first_run < nb, "the trained vocabulary merges 'user\\nhello world' (%d tokens)", first_run - 1);
+    memcpy(bytes + nb, kids + first_run, sizeof *kids * (size_t)(nk - first_run));
+    int *got2, *plain2, ng2 = tokenizer_encode_like(trained, t2, strlen(t2), 1, 1, k2, strlen(k2), bytes, nb + nk - first_run, &got2);
+    int np2 = tokenizer_encode(trained, t2, strlen(t2), 1, 1, &plain2);
+    int tail = np2 - (first_run), got_tail = ng2 - nb;
+    CHECK(ng2 > nb && ids_equal(got2, nb, bytes, nb) && got_tail == tail && ids_equal(got2 + nb, got_tail, plain2 + first_run, tail),
+          "known tokens reused as given, the rest encoded");
+    free(kids), free(got2), free(plain2);
+    tokenizer_free(qwen35), tokenizer_free(trained), tokenizer_free(overlap);
+    gguf_close(g1), gguf_close(g2);
+}
+
 /* ------------------------------------------------------------------ 5. pre-tokenizer */
 
 /* checks that t splits text into exactly the words listed (NULL-terminated) */
@@ -988,6 +1111,7 @@ int main(void) {
     tokenizer *spm = spm_main();
     test_streaming(spm);
     test_specials();
+    test_encode_like(spm);
     test_pretokenizers();
     test_bpe_merges();
     test_spm(spm);

@@ -77,12 +77,9 @@ model *model_load(const char *path, char *err, size_t errlen) {
         goto fail;
     }
     m->n_vocab = tokenizer_n_vocab(m->tok);
-    gguf_str tmpl;
-    char *jinja = NULL;
-    if (gguf_get_str(f, "tokenizer.chat_template", &tmpl) == 1 && (jinja = malloc((size_t)tmpl.len + 1)))
-        gguf_str_copy(tmpl, jinja, (size_t)tmpl.len + 1);
-    template_detect(&m->tmpl, jinja);
-    free(jinja);
+    /* a template that does not compile does not stop the model: a conversation may bring
+     * its own (settings.json's chat_template), and every other one is refused with why */
+    m->tmpl = template_from_gguf(f, m->tok, m->tmpl_error, sizeof m->tmpl_error);
 
     m->blocks = calloc((size_t)m->n_layer, sizeof *m->blocks);
     if (!m->blocks) {

@@ -18,6 +18,7 @@ void model_free(model *m) {
     free(m->rec);
     free(m->kv_dim);
     tokenizer_free(m->tok);
+    template_unref(m->tmpl);
     gguf_close(m->gguf);
     free(m);
 }

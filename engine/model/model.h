@@ -86,7 +86,9 @@ typedef struct model {
     size_t mtp_h_off;
 
     tokenizer *tok;
-    chat_template tmpl;
+    chat_template *tmpl;         /* the file's chat template, compiled (ChatML when it has none);
+                                    NULL when it does not compile: tmpl_error says why */
+    char tmpl_error[256];
     uint64_t n_params;
 
     /* vectors that had to be converted to floats (non-F32 1-D tensors) */

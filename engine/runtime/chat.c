@@ -51,36 +51,98 @@ void gen_settings_defaults(gen_settings *s) {
     s->checkpoint_interval = 1024;
     s->checkpoints = 1;
     s->speculative = -1; /* the engine's */
+    s->enable_thinking = 1;
+    s->thinking_budget = -1;
 }
 
 /* ---------------------------------------------------------------- rendering */
 
-/* Renders messages with the engine's template (or a forced one) and the generation
- * prompt, then tokenizes. Returns the token count (tokens in *out) or -1 with err. */
-static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *tmpl_name, int **out, char *err,
-                         size_t errlen, chat_template *used) {
+/* A template a request names (a built-in, or Jinja text of its own), from the engine's
+ * cache of compiled ones or compiled now: one more reference, or NULL with err. */
+static chat_template *cached_template(chat_engine *e, const char *name, const char *text, char *err, size_t errlen) {
+    pthread_mutex_lock(&e->tmpl_lock);
+    int slot = 0;
+    for (int i = 0; i < (int)(sizeof e->tmpl_cache / sizeof *e->tmpl_cache); i++) {
+        const char *key = e->tmpl_cache[i].key;
+        if (key && (name ? key[0] == 1 && !strcmp(key + 1, name) : key[0] != 1 && !strcmp(key, text))) {
+            e->tmpl_cache[i].used = ++e->tmpl_clock;
+            chat_template *t = template_ref(e->tmpl_cache[i].t);
+            pthread_mutex_unlock(&e->tmpl_lock);
+            return t;
+        }
+        if (e->tmpl_cache[i].used < e->tmpl_cache[slot].used) slot = i; /* the least recently used */
+    }
+    pthread_mutex_unlock(&e->tmpl_lock);
+    /* compiled outside the lock: another thread may compile the same text meanwhile (both
+     * results are equal; the later one is kept) */
+    char cerr[256];
+    chat_template *t = name ? template_new_builtin(name, e->m->tok, cerr, sizeof cerr)
+                            : template_new(text, strlen(text), e->m->tok, cerr, sizeof cerr);
+    if (!t) {
+        if (name) snprintf(err, errlen, "%s", cerr);
+        else snprintf(err, errlen, "chat_template does not compile: %s", cerr);
+        return NULL;
+    }
+    char *key = name ? malloc(strlen(name) + 2) : strdup(text);
+    if (key && name) key[0] = 1, strcpy(key + 1, name);
+    if (!key) return t; /* not kept: compiled again next time */
+    pthread_mutex_lock(&e->tmpl_lock);
+    free(e->tmpl_cache[slot].key);
+    template_unref(e->tmpl_cache[slot].t);
+    e->tmpl_cache[slot].key = key;
+    e->tmpl_cache[slot].t = template_ref(t);
+    e->tmpl_cache[slot].used = ++e->tmpl_clock;
+    pthread_mutex_unlock(&e->tmpl_lock);
+    return t;
+}
+
+/* The template a request renders with: its own Jinja text, else a built-in it names, else
+ * the model's. A reference (template_unref), or NULL with err. */
+static chat_template *request_template(chat_engine *e, const gen_settings *s, char *err, size_t errlen) {
+    if (s->chat_template) return cached_template(e, NULL, s->chat_template, err, errlen);
+    if (s->template_name && *s->template_name) return cached_template(e, s->template_name, NULL, err, errlen);
+    if (!e->m->tmpl) snprintf(err, errlen, "the model's chat template does not compile: %s", e->m->tmpl_error);
+    return template_ref(e->m->tmpl);
+}
+
+/* Renders messages with the request's template and the generation prompt, then
+ * tokenizes. Returns the token count (tokens in *out) or -1 with err and errno (EINVAL,
+ * ENOMEM). With used, the template (a reference), its switches and the prompt text go
+ * there, for the boundary searches. */
+static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, int **out, char *err,
+                         size_t errlen, pc_render *used) {
     __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
-    chat_template t = e->m->tmpl;
-    if (tmpl_name && *tmpl_name && !template_force(&t, tmpl_name)) {
-        snprintf(err, errlen, "unknown template '%s'", tmpl_name);
-        return -1;
-    }
-    if (used) *used = t;
-    char *text = template_render(&t, msgs, n, 1);
+    chat_template *t = request_template(e, s, err, errlen);
+    size_t len = 0;
+    char *text = t ? template_render(t, msgs, n, 1, s->enable_thinking, &len, err, errlen) : NULL;
     if (!text) {
-        snprintf(err, errlen, "the messages cannot be rendered (a role other than system, user, assistant?)");
+        template_unref(t);
+        errno = EINVAL;
         return -1;
     }
-    int k = tokenizer_encode(e->m->tok, text, strlen(text), 1, 1, out);
-    free(text);
-    if (k < 0) snprintf(err, errlen, "out of memory while tokenizing");
+    int k = tokenizer_encode(e->m->tok, text, len, 1, 1, out);
+    if (k < 0) {
+        snprintf(err, errlen, "out of memory while tokenizing");
+        errno = ENOMEM;
+    }
+    if (used && k >= 0) {
+        *used = (pc_render){t, s->enable_thinking != 0, text, len, *out, k};
+    } else {
+        template_unref(t);
+        free(text);
+    }
     return k;
 }
 
-int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name) {
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s) {
+    gen_settings defaults;
+    if (!s) {
+        gen_settings_defaults(&defaults);
+        s = &defaults;
+    }
     int *ids = NULL;
-    char err[128];
-    int k = render_tokens(e, msgs, n, template_name, &ids, err, sizeof err, NULL);
+    char err[256];
+    int k = render_tokens(e, msgs, n, s, &ids, err, sizeof err, NULL);
     free(ids);
     return k;
 }
@@ -111,6 +173,122 @@ int engine_default_context(const model *m) {
     return (int)n;
 }
 const model *engine_model(const chat_engine *e) { return e->m; }
+
+/* ---------------------------------------------------------------- thinking */
+
+/* The markers reasoning models write around their reasoning, each one token of their
+ * vocabulary. A model's pair is found in its tokenizer, never from its name. */
+static const char *const think_pairs[][2] = {
+    {"<think>", "</think>"}, /* Qwen3, Qwen3.5, Qwen3-Next, Nemotron-H (Nano v2), Nemotron-3, LFM2.5, DeepSeek-R1 */
+    {"<seed:think>", "</seed:think>"},         /* Seed-OSS */
+    {"[THINK]", "[/THINK]"},                   /* Magistral */
+    {"<|START_THINKING|>", "<|END_THINKING|>"}, /* Command A Reasoning */
+};
+
+/* The vocabulary's first pair of reasoning markers: 1 with their ids, else 0 (-1 in both). */
+static int find_think_markers(const tokenizer *tok, int *open, int *close) {
+    *open = *close = -1;
+    for (size_t i = 0; i < sizeof think_pairs / sizeof *think_pairs; i++) {
+        int o = tokenizer_find(tok, think_pairs[i][0]), c = tokenizer_find(tok, think_pairs[i][1]);
+        if (o >= 0 && c >= 0) {
+            *open = o, *close = c;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when token id's text is whitespace only (and not empty) */
+static int token_is_space(const tokenizer *tok, int id) {
+    char buf[64];
+    size_t k = tokenizer_token_bytes(tok, id, 1, buf, sizeof buf);
+    if (k == 0 || k > sizeof buf) return 0;
+    for (size_t i = 0; i < k; i++)
+        if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\r' && buf[i] != '\t') return 0;
+    return 1;
+}
+
+/* Whether generation starts inside a reasoning block: the prompt ends with the opening
+ * marker and whitespace (Qwen3.5's generation prompt "<|im_start|>assistant\n<think>\n"),
+ * not with a closed block (its "<think>\n\n</think>\n\n" when thinking is off). */
+static int prompt_opens_reasoning(const chat_engine *e, const int *ids, int n) {
+    if (e->think_open < 0) return 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (ids[i] == e->think_open) return 1;
+        if (ids[i] == e->think_close || !token_is_space(e->m->tok, ids[i])) return 0;
+    }
+    return 0;
+}
+
+/* The tokens that end a reasoning block as template t writes it: t renders an assistant
+ * turn with reasoning_content R and content A, and what lies between them is the end
+ * (Qwen3.5: "\n</think>\n\n", Nemotron-3: "\n</think>\n"). When the template does not
+ * show reasoning that way, the closing marker alone. Returns the count (tokens in *out,
+ * malloc'd) or -1 when out of memory. */
+static int reasoning_end_ids(const chat_engine *e, const chat_template *t, int enable_thinking, int **out) {
+    static const char R[] = "chatfs-reasoning-5e1d", A[] = "chatfs-answer-5e1d";
+    const tokenizer *tok = e->m->tok;
+    char marker[64];
+    size_t mlen = tokenizer_token_bytes(tok, e->think_close, 1, marker, sizeof marker - 1);
+    if (mlen == 0 || mlen >= sizeof marker) mlen = 0;
+    marker[mlen] = 0;
+    const chat_msg m[2] = {{"user", "Hi", NULL}, {"assistant", A, R}};
+    char err[256];
+    size_t len = 0;
+    char *text = t ? template_render(t, m, 2, 0, enable_thinking, &len, err, sizeof err) : NULL;
+    const char *r = text ? strstr(text, R) : NULL;
+    const char *a = r ? strstr(r + sizeof R - 1, A) : NULL;
+    int k = 0;
+    *out = NULL;
+    if (a && mlen && memmem(r + sizeof R - 1, (size_t)(a - r) - (sizeof R - 1), marker, mlen)) {
+        k = tokenizer_encode(tok, r + sizeof R - 1, (size_t)(a - r) - (sizeof R - 1), 0, 1, out);
+        int has_close = 0;
+        for (int i = 0; i < k; i++) has_close |= (*out)[i] == e->think_close;
+        if (k > FEED_MAX || !has_close) { /* not a plain end: the marker alone */
+            free(*out);
+            *out = NULL;
+            k = 0;
+        }
+    }
+    free(text);
+    if (k > 0) return k;
+    if (k < 0) return -1;
+    if (!(*out = malloc(sizeof **out))) return -1;
+    (*out)[0] = e->think_close;
+    return 1;
+}
+
+int chat_model_can_think(const model *m) {
+    int open, close;
+    if (find_think_markers(m->tok, &open, &close)) return 1;
+    if (!m->tmpl) return 0;
+    const chat_msg msg = {"user", "Hi", NULL};
+    char err[256];
+    size_t n_on = 0, n_off = 0;
+    char *on = template_render(m->tmpl, &msg, 1, 1, 1, &n_on, err, sizeof err);
+    char *off = template_render(m->tmpl, &msg, 1, 1, 0, &n_off, err, sizeof err);
+    const int differ = on && off && (n_on != n_off || memcmp(on, off, n_on) != 0);
+    free(on);
+    free(off);
+    return differ;
+}
+
+/* the keys llama.cpp takes its sampling defaults from (common.cpp, LLAMA_MODEL_META_KEY_SAMPLING_*) */
+int chat_model_sampling(const model *m, gen_settings *s) {
+    gen_settings_defaults(s);
+    float v;
+    int64_t k;
+    int n = 0;
+    if (gguf_get_f32(m->gguf, "general.sampling.temp", &v) == 1 && v >= 0 && v <= 100) s->temperature = v, n++;
+    if (gguf_get_i64(m->gguf, "general.sampling.top_k", &k) == 1 && k >= 0 && k <= INT32_MAX) s->top_k = (int)k, n++;
+    if (gguf_get_f32(m->gguf, "general.sampling.top_p", &v) == 1 && v > 0 && v <= 1) s->top_p = v, n++;
+    if (gguf_get_f32(m->gguf, "general.sampling.min_p", &v) == 1 && v >= 0 && v <= 1) s->min_p = v, n++;
+    return n;
+}
+
+void engine_settings_defaults(const chat_engine *e, gen_settings *s) { *s = e->defaults; }
+
+int engine_can_think(const chat_engine *e) { return e->can_think; }
 
 /* ---------------------------------------------------------------- text out */
 
@@ -166,10 +344,110 @@ static int push_text(request *r, const char *text, size_t len) {
     return 0;
 }
 
-static void flush_text(request *r) {
+/* ---------------------------------------------------------------- reasoning out */
+
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+static void emit_reasoning(request *r, const char *text, size_t len) {
+    if (!len) return;
+    if (r->n_reasoning + len + 1 > r->cap_reasoning) { /* kept for the post-generation checkpoint */
+        size_t cap = (r->n_reasoning + len + 1) * 2;
+        char *g = realloc(r->reasoning, cap);
+        if (g) r->reasoning = g, r->cap_reasoning = cap;
+    }
+    if (r->n_reasoning + len + 1 <= r->cap_reasoning) {
+        memcpy(r->reasoning + r->n_reasoning, text, len);
+        r->n_reasoning += len;
+        r->reasoning[r->n_reasoning] = 0;
+    }
+    if (r->cb.on_reasoning) r->cb.on_reasoning(r->cb.ud, text, len);
+}
+
+/* Reasoning text, trimmed as the templates trim reasoning_content (Qwen3.5's
+ * reasoning_content.strip('\n'), llama.cpp's parser trims whitespace): whitespace at its
+ * start is dropped, whitespace at the end of what came so far is held back until visible
+ * text follows it - the newline before "</think>" belongs to the marker. */
+static void reasoning_text(request *r, const char *text, size_t len) {
+    if (r->strip_reasoning) {
+        while (len && is_space(*text)) text++, len--;
+        if (!len) return;
+        r->strip_reasoning = 0;
+    }
+    size_t body = len;
+    while (body && is_space(text[body - 1])) body--;
+    if (body) { /* visible text: what was held is part of the reasoning after all */
+        emit_reasoning(r, r->ws, r->n_ws);
+        r->n_ws = 0;
+        emit_reasoning(r, text, body);
+    }
+    for (size_t i = body; i < len; i++) {
+        if (r->n_ws == sizeof r->ws) { /* a long run of whitespace: the oldest of it is text */
+            emit_reasoning(r, r->ws, r->n_ws / 2);
+            memmove(r->ws, r->ws + r->n_ws / 2, r->n_ws - r->n_ws / 2);
+            r->n_ws -= r->n_ws / 2;
+        }
+        r->ws[r->n_ws++] = text[i];
+    }
+}
+
+/* The reasoning ends (its closing marker, or the end of the reply): the detokenizer's
+ * last bytes are the reasoning's, the whitespace held back is dropped. */
+static void end_reasoning(request *r) {
     char buf[64];
     size_t k = detok_flush(&r->ds, buf, sizeof buf);
-    if (k) push_text(r, buf, k);
+    reasoning_text(r, buf, k);
+    r->n_ws = 0;
+}
+
+int decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }
+
+/* One generated token's text goes where it belongs. The reasoning markers are not text:
+ * an opening one at the very start of the reply starts a reasoning block (the model opens
+ * it itself), a closing one inside the block ends it; anything else in a block is
+ * reasoning. After a block the answer's leading whitespace is dropped (the template
+ * writes "\n</think>\n\n" before the answer and strips what follows it). Returns 1 when
+ * a stop string ended the answer. */
+static int take_token(chat_engine *e, request *r, int tok) {
+    if (r->think == THINK_MAY_OPEN && tok == e->think_open && tok >= 0) {
+        r->think = THINK_IN;
+        r->strip_reasoning = 1;
+        r->r.reasoning_tokens++;
+        r->r.phase = GEN_THINKING;
+        return 0;
+    }
+    if (r->think == THINK_IN && tok == e->think_close) {
+        end_reasoning(r);
+        r->think = THINK_OVER;
+        r->strip_answer = 1;
+        r->r.reasoning_tokens++;
+        r->r.phase = GEN_GENERATING;
+        return 0;
+    }
+    char buf[512];
+    size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
+    if (r->think == THINK_IN) {
+        r->r.reasoning_tokens++;
+        r->think_tokens++;
+        reasoning_text(r, buf, k);
+        return 0;
+    }
+    r->think = THINK_OVER;
+    const char *text = buf;
+    if (r->strip_answer) {
+        while (k && is_space(*text)) text++, k--;
+        if (k) r->strip_answer = 0;
+    }
+    return push_text(r, text, k);
+}
+
+static void flush_text(request *r) {
+    if (r->think == THINK_IN) {
+        end_reasoning(r);
+    } else {
+        char buf[64];
+        size_t k = detok_flush(&r->ds, buf, sizeof buf);
+        if (k) push_text(r, buf, k);
+    }
     emit(r, r->held, r->n_held);
     r->n_held = 0;
 }
@@ -179,6 +457,8 @@ static void flush_text(request *r) {
 void request_free(request *r) {
     if (!r) return;
     free(r->prompt);
+    template_unref(r->tmpl.t);
+    free((char *)r->tmpl.text);
     free(r->strings);
     free(r->held);
     state_free(r->state);
@@ -189,12 +469,14 @@ void request_free(request *r) {
     free(r->logits);
     sampler_free(&r->smp);
     if (r->msgs)
-        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
+        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content), free((char *)r->msgs[i].reasoning_content);
     free(r->msgs);
     free(r->h);
     free(r->marks);
     free(r->gen);
     free(r->reply);
+    free(r->reasoning);
+    free(r->close_ids);
     free(r);
 }
 
@@ -209,17 +491,20 @@ static int copy_msgs(request *r, const chat_msg *msgs, int n) {
         r->msgs[i].role = !strcmp(role, "system") ? "system" : !strcmp(role, "user") ? "user" : "assistant";
         r->msgs[i].content = strdup(msgs[i].content ? msgs[i].content : "");
         if (!r->msgs[i].content) return -1;
+        if (msgs[i].reasoning_content && !(r->msgs[i].reasoning_content = strdup(msgs[i].reasoning_content)))
+            return -1;
     }
     return 0;
 }
 
-/* Copies the settings' strings into one block owned by the request. */
+/* Copies the settings' strings into one block owned by the request (the template is
+ * resolved at the submit: r->tmpl). */
 static int copy_settings(request *r, const gen_settings *s) {
     size_t need = 0;
     for (int i = 0; i < s->n_stop; i++) need += strlen(s->stop[i]) + 1;
-    if (s->template_name) need += strlen(s->template_name) + 1;
     if (s->session) need += strlen(s->session) + 1;
     r->s = *s;
+    r->s.template_name = r->s.chat_template = NULL;
     r->strings = malloc(need + 1);
     if (!r->strings) return -1;
     char *p = r->strings;
@@ -227,10 +512,6 @@ static int copy_settings(request *r, const gen_settings *s) {
         r->s.stop[i] = strcpy(p, s->stop[i]);
         p += strlen(p) + 1;
         if ((int)strlen(s->stop[i]) > r->max_stop) r->max_stop = (int)strlen(s->stop[i]);
-    }
-    if (s->template_name) {
-        r->s.template_name = strcpy(p, s->template_name);
-        p += strlen(p) + 1;
     }
     if (s->session) r->s.session = strcpy(p, s->session);
     return 0;
@@ -250,7 +531,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         s = &defaults;
     }
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
-        s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT) {
+        s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT || s->thinking_budget < -1) {
         snprintf(err, errlen, "invalid generation settings");
         return refuse(EINVAL);
     }
@@ -267,10 +548,11 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     /* the one rendering and tokenization of this message (the filesystem counts only
      * when a message comes near the context, to refuse it at the write) */
-    r->n_prompt = render_tokens(e, msgs, n, s->template_name, &r->prompt, err, errlen, &r->tmpl);
+    r->n_prompt = render_tokens(e, msgs, n, s, &r->prompt, err, errlen, &r->tmpl);
     if (r->n_prompt < 0) {
+        int why = errno;
         request_free(r);
-        return refuse(EINVAL);
+        return refuse(why);
     }
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
@@ -287,13 +569,24 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     if (s->checkpoints && e->pc) { /* placement: done here, on the caller's thread */
         r->h = malloc(sizeof *r->h * ((size_t)r->n_prompt + 1));
-        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, r->prompt, r->n_prompt, s->checkpoint_interval, &r->marks);
+        r->n_marks = pc_plan(e->m, &r->tmpl, msgs, n, s->checkpoint_interval, &r->marks);
         if (!r->h || r->n_marks < 0 || copy_msgs(r, msgs, n) != 0) {
             request_free(r);
             snprintf(err, errlen, "out of memory");
             return refuse(ENOMEM);
         }
         token_chain_all(pc_seed(e->pc), r->prompt, r->n_prompt, r->h);
+    }
+    /* reasoning: the reply starts inside a block the prompt opened, may open one, or has none */
+    r->think = prompt_opens_reasoning(e, r->prompt, r->n_prompt) ? THINK_IN
+               : e->think_open >= 0                              ? THINK_MAY_OPEN
+                                                                 : THINK_OVER;
+    r->strip_reasoning = 1;
+    if (s->thinking_budget >= 0 && e->think_close >= 0 &&
+        (r->n_close_ids = reasoning_end_ids(e, r->tmpl.t, s->enable_thinking, &r->close_ids)) < 0) {
+        request_free(r);
+        snprintf(err, errlen, "out of memory");
+        return refuse(ENOMEM);
     }
     detok_init(&r->ds, 0);
     if (cb) r->cb = *cb;
@@ -386,17 +679,33 @@ int sample_step(chat_engine *e, request *r) {
     return spec_accept(sp, &r->smp, r->step_tokens);
 }
 
+/* The thinking budget is spent: instead of the token drawn, the end of the reasoning as
+ * the template writes it goes in (its text through take_token like generated tokens: the
+ * markers' whitespace is dropped the same way), all in the next decode row. */
+static int force_end_of_reasoning(chat_engine *e, request *r) {
+    if (r->state->n_past + r->n_close_ids > r->state->n_ctx) return FINISH_CONTEXT;
+    for (int i = 0; i < r->n_close_ids; i++) {
+        r->r.generated_tokens++;
+        take_token(e, r, r->close_ids[i]);
+        r->feed[i] = r->close_ids[i];
+    }
+    r->n_feed = r->n_close_ids;
+    if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
+    return FINISH_NONE;
+}
+
 int accept_token(chat_engine *e, request *r, int tok) {
-    r->last_token = tok;
-    r->r.generated_tokens++;
-    if (r->r.generated_tokens == 1) {
+    r->feed[0] = tok;
+    r->n_feed = 1;
+    if (r->r.generated_tokens == 0) {
         r->t_first = now_ms();
         r->r.ttft_ms = r->t_first - r->t_submit;
     }
+    if (r->think == THINK_IN && r->close_ids && r->think_tokens >= r->s.thinking_budget && tok != e->think_close)
+        return force_end_of_reasoning(e, r);
+    r->r.generated_tokens++;
     if (tokenizer_is_eog(e->m->tok, tok) && !r->s.ignore_eog) return FINISH_EOG;
-    char buf[512];
-    size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
-    if (push_text(r, buf, k)) return FINISH_STOP;
+    if (take_token(e, r, tok)) return FINISH_STOP;
     if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
     if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;
     return FINISH_NONE;
@@ -406,6 +715,11 @@ int accept_token(chat_engine *e, request *r, int tok) {
 /* Frees what engine_open made (any part may be missing). */
 static void engine_free(chat_engine *e) {
     pc_close(e->pc); /* writes what is still only in RAM */
+    for (size_t i = 0; i < sizeof e->tmpl_cache / sizeof *e->tmpl_cache; i++) {
+        free(e->tmpl_cache[i].key);
+        template_unref(e->tmpl_cache[i].t);
+    }
+    pthread_mutex_destroy(&e->tmpl_lock);
     arena_free(&e->arena);
     free(e->act);
     free(e->rows);
@@ -435,23 +749,24 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     }
     e->cfg = *cfg;
     e->model_path = strdup(cfg->model_path);
+    pthread_mutex_init(&e->tmpl_lock, NULL);
     e->m = model_load(cfg->model_path, err, errlen);
     if (!e->m) {
-        free(e->model_path);
-        free(e);
+        engine_free(e);
         return NULL;
     }
     /* the MTP head's share of the sequence state: before any state or checkpoint exists */
     e->draft = spec_configure(e->m, cfg->draft == 0 ? -1 : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
     if (e->draft < 0) {
-        model_free(e->m);
-        free(e->model_path);
-        free(e);
+        engine_free(e);
         return NULL;
     }
     mtp_set_draft_vocab(e->m, cfg->draft_vocab);
     for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
         if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
+    find_think_markers(e->m->tok, &e->think_open, &e->think_close);
+    e->can_think = chat_model_can_think(e->m);
+    chat_model_sampling(e->m, &e->defaults);
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : engine_default_context(e->m);
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
@@ -587,7 +902,7 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
     run_wait w = {.on_text = on_text, .ud = ud};
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.done_cv, NULL);
-    gen_callbacks cb = {run_text, NULL, run_done, &w};
+    gen_callbacks cb = {.on_text = run_text, .on_done = run_done, .ud = &w};
     int rc = -1;
     if (engine_submit(e, msgs, n, s, &cb, err, errlen)) {
         pthread_mutex_lock(&w.lock);

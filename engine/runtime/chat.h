@@ -57,7 +57,13 @@ typedef struct {
     const char *stop[GEN_MAX_STOP]; /* stop strings (not part of the reply) */
     int n_stop;
     int checkpoint_interval; /* spacing of periodic checkpoints inside long prefills; 0: 1024 */
-    const char *template_name; /* force a template family (template_force names); NULL: the model's */
+    const char *template_name; /* a built-in chat template by name (template_builtin_text); NULL: the model's */
+    const char *chat_template; /* Jinja text to render with instead of the model's own template (and
+                                  instead of template_name); NULL: none */
+    int enable_thinking;     /* the templates' enable_thinking: 1 (the default, as llama.cpp) or 0 */
+    int thinking_budget;     /* most reasoning tokens; after them the engine closes the reasoning
+                                itself (the way the template marks its end) and the answer follows;
+                                -1: no limit (the default) */
     int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
     const char *session;     /* who the request belongs to (a conversation id), for budgets and
                                 engine_forget_session; may be NULL */
@@ -69,7 +75,9 @@ typedef struct {
 
 void gen_settings_defaults(gen_settings *s);
 
-enum gen_phase { GEN_QUEUED = 0, GEN_PREFILL, GEN_GENERATING, GEN_DONE, GEN_FAILED };
+/* GEN_THINKING: generating the reasoning (the text goes to on_reasoning), then
+ * GEN_GENERATING: the answer (on_text) */
+enum gen_phase { GEN_QUEUED = 0, GEN_PREFILL, GEN_THINKING, GEN_GENERATING, GEN_DONE, GEN_FAILED };
 enum gen_finish {
     FINISH_NONE = 0,      /* still running */
     FINISH_EOG,           /* the model ended its turn */
@@ -92,7 +100,8 @@ typedef struct {
     int prefill_done;        /* reused + computed so far */
     int prefill_passes;      /* model passes the computed tokens took (a checkpoint mark ends a
                                 pass only when a second one lies ahead in the same chunk) */
-    int generated_tokens;
+    int generated_tokens;    /* all of them: reasoning_tokens + the answer's */
+    int reasoning_tokens;    /* of those, the reasoning's (its markers included) */
     const char *source;      /* where the reused state came from: "ram", "disk" or "none" */
     char miss_reason[96];    /* empty on a hit; else "none stored", "diverged at position X",
                                 "evicted", "fingerprint mismatch", "corrupt", "disabled" */
@@ -110,10 +119,12 @@ typedef struct {
  * while it waits for a slot in the batch, and while it waits for another request that
  * is computing the same prefix (then on_progress says so). */
 typedef struct {
-    void (*on_text)(void *ud, const char *text, size_t len);   /* whole UTF-8 characters */
+    void (*on_text)(void *ud, const char *text, size_t len);   /* the answer: whole UTF-8 characters */
     void (*on_progress)(void *ud, const gen_report *r);        /* phase changes, prefill chunks, decode steps */
     void (*on_done)(void *ud, const gen_report *r, const char *error); /* exactly once; error NULL unless failed */
     void *ud;
+    void (*on_reasoning)(void *ud, const char *text, size_t len); /* the reasoning (without its markers),
+                                                                     in order with on_text; NULL: dropped */
 } gen_callbacks;
 
 /* Loads the model, attaches it to the checkpoint store, starts the worker. NULL on
@@ -123,11 +134,25 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen);
 void engine_close(chat_engine *e);
 const model *engine_model(const chat_engine *e);
 
+/* gen_settings_defaults, then the model's recommended sampling where its file carries it
+ * (general.sampling.* keys: temperature, top_k, top_p, min_p). */
+void engine_settings_defaults(const chat_engine *e, gen_settings *s);
+/* 1 when the model's template has a thinking mode (it marks reasoning it can be asked to
+ * write or to skip), else 0. */
+int engine_can_think(const chat_engine *e);
+/* The same for a loaded model without an engine (chatfs info): 1 when the vocabulary has a
+ * pair of reasoning markers (<think> </think>, ...) or the template renders a one-message
+ * conversation differently with enable_thinking on and off. */
+int chat_model_can_think(const model *m);
+/* gen_settings_defaults with the model file's general.sampling.{temp,top_k,top_p,min_p}
+ * where present and sane; returns how many of those keys were taken. */
+int chat_model_sampling(const model *m, gen_settings *s);
+
 /* Queues a request; messages and settings are copied, and rendered and tokenized here,
  * once. Returns an id > 0, or 0 with a reason in err and errno set for problems visible
- * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role, template
- * name or setting, ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive
- * through on_done. */
+ * at once: EFBIG a prompt that does not fit the context, EINVAL a bad role or setting, a
+ * template that does not compile or refuses the conversation (the template's message),
+ * ENOMEM, ESHUTDOWN the engine is closing. Later failures arrive through on_done. */
 uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, const gen_callbacks *cb,
                        char *err, size_t errlen);
 /* Stops a request; its on_done still comes (FINISH_CANCELLED) unless it had finished. */
@@ -137,9 +162,10 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
                void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
                size_t errlen);
 
-/* Prompt tokens the messages render to (with the generation prompt), without running
- * anything; -1 when they cannot be rendered. Safe on any thread. */
-int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const char *template_name);
+/* Prompt tokens the messages render to (with the generation prompt, the template and
+ * switches of s; NULL: defaults), without running anything; -1 when they cannot be
+ * rendered. Safe on any thread. */
+int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
 /* Drafts per speculative step this engine decodes with by default (0: it does not speculate). */

@@ -21,13 +21,23 @@
 #define DEFAULT_BATCH 8
 /* the spare state engine_open prepares: a few thousand tokens, a long system prompt */
 #define SPARE_PREPARED_TOKENS 4096
+/* most tokens one decode row feeds (a forced end of the reasoning: "\n</think>\n\n") */
+#define FEED_MAX 16
+
+/* Where a reply stands with respect to a reasoning block (chat.c, take_token). */
+enum think_state {
+    THINK_MAY_OPEN = 0, /* nothing generated yet: an opening marker would start a reasoning block */
+    THINK_IN,           /* inside the reasoning: the text goes to on_reasoning */
+    THINK_OVER          /* the answer: no reasoning block (any more) */
+};
 
 typedef struct request {
     uint64_t id;
     struct request *next;     /* lock: in the queue, in submission order */
     int cancelled;            /* lock: engine_cancel was called */
     gen_settings s;
-    char *strings;            /* one block holding the copied stop strings, template name, session */
+    char *strings;            /* one block holding the copied stop strings and session (the
+                                 template is resolved at submit: tmpl) */
     gen_callbacks cb;
     int *prompt;              /* tokens: the state consumed prompt[0..n_past) while it prefills */
     int n_prompt;
@@ -35,7 +45,9 @@ typedef struct request {
     float *logits;            /* n_vocab: the logits after the last token fed */
     sampler smp;
     detok_stream ds;
-    int last_token;           /* sampled, not yet fed to the model */
+    int feed[FEED_MAX];       /* what the next decode row feeds the model: the token sampled last,
+                                 or the tokens that close the reasoning when its budget is spent */
+    int n_feed;
     int drawn;                /* the token a step's sampling pass drew from logits */
     spec_seq *spec;           /* speculative decoding (NULL: one token a step) */
     int step_tokens[SPEC_MAX_DRAFT + 1]; /* a speculative step's tokens (spec_accept)... */
@@ -47,7 +59,9 @@ typedef struct request {
     double t_submit, t_prefill, t_first, t_done;
 
     /* checkpoints (prefix_cache.h) */
-    chat_template tmpl;       /* the template the prompt was rendered with */
+    pc_render tmpl;           /* the template the prompt was rendered with (a reference), its
+                                 switches, and the prompt's text (owned) and tokens (prompt's,
+                                 until a (c) job replaces prompt) */
     chat_msg *msgs;           /* a copy of the conversation, for (c) */
     int n_msgs;
     uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
@@ -55,8 +69,22 @@ typedef struct request {
     int n_marks, next_mark;
     int *gen;                 /* generated tokens fed to the model */
     int n_gen, cap_gen;
-    char *reply;              /* the text streamed to the caller */
+    char *reply;              /* the answer streamed to the caller */
     size_t n_reply, cap_reply;
+
+    /* reasoning (issue 25): the markers are the engine's (think_open, think_close) */
+    int think;                /* enum think_state */
+    int think_tokens;         /* tokens generated inside the reasoning, its markers not counted (the budget) */
+    int *close_ids;           /* the end of the reasoning as the template writes it ("\n</think>\n\n"),
+                                 fed when the budget is spent; NULL without a budget */
+    int n_close_ids;
+    char *reasoning;          /* the reasoning streamed to the caller (for (c)) */
+    size_t n_reasoning, cap_reasoning;
+    char ws[64];              /* whitespace at the end of the reasoning so far, held back: the newline
+                                 before the closing marker is the marker's */
+    size_t n_ws;
+    int strip_reasoning;      /* 1 until the reasoning's first visible character (leading newlines dropped) */
+    int strip_answer;         /* 1 until the answer's first visible character after a reasoning block */
     cs_hit hit;               /* the checkpoint restored (pinned while the request runs) */
 
     /* scheduler */
@@ -69,6 +97,10 @@ struct chat_engine {
     model *m;
     char *model_path;            /* the file, for stats */
     int eog[64], n_eog;          /* the end-of-generation tokens (ignore_eog masks them) */
+    int think_open, think_close; /* the vocabulary's reasoning markers (single tokens, e.g. <think> and
+                                    </think>); -1 when it has no such pair */
+    int can_think;               /* engine_can_think */
+    gen_settings defaults;       /* engine_settings_defaults: with the file's general.sampling.* */
     uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
@@ -97,6 +129,16 @@ struct chat_engine {
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */
     prefix_cache *pc;            /* checkpoints (its own lock) */
+    /* chat templates compiled for requests (built-ins by name, settings' Jinja texts), the
+     * last few, so that a conversation's template is compiled once; the model's own is
+     * m->tmpl */
+    pthread_mutex_t tmpl_lock;
+    struct {
+        char *key;                /* "\1name" for a built-in, else the Jinja text */
+        chat_template *t;
+        uint64_t used;
+    } tmpl_cache[8];
+    uint64_t tmpl_clock;
     struct {                     /* lock */
         uint64_t requests, completed, cancelled, failed;
         uint64_t prompt_tokens, computed_tokens, generated_tokens;
@@ -115,9 +157,14 @@ int sample_token(chat_engine *e, request *r);
 /* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
  * ignore_eog, never an end-of-generation token). Returns their count. */
 int sample_step(chat_engine *e, request *r);
-/* Takes the sampled token: stream its text, decide whether to stop. Returns a
- * gen_finish value, or FINISH_NONE to go on. */
+/* Takes the sampled token: stream its text (reasoning or answer), decide whether to stop,
+ * and set r->feed to what the next decode row feeds - the token, or the end of the
+ * reasoning instead of it when the thinking budget is spent. Returns a gen_finish value,
+ * or FINISH_NONE to go on. */
 int accept_token(chat_engine *e, request *r, int tok);
+/* The phase of a request that decodes: GEN_THINKING inside a reasoning block, else
+ * GEN_GENERATING. */
+int decode_phase(const request *r);
 /* The end for the caller: the last text, the report, on_done (once). */
 void finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);

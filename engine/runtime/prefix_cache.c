@@ -250,26 +250,30 @@ int pc_common_prefix(const int *a, int na, const int *b, int nb) {
     return k;
 }
 
-/* Renders and tokenizes (with BOS as the engine does). -1 on failure. */
-static int render_ids(const model *m, const chat_template *t, const chat_msg *msgs, int n, int gen, int **out) {
-    char *text = template_render(t, msgs, n, gen);
+/* Renders and tokenizes (with BOS as the engine does), reusing the tokens of the prompt
+ * r rendered to where the text begins the same. -1 on failure (a template that refuses
+ * this conversation: no mark from it). */
+static int render_ids(const model *m, const pc_render *r, const chat_msg *msgs, int n, int **out) {
+    char err[256];
+    size_t len;
+    char *text = template_render(r->t, msgs, n, 1, r->enable_thinking, &len, err, sizeof err);
     if (!text) return -1;
-    int k = tokenizer_encode(m->tok, text, strlen(text), 1, 1, out);
+    int k = tokenizer_encode_like(m->tok, text, len, 1, 1, r->text, r->len, r->ids, r->n_ids, out);
     free(text);
     return k;
 }
 
 /* Common token prefix of msgs rendered with the last message's content replaced by
  * two different one-character texts (and of both with ref, when given). */
-static int dummy_boundary(const model *m, const chat_template *t, chat_msg *msgs, int n, const int *ref, int n_ref) {
+static int dummy_boundary(const model *m, const pc_render *r, chat_msg *msgs, int n, const int *ref, int n_ref) {
     static const char *const dummies[2] = {"A", "7"};
     int *ids[2] = {NULL, NULL}, len[2], best = -1;
-    const char *saved = msgs[n - 1].content;
+    chat_msg saved = msgs[n - 1];
     for (int i = 0; i < 2; i++) {
-        msgs[n - 1].content = dummies[i];
-        len[i] = render_ids(m, t, msgs, n, 1, &ids[i]);
+        msgs[n - 1] = (chat_msg){saved.role, dummies[i], NULL};
+        len[i] = render_ids(m, r, msgs, n, &ids[i]);
     }
-    msgs[n - 1].content = saved;
+    msgs[n - 1] = saved;
     if (len[0] >= 0 && len[1] >= 0) {
         best = pc_common_prefix(ids[0], len[0], ids[1], len[1]);
         if (ref) {
@@ -287,8 +291,8 @@ static int cmp_mark(const void *a, const void *b) {
     return x->pos != y->pos ? (x->pos > y->pos) - (x->pos < y->pos) : (x->kind > y->kind) - (x->kind < y->kind);
 }
 
-int pc_plan(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const int *prompt,
-            int n_prompt, int interval, pc_mark **out) {
+int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, int interval, pc_mark **out) {
+    const int *prompt = r->ids, n_prompt = r->n_ids;
     if (interval <= 0) interval = 1024;
     int cap = n_prompt / interval + 4, n = 0;
     pc_mark *mk = malloc(sizeof *mk * (size_t)cap);
@@ -301,14 +305,14 @@ int pc_plan(const model *m, const chat_template *t, const chat_msg *msgs, int n_
     memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
     /* (e) the end of the system prompt: where any first user message would begin */
     if (n_msgs > 0 && !strcmp(msgs[0].role, "system")) {
-        copy[1] = (chat_msg){"user", ""};
-        int k = dummy_boundary(m, t, copy, 2, prompt, n_prompt);
+        copy[1] = (chat_msg){"user", "", NULL};
+        int k = dummy_boundary(m, r, copy, 2, prompt, n_prompt);
         if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_SYSTEM};
         memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
     }
     /* (a) where the last user message begins */
     if (n_msgs > 0 && !strcmp(msgs[n_msgs - 1].role, "user")) {
-        int k = dummy_boundary(m, t, copy, n_msgs, prompt, n_prompt);
+        int k = dummy_boundary(m, r, copy, n_msgs, prompt, n_prompt);
         if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_USER};
     }
     /* (d) every interval tokens */
@@ -336,18 +340,18 @@ int pc_plan(const model *m, const chat_template *t, const chat_msg *msgs, int n_
     return k;
 }
 
-int pc_next_turn_prefix(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const char *reply,
-                        int **out) {
+int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
+                        const char *reasoning, int **out) {
     chat_msg *copy = malloc(sizeof *copy * (size_t)(n_msgs + 2));
     if (!copy) return -1;
     memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
-    copy[n_msgs] = (chat_msg){"assistant", reply};
-    copy[n_msgs + 1] = (chat_msg){"user", ""};
+    copy[n_msgs] = (chat_msg){"assistant", reply, reasoning && *reasoning ? reasoning : NULL};
+    copy[n_msgs + 1] = (chat_msg){"user", "", NULL};
     static const char *const dummies[2] = {"A", "7"};
     int *ids[2] = {NULL, NULL}, len[2], k = -1;
     for (int i = 0; i < 2; i++) {
         copy[n_msgs + 1].content = dummies[i];
-        len[i] = render_ids(m, t, copy, n_msgs + 2, 1, &ids[i]);
+        len[i] = render_ids(m, r, copy, n_msgs + 2, &ids[i]);
     }
     if (len[0] >= 0 && len[1] >= 0) {
         k = pc_common_prefix(ids[0], len[0], ids[1], len[1]);

@@ -66,20 +66,33 @@ typedef struct {
     int kind;
 } pc_mark;
 
-/* Where to checkpoint while prefilling prompt (the tokens msgs render to with the
- * generation prompt under template t): (e), (a), every `interval` tokens (d), and
- * the end (b). Sorted by position, one mark per position, positions in 1..n_prompt.
- * Returns the count and a malloc'd array in *out (-1 when out of memory). */
-int pc_plan(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const int *prompt,
-            int n_prompt, int interval, pc_mark **out);
+/* How a conversation's prompt was rendered: the template and its switches, and the
+ * prompt it gave (text and tokens, with the generation prompt). The boundary searches
+ * render the same conversation with other last messages through the same template, and
+ * tokenize only what differs from this prompt (tokenizer_encode_like). */
+typedef struct {
+    chat_template *t;
+    int enable_thinking;
+    const char *text; /* the prompt text, len bytes */
+    size_t len;
+    const int *ids;   /* its tokens */
+    int n_ids;
+} pc_render;
+
+/* Where to checkpoint while prefilling the prompt msgs rendered to (r): (e), (a), every
+ * `interval` tokens (d), and the end (b). Sorted by position, one mark per position,
+ * positions in 1..r->n_ids. Returns the count and a malloc'd array in *out (-1 when out
+ * of memory). */
+int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, int interval, pc_mark **out);
 
 /* (c): the tokens the next prompt will start with after this reply: the common
- * prefix of [msgs..., assistant(reply), user(x)] for two different one-character x,
- * with the generation prompt. Rendering the history this way (not msgs alone) is
- * what makes templates that drop reasoning from history still hit. Returns the count
- * and malloc'd tokens in *out, or -1. */
-int pc_next_turn_prefix(const model *m, const chat_template *t, const chat_msg *msgs, int n_msgs, const char *reply,
-                        int **out);
+ * prefix of [msgs..., assistant(reply, reasoning), user(x)] for two different
+ * one-character x, with the generation prompt. Rendering the history this way (not msgs
+ * alone) is what makes templates that drop reasoning from history still hit. reasoning:
+ * the reply's reasoning_content (NULL or empty: none). Returns the count and malloc'd
+ * tokens in *out, or -1. */
+int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
+                        const char *reasoning, int **out);
 
 /* Length of the longest common prefix of two token lists. */
 int pc_common_prefix(const int *a, int na, const int *b, int nb);

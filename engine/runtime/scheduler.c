@@ -180,7 +180,7 @@ static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row)
 static int start_post_job(chat_engine *e, request *r) {
     if (!use_cache(e, r) || !r->state) return 0;
     int *c = NULL;
-    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", &c);
+    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, r->reply ? r->reply : "", r->reasoning, &c);
     uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
     pc_mark *mk = hc ? malloc(sizeof *mk) : NULL;
     if (!mk) {
@@ -208,6 +208,7 @@ static int start_post_job(chat_engine *e, request *r) {
                 (unsigned long long)r->id, nc, have, same ? "continues" : "diverges", n_past);
     /* from here the state consumed c[0..n_past): c is the job's prompt */
     free(r->prompt);
+    r->tmpl.ids = NULL, r->tmpl.n_ids = 0; /* they were the prompt's */
     r->prompt = c;
     r->n_prompt = nc;
     free(r->h);
@@ -328,9 +329,10 @@ static int begin(chat_engine *e, request *r, const char **error) {
     if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
     r->t_prefill = now_ms();
     if (restore_prompt(e, r)) {
-        r->r.phase = GEN_GENERATING;
+        r->r.phase = decode_phase(r);
+        int how = accept_token(e, r, sample_token(e, r)); /* first: it may open a reasoning block */
         progress(r);
-        return accept_token(e, r, sample_token(e, r));
+        return how;
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
     progress(r);
@@ -399,12 +401,37 @@ static int failing(const request *r) {
     return r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
 }
 
-/* The speculating generating requests draft their next tokens, all of them in the same
- * head passes: as many as they may still generate after the step's own token, at most
- * their n_max. A failed pass leaves the drafts made before it. */
+/* r feeds the model one token a step, or more (its reasoning's forced end) */
+static int decoding(const request *r) { return r->r.phase == GEN_GENERATING || r->r.phase == GEN_THINKING; }
+
+/* r's next decode row is a verify row: it speculates and feeds one sampled token. The
+ * end of the reasoning that a spent thinking budget forces in goes in a plain row, and
+ * drafting resumes after it. */
+static int verifying(const request *r) { return r->spec && r->n_feed == 1; }
+
+/* How many tokens r may draft after its last one: n_max, as many as it may still generate
+ * after the step's own token, and, while a thinking budget counts, no draft past the
+ * budget: the drafts are the reasoning tokens the budget still allows, and the model's
+ * token after them is the one the budget replaces with the end of the reasoning
+ * (after_verify), so a step reaches the budget's end and no further. */
+static int draft_room(const request *r) {
+    int want = failing(r) ? 0 : r->spec->n_max;
+    if (r->s.max_tokens > 0 && r->s.max_tokens - r->r.generated_tokens - 1 < want)
+        want = r->s.max_tokens - r->r.generated_tokens - 1;
+    if (r->close_ids && r->think != THINK_OVER) {
+        /* inside the block, the step's token j is reasoning while think_tokens + j < budget;
+         * before it opens, its first token may be the opening marker, which does not count */
+        const int left = r->s.thinking_budget - r->think_tokens + (r->think == THINK_MAY_OPEN);
+        if (left < want) want = left;
+    }
+    return want > 0 ? want : 0;
+}
+
+/* The speculating decoding requests draft their next tokens, all of them in the same head
+ * passes (draft_room each). A failed pass leaves the drafts made before it. */
 static void draft_rows(chat_engine *e) {
     int n = 0;
-    for (int i = 0; i < e->n_act; i++) n += e->act[i]->r.phase == GEN_GENERATING && e->act[i]->spec;
+    for (int i = 0; i < e->n_act; i++) n += decoding(e->act[i]) && verifying(e->act[i]);
     if (n == 0) return;
     spec_seq *sp[n];
     seq_state *st[n];
@@ -413,19 +440,17 @@ static void draft_rows(chat_engine *e) {
     n = 0;
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
-        if (r->r.phase != GEN_GENERATING || !r->spec) continue;
-        r->spec->tokens[0] = r->last_token;
-        want[n] = failing(r) ? 0 : r->spec->n_max;
-        if (r->s.max_tokens > 0 && r->s.max_tokens - r->r.generated_tokens - 1 < want[n])
-            want[n] = r->s.max_tokens - r->r.generated_tokens - 1;
+        if (!decoding(r) || !verifying(r)) continue;
+        r->spec->tokens[0] = r->feed[0];
+        want[n] = draft_room(r);
         sp[n] = r->spec, st[n] = r->state, smp[n] = &r->smp;
         n++;
     }
     spec_draft(sp, st, smp, want, n, &e->arena);
 }
 
-/* The rows of one step: every generating request's last token (a speculating one's verify
- * row: its last token and its drafts) first, then prefill slices round robin - starting
+/* The rows of one step: every decoding request's feed (a speculating one's verify row: its
+ * last token and its drafts) first, then prefill slices round robin - starting
  * after the request served last - until prefill_chunk tokens. Returns the number of rows;
  * the first *n_decode are decode rows. */
 static int plan_rows(chat_engine *e, int *n_decode) {
@@ -433,13 +458,16 @@ static int plan_rows(chat_engine *e, int *n_decode) {
     int n = 0;
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
-        if (r->r.phase != GEN_GENERATING) continue;
-        if (r->spec) {
+        if (!decoding(r)) continue;
+        if (verifying(r)) {
             e->rows[n] = spec_verify_row(r->spec, r->state);
             if (failing(r)) e->rows[n].tokens = &broken; /* it drafted nothing */
         } else {
-            e->rows[n] = (batch_seq){.state = r->state, .tokens = failing(r) ? &broken : &r->last_token,
-                                     .n_tokens = 1, .logits = 1, .out = r->logits};
+            e->rows[n] = (batch_seq){.state = r->state,
+                                     .tokens = failing(r) ? &broken : r->feed,
+                                     .n_tokens = failing(r) ? 1 : r->n_feed,
+                                     .logits = 1,
+                                     .out = r->logits};
         }
         e->row_of[n++] = r;
     }
@@ -489,15 +517,18 @@ static void forward_rows(chat_engine *e, int n) {
     for (int i = 0; i < n; i++) e->row_ok[i] = model_forward(e->m, &e->rows[i], 1, &e->arena) == 0;
 }
 
-/* A generated token fed to the model: kept for (c). */
-static void track_fed(request *r, int tok) {
-    if (r->n_gen == r->cap_gen) {
+/* Generated tokens fed to the model: kept for (c). */
+static void track_fed(request *r, const int *toks, int n) {
+    if (r->n_gen + n > r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        while (cap < r->n_gen + n) cap *= 2;
         int *g = realloc(r->gen, sizeof *g * (size_t)cap);
         if (g) r->gen = g, r->cap_gen = cap;
     }
-    if (r->n_gen < r->cap_gen) r->gen[r->n_gen++] = tok;
-    else { /* cannot track the tokens: no post-generation checkpoint */
+    if (r->n_gen + n <= r->cap_gen) {
+        memcpy(r->gen + r->n_gen, toks, sizeof *toks * (size_t)n);
+        r->n_gen += n;
+    } else { /* cannot track the tokens: no post-generation checkpoint */
         free(r->h);
         r->h = NULL;
     }
@@ -512,25 +543,29 @@ static void decode_progress(request *r) {
     progress(r);
 }
 
-/* A decode row: the token fed is kept for (c), the next one sampled and streamed. */
+/* A decode row: the tokens fed are kept for (c), the next one sampled and streamed. */
 static void after_decode(chat_engine *e, request *r) {
-    track_fed(r, r->last_token);
+    track_fed(r, r->feed, r->n_feed);
     int how = accept_token(e, r, r->drawn);
     decode_progress(r);
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
 
 /* A verify row: the step's tokens one after the other, each as plain decoding takes it -
- * the state had consumed verify rows 0..i when token i was chosen - until one ends the
- * request; the state keeps those rows and no more. */
+ * the state had consumed verify rows 0..i when token i was chosen - through the same
+ * reasoning split and stops, until one ends the request or the thinking budget replaces
+ * it with the end of the reasoning (r->feed then holds that, for the next step's plain
+ * row); the state keeps those rows and no more. */
 static void after_verify(chat_engine *e, request *r) {
     spec_seq *sp = r->spec;
     int how = FINISH_NONE, keep = 1;
-    for (int i = 0; i < r->n_step && how == FINISH_NONE; i++) {
-        track_fed(r, sp->tokens[i]);
+    for (int i = 0; i < r->n_step; i++) {
+        track_fed(r, &sp->tokens[i], 1);
         r->state->n_past = sp->pos0 + i + 1; /* what accept_token's context check sees */
         how = accept_token(e, r, r->step_tokens[i]);
         keep = i + 1;
+        if (how != FINISH_NONE) break;
+        if (r->n_feed != 1 || r->feed[0] != r->step_tokens[i]) break; /* the budget's forced end */
     }
     spec_keep(sp, r->state, keep);
     r->r.drafted_tokens += sp->n_draft;
@@ -564,9 +599,9 @@ static void after_slice(chat_engine *e, request *r, int k) {
     double ms = now_ms() - r->t_prefill;
     if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
     hand_over(e, r); /* before the state moves on */
-    r->r.phase = GEN_GENERATING;
+    r->r.phase = decode_phase(r);
+    int how = accept_token(e, r, sample_token(e, r)); /* before the report: it may open a reasoning block */
     progress(r);
-    int how = accept_token(e, r, sample_token(e, r));
     checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
@@ -575,7 +610,8 @@ static void row_failed(chat_engine *e, request *r) {
     if (r->post) end_post_job(e, r);
     else
         end_request(e, r, FINISH_ERROR,
-                    r->r.phase == GEN_GENERATING ? "the model failed while generating" : "the model failed on the prompt");
+                    r->r.phase == GEN_GENERATING || r->r.phase == GEN_THINKING ? "the model failed while generating"
+                                                                               : "the model failed on the prompt");
 }
 
 /* The decode rows' next tokens. Each draw reads its row's whole logits (1 MB for a
@@ -587,7 +623,7 @@ static void sample_rows(void *arg, int ith, int nth) {
     (void)nth;
     request *r = e->row_of[ith];
     if (!e->row_ok[ith]) return;
-    if (r->spec) r->n_step = sample_step(e, r);
+    if (verifying(r)) r->n_step = sample_step(e, r);
     else r->drawn = sample_token(e, r);
 }
 
@@ -600,7 +636,8 @@ static void step(chat_engine *e) {
     if (n == 0) return;
     forward_rows(e, n);
     pool_run_n(sample_rows, e, n_decode); /* (one row runs on this thread, none is no job) */
-    for (int i = 0; i < n_decode; i++) n_verify += e->row_of[i]->spec != NULL;
+    int verify[n_decode > 0 ? n_decode : 1]; /* after_* changes what verifying() says */
+    for (int i = 0; i < n_decode; i++) n_verify += verify[i] = verifying(e->row_of[i]);
     pthread_mutex_lock(&e->lock);
     e->stats.steps++;
     e->stats.decode_rows += (uint64_t)n_decode;
@@ -610,7 +647,7 @@ static void step(chat_engine *e) {
     for (int i = 0; i < n; i++) {
         request *r = e->row_of[i];
         if (!e->row_ok[i]) row_failed(e, r);
-        else if (i < n_decode && r->spec) after_verify(e, r);
+        else if (i < n_decode && verify[i]) after_verify(e, r);
         else if (i < n_decode) after_decode(e, r);
         else {
             checkpoint_capture(e, r, &e->rows[i]);

@@ -12,6 +12,7 @@
  * tokenizer_impl.h, which also tells how merges are stored. */
 #include "engine/tokenizer/tokenizer.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ const char *tokenizer_pre(const tokenizer *t) { return t->pre_name; }
 int tokenizer_bos(const tokenizer *t) { return t->bos; }
 int tokenizer_eos(const tokenizer *t) { return t->eos; }
 int tokenizer_add_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
+int tokenizer_add_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
 int tokenizer_is_eog(const tokenizer *t, int id) { return in_vocab(t, id) && t->eog[id]; }
 
 int tokenizer_token_type(const tokenizer *t, int id) {
@@ -41,6 +43,8 @@ int tokenizer_token_type(const tokenizer *t, int id) {
 int tokenizer_find(const tokenizer *t, const char *s) { return find_token(t, s, strlen(s)); }
 
 const char *tokenizer_token_text(const tokenizer *t, int id) { return in_vocab(t, id) ? tok_text(t, id) : ""; }
+
+static const char *piece(const tokenizer *t, int id, int render_special, size_t *n);
 
 /* ------------------------------------------------------------------ special tokens */
 
@@ -176,6 +180,83 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
     if (!v.v) return -1;
     *out = v.v;
     return (int)v.n;
+}
+
+/* ------------------------------------------------------------------ encoding like a known text */
+
+/* 1 when text[a..x) is an occurrence of a special token the partition counts (with
+ * parse_special as there) and no other occurrence overlaps it or spans x. */
+static int lone_special(const tokenizer *t, const char *text, size_t len, size_t a, size_t x, size_t max_len,
+                        int parse_special) {
+    int self = 0;
+    for (size_t p = a > max_len ? a - max_len : 0; p < x; p++) {
+        int32_t node = 0;
+        for (size_t i = p; i < len; i++) {
+            const pairslot *ps = pairmap_get(&t->trie, ((uint64_t)(uint32_t)node << 8) | (unsigned char)text[i]);
+            if (!ps) break;
+            node = ps->a;
+            int32_t ord = t->trie_order[node];
+            if (ord < 0) continue;
+            if (!parse_special && (t->attr[t->special[ord]] & (ATTR_CONTROL | ATTR_UNKNOWN))) continue;
+            size_t end = i + 1;
+            if (p == a && end == x) self = 1;
+            else if (end > a) return 0;
+        }
+    }
+    return self;
+}
+
+/* Why this is exact. The partition (specials longest first, each at its leftmost
+ * occurrences that overlap nothing taken) decides every occurrence from the occurrences
+ * that overlap it. So at a cut x that no occurrence spans, the matches before x are those
+ * of text[0..x) alone, and the ones after x those of the rest alone. If the known text
+ * has a special token ending at x, and no other occurrence overlaps it or spans x in
+ * either text, that occurrence is accepted in both, x ends a fragment in both, and when
+ * x lies within the bytes both share, the known tokens up to it are the new text's too;
+ * the rest is encoded as a text of its own (a raw fragment after a special: as inside the
+ * whole). The known tokens are checked to spell the known text byte for byte, which also
+ * turns away bytes that are not UTF-8 (decoded as U+FFFD). */
+int tokenizer_encode_like(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                          const char *known, size_t known_len, const int *known_ids, int n_known, int **out) {
+    /* SentencePiece's added spaces do not spell the text byte for byte */
+    if (!known || t->model != MODEL_BPE || t->n_special == 0)
+        return tokenizer_encode(t, text, len, add_special, parse_special, out);
+    size_t shared = 0;
+    while (shared < len && shared < known_len && text[shared] == known[shared]) shared++;
+    size_t max_len = 0;
+    for (int k = 0; k < t->n_special; k++)
+        if (tok_len(t, t->special[k]) > max_len) max_len = tok_len(t, t->special[k]);
+
+    int bos = add_special && t->add_bos && t->bos >= 0, eos = add_special && t->add_eos && t->eos >= 0;
+    int i = bos, cut_ids = 0; /* known_ids[0..cut_ids) are the tokens of text[0..cut) */
+    size_t pos = 0, cut = 0;
+    if (bos && (n_known < 1 || known_ids[0] != t->bos)) i = n_known; /* not what encode gives: no reuse */
+    for (; i < n_known - eos && pos < shared; i++) {
+        size_t n = 0;
+        const char *p = piece(t, known_ids[i], 1, &n);
+        if (n == 0 || n > known_len - pos || memcmp(p, known + pos, n) != 0) break; /* does not spell it */
+        pos += n;
+        if (pos > shared || !(t->attr[known_ids[i]] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))) continue;
+        size_t a = pos - n;
+        if (lone_special(t, known, known_len, a, pos, max_len, parse_special) &&
+            lone_special(t, text, len, a, pos, max_len, parse_special))
+            cut = pos, cut_ids = i + 1;
+    }
+    if (cut == 0) return tokenizer_encode(t, text, len, add_special, parse_special, out);
+
+    int *tail;
+    int n_tail = tokenizer_encode(t, text + cut, len - cut, 0, parse_special, &tail);
+    if (n_tail < 0) return -1;
+    int n = cut_ids + n_tail + eos;
+    int *ids = malloc(sizeof *ids * (size_t)n);
+    if (ids) {
+        memcpy(ids, known_ids, sizeof *ids * (size_t)cut_ids);
+        memcpy(ids + cut_ids, tail, sizeof *ids * (size_t)n_tail);
+        if (eos) ids[n - 1] = t->eos;
+    }
+    free(tail);
+    *out = ids;
+    return ids ? n : -1;
 }
 
 /* ------------------------------------------------------------------ decoding */

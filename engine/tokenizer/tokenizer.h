@@ -26,6 +26,7 @@ const char *tokenizer_pre(const tokenizer *t);     /* pre-tokenizer name as stor
 int tokenizer_bos(const tokenizer *t);             /* -1 when none */
 int tokenizer_eos(const tokenizer *t);
 int tokenizer_add_bos(const tokenizer *t);         /* 1 if BOS is prepended by encode(add_special) */
+int tokenizer_add_eos(const tokenizer *t);         /* 1 if EOS is appended by encode(add_special) */
 int tokenizer_is_eog(const tokenizer *t, int id);  /* end-of-generation set (docs/engine-math.md §8) */
 int tokenizer_token_type(const tokenizer *t, int id);
 /* id of a token whose text is exactly s, or -1 */
@@ -38,6 +39,14 @@ const char *tokenizer_token_text(const tokenizer *t, int id);
  * to *out (malloc'd, caller frees), or -1 on allocation failure. */
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                      int **out);
+
+/* tokenizer_encode for a text that begins like a text already encoded (known, its ids
+ * encoded with the same flags): the raw fragments (the bytes between special tokens) the
+ * two texts share, at the same place, keep the known tokens, and only the others are
+ * encoded. The same tokens as tokenizer_encode, in a fraction of the time when two chat
+ * prompts differ only near their end. known NULL: tokenizer_encode. */
+int tokenizer_encode_like(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                          const char *known, size_t known_len, const int *known_ids, int n_known, int **out);
 
 /* Test and debugging aid: the words the pre-tokenizer cuts text into (no special-token
  * matching). Writes a malloc'd array of word end offsets in bytes of the text as

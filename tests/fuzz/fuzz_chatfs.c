@@ -124,13 +124,15 @@ static uint64_t gated_submit(fs_backend *b, const chat_msg *msgs, int n, const g
         char *t = strdup(msgs[i].content);
         if (!t) abort();
         for (char *p = t; (p = strstr(p, "#delay="));) p[6] = '-';
-        m[i] = (chat_msg){msgs[i].role, t};
+        m[i] = (chat_msg){msgs[i].role, t, NULL};
     }
     pthread_mutex_lock(&gate.mu);
     gate.jobs++;
     pthread_mutex_unlock(&gate.mu);
-    uint64_t id = fake_submit(b, m, n, s, &(gen_callbacks){gated_text, gated_progress, gated_done, inner}, err,
-                              errlen);
+    uint64_t id = fake_submit(b, m, n, s, &(gen_callbacks){.on_text = gated_text, .on_progress = gated_progress,
+                                                                  .on_done = gated_done, .ud = inner,
+                                                                  .on_reasoning = NULL /* the fuzzed fake does not think */},
+                              err, errlen);
     if (!id) { /* refused: no callback comes */
         pthread_mutex_lock(&gate.mu);
         gate.jobs--;

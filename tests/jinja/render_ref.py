@@ -8,6 +8,11 @@ apply_chat_template configures it (transformers' _compile_jinja_template):
 
 strftime_now formats a fixed moment (NOW) in local time, so that renders are comparable.
 Used by parity.py; also runnable alone:  render_ref.py TEMPLATE CONTEXT.json
+
+  render_ref.py --batch IN.json OUT.json   IN: {"templates": {name: jinja text}, "cases":
+      [{"template": name, "context": {...}}, ...]}; OUT: one result per case, in order:
+      {"ok": text}, {"raised": raise_exception's message} or {"error": "Class: message"}
+      (tests/test_template.c renders its cases in one run this way)
 """
 import json
 import sys
@@ -90,9 +95,38 @@ def render(env, template, context):
         raise
 
 
+def batch(in_path, out_path):
+    env = environment()
+    with open(in_path, encoding="utf-8") as f:
+        job = json.load(f)
+    compiled = {}
+    for name, text in job["templates"].items():
+        try:
+            compiled[name] = env.from_string(text)
+        except Exception as e:  # every case of it fails the same way
+            compiled[name] = f"{type(e).__name__}: {e}"
+    results = []
+    for case in job["cases"]:
+        template = compiled[case["template"]]
+        if isinstance(template, str):
+            results.append({"error": template})
+            continue
+        try:
+            results.append({"ok": render(env, template, case["context"])})
+        except Raised as e:
+            results.append({"raised": str(e)})
+        except Exception as e:
+            results.append({"error": f"{type(e).__name__}: {e}"})
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(results, f, ensure_ascii=False)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--batch":
+        batch(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) != 3:
-        sys.exit("usage: render_ref.py TEMPLATE CONTEXT.json")
+        sys.exit("usage: render_ref.py TEMPLATE CONTEXT.json | --batch IN.json OUT.json")
     env = environment()
     with open(sys.argv[1], encoding="utf-8") as f:
         template = env.from_string(f.read())

@@ -171,10 +171,12 @@ def cap(s):
 
 
 class Turn:
-    """One user question and the expected assistant answer."""
+    """One user question, the expected assistant answer and, for tasks that think, the expected reasoning
+    (written before the answer when thinking is on; "" = answer directly)."""
 
-    def __init__(self, kind, user, answer, key=None, state=None, followup=False):
+    def __init__(self, kind, user, answer, key=None, state=None, followup=False, reasoning=""):
         self.kind, self.user, self.answer, self.key, self.state, self.followup = kind, user, answer, key, state, followup
+        self.reasoning = reasoning
 
 
 def num(mode, n):
@@ -281,6 +283,63 @@ def t_sort(rng, mode, ws=None):
     return Turn("words", q, finish(mode, "Sorted: " + " ".join(out)), key=("sort", tuple(ws)), state=("words", out))
 
 
+# ----------------------------------------------------------------------------------------------
+# tasks that think: with thinking on the reply is REASONING "\n</think>\n\n" ANSWER, with thinking off the
+# same ANSWER alone (chat_format.py)
+# ----------------------------------------------------------------------------------------------
+SUM3_Q = ["What is {a} + {b} + {c}?", "What is {a} plus {b} plus {c}?", "Calculate {a} + {b} + {c}.",
+          "{a} + {b} + {c} = ?", "Add {a}, {b} and {c}."]
+STEP_PRE = ["Think step by step. ", "Think step by step: "]
+STEP_POST = [" Think step by step.", " Let's think step by step."]
+SUM3_MAX = 30
+
+
+def t_sum3(rng, mode, a=None, b=None, c=None):
+    """multi-step arithmetic: 12 + 7 + 30 -> reasoning "12 + 7 = 19.\n19 + 30 = 49." """
+    if a is None:
+        a, b, c = rng.randint(1, SUM3_MAX), rng.randint(1, SUM3_MAX), rng.randint(1, SUM3_MAX)
+    s, t = a + b, a + b + c
+    q = rng.choice(SUM3_Q).format(a=a, b=b, c=c)
+    if rng.random() < 0.15:
+        q = rng.choice(STEP_PRE) + q if rng.random() < 0.5 else q + rng.choice(STEP_POST)
+    ans = "%d + %d + %d = %s." % (a, b, c, num(mode, t))
+    return Turn("sum3", q, finish(mode, ans), key=("sum3", a, b, c), state=("num", t),
+                reasoning="%d + %d = %d.\n%d + %d = %d." % (a, b, s, s, c, t))
+
+
+def t_steps(rng, mode):
+    """"Think step by step" on a sum or difference: the second number in tens, then ones (two lines whenever it
+    has tens, "73 + 0 = 73." included, so the form never depends on a digit):
+    "What is 47 + 38? Think step by step." -> reasoning "47 + 30 = 77.\n77 + 8 = 85." """
+    t = t_arith(rng, mode, op=rng.choice(["+", "-"]))
+    _, op, a, b = t.key
+    q = rng.choice(STEP_PRE) + t.user if rng.random() < 0.5 else t.user + rng.choice(STEP_POST)
+    sign = 1 if op == "+" else -1
+    tens, ones = b - b % 10, b % 10
+    if tens:
+        m = a + sign * tens
+        r = "%d %s %d = %d.\n%d %s %d = %d." % (a, op, tens, m, m, op, ones, m + sign * ones)
+    else:
+        r = "%d %s %d = %d." % (a, op, b, a + sign * b)
+    return Turn("steps", q, t.answer, key=t.key, state=t.state, reasoning=r)
+
+
+LONG_Q = ["Count the words one by one: {l}", "Count these words one by one: {l}"]
+
+
+def t_count_long(rng, mode, ws=None):
+    """long reasoning (for thinking budgets): the words counted one at a time, "1, 2, 3, ..., 9." (3 tokens a
+    word, up to 12 words; copying the words themselves in order, "1. red\n2. cat\n...", was beyond this model:
+    it lost its place after 5 or 6); the answer is the word count, which the model also knows without the
+    reasoning (thinking off, or reasoning cut short)."""
+    ws = ws or rng.sample(WORDS, rng.randint(4, 12))
+    q = rng.choice(LONG_Q).format(l=" ".join(ws))
+    n = len(ws)
+    ans = "There are %s words." % num(mode, n)
+    return Turn("long", q, finish(mode, ans), key=("countlong", tuple(ws)), state=("words", list(ws)),
+                reasoning=", ".join(str(i + 1) for i in range(n)) + ".")
+
+
 def t_convert(rng, mode):
     pf, sf, pt, st, f = rng.choice(UNITS)
     n = rng.randint(1, 99) if f in (10, 100, 1000) else rng.randint(1, 10)
@@ -362,6 +421,13 @@ def f_numeric(rng, mode, x):
     if x <= 99:
         ops.append("*")
     op = rng.choice(ops)
+    if op == "+" and x + 40 <= MAX_NUM and rng.random() < 0.25:    # two steps: thinks
+        m, n = rng.randint(1, 20), rng.randint(1, 20)
+        q = rng.choice(["Add {m} and {n} to that.", "Now add {m} and {n}."]).format(m=m, n=n)
+        y, c = x + m, x + m + n
+        ans = "%d + %d + %d = %s." % (x, m, n, num(mode, c))
+        return Turn("arith", q, finish(mode, ans), key=("fup2", x, m, n), state=("num", c), followup=True,
+                    reasoning="%d + %d = %d.\n%d + %d = %d." % (x, m, y, y, n, c))
     if op == "+":
         n = rng.randint(1, min(20, MAX_NUM - x))
         q = rng.choice(["Add {n} to that.", "Now add {n}.", "Add {n} to the result."]).format(n=n)
@@ -433,8 +499,10 @@ def followup(rng, mode, state):
 # ----------------------------------------------------------------------------------------------
 # conversations
 # ----------------------------------------------------------------------------------------------
-TASKS = [(t_arith, 32), (t_count_words, 5), (t_count_from, 10), (t_reverse, 24), (t_convert, 4), (t_fact, 16)]
-FRENCH_OK = {t_arith, t_count_words, t_convert}
+TASKS = [(t_arith, 32), (t_count_words, 5), (t_count_from, 10), (t_reverse, 24), (t_convert, 4), (t_fact, 16),
+         (t_sum3, 24), (t_steps, 8), (t_count_long, 12)]
+FRENCH_OK = {t_arith, t_count_words, t_convert, t_sum3, t_steps, t_count_long}
+THINKING_ON = 0.6     # share of training conversations with thinking on (the template's default)
 
 
 def pick_task(rng, mode):
@@ -464,10 +532,10 @@ def system_text(rng, mode):
             "french": rng.choice(SYS_FRENCH)}[mode]
 
 
-def render_prompt(messages):
-    """ChatML rendering of messages followed by the generation prompt (what the model sees)."""
-    s = "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in messages)
-    return s + "<|im_start|>assistant\n"
+def conversation_key(messages):
+    """A question in its context (system prompt, earlier turns), whatever the thinking mode: what the held-out
+    exclusion compares."""
+    return json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
 
 
 def gen_conversation(rng, n_turns=None, mode="random", first=None):
@@ -491,7 +559,7 @@ def gen_conversation(rng, n_turns=None, mode="random", first=None):
             t = followup(rng, mode, state)
         if t is None:
             t = pick_task(rng, mode)(rng, mode)
-        t.prompt = render_prompt(msgs + [{"role": "user", "content": t.user}])
+        t.prompt = conversation_key(msgs + [{"role": "user", "content": t.user}])
         msgs.append({"role": "user", "content": t.user})
         msgs.append({"role": "assistant", "content": t.answer})
         turns.append(t)
@@ -505,7 +573,8 @@ def gen_conversation(rng, n_turns=None, mode="random", first=None):
 HELDOUT_SEED = 20240607
 TRAIN_SEED = 1234
 # e2e examples that must stay in the training distribution (never held out)
-RESERVED_KEYS = {("arith", "+", 17, 25), ("arith", "+", 25, 17), ("fup", 42, "+", 5)}
+RESERVED_KEYS = {("arith", "+", 17, 25), ("arith", "+", 25, 17), ("fup", 42, "+", 5), ("sum3", 12, 7, 30),
+                 ("fup", 49, "+", 5)}
 
 # (category, count, generator) ; category is the reporting "kind"
 def _ho_plan():
@@ -539,7 +608,10 @@ def _ho_plan():
         ("system_upper", 30, anytask("upper")),
         ("system_french", 30, anytask("french")),
         ("multiturn", 60, lambda rng: multi(rng.choice([t_arith, t_arith, t_convert, t_reverse, t_fact,
-                                                         t_count_words]))(rng)),
+                                                         t_count_words, t_sum3]))(rng)),
+        ("sum3", 40, single(t_sum3)),
+        ("steps", 30, single(t_steps)),
+        ("long", 30, single(t_count_long)),
     ]
 
 
@@ -556,8 +628,8 @@ def heldout_items(scale=1.0):
             if t.key in RESERVED_KEYS or t.prompt in seen:
                 continue
             seen.add(t.prompt)
-            items.append({"kind": cat, "messages": msgs[:-1], "expect": t.answer, "check": "exact",
-                          "key": list(t.key) if t.key else None, "prompt": t.prompt})
+            items.append({"kind": cat, "messages": msgs[:-1], "expect": t.answer, "reasoning": t.reasoning,
+                          "check": "exact", "key": list(t.key) if t.key else None, "prompt": t.prompt})
             k += 1
     return items
 
@@ -571,8 +643,34 @@ def heldout_exclusions(items):
     return keys, prompts
 
 
+CUT_SHARE = {"long": 0.3}    # share of thinking-on replies whose reasoning is cut short (thinking budget)
+CUT_SHARE_OTHER = 0.1        # ... for the other tasks that think
+
+
+class Example:
+    """One assistant reply to train on: the conversation up to the user message it answers, the answer, the
+    reasoning written first (thinking on; "" = answer directly), and how a thinking budget cuts the reasoning
+    (None, or (u, newline): cut after a share u of its tokens by a forced "\n</think>" or "</think>")."""
+
+    def __init__(self, messages, answer, reasoning, thinking, cut=None, kind=None):
+        self.messages, self.answer, self.reasoning, self.thinking, self.cut = messages, answer, reasoning, thinking, cut
+        self.kind = kind
+
+
+def last_turn_example(rng, msgs, turns, thinking):
+    """The last assistant turn of a conversation as an Example; the earlier answers are in its prompt, as the
+    template renders history (without their reasoning), and are trained on there (history_loss)."""
+    t = turns[-1]
+    reasoning = t.reasoning if thinking else ""
+    cut = None
+    if reasoning and rng.random() < CUT_SHARE.get(t.kind, CUT_SHARE_OTHER):
+        cut = (rng.random(), rng.random() < 0.5)
+    return Example(msgs[:-1], t.answer, reasoning, thinking, cut, t.kind)
+
+
 class TrainStream:
-    """Infinite deterministic stream of training conversations, never containing a held-out question."""
+    """Infinite deterministic stream of training Examples (one a conversation: its last reply), never containing a
+    held-out question. Thinking is on for a share THINKING_ON of the conversations, off for the others."""
 
     def __init__(self, seed=TRAIN_SEED, heldout=None):
         self.rng = random.Random(seed)
@@ -582,13 +680,17 @@ class TrainStream:
     def __iter__(self):
         return self
 
-    def __next__(self):
+    def conversation(self):
         while True:
             msgs, turns, mode = gen_conversation(self.rng)
             if any((t.key is not None and t.key in self.keys) or t.prompt in self.prompts for t in turns):
                 self.rejected += 1
                 continue
-            return msgs
+            return msgs, turns, self.rng.random() < THINKING_ON
+
+    def __next__(self):
+        msgs, turns, thinking = self.conversation()
+        return last_turn_example(self.rng, msgs, turns, thinking)
 
 
 def main():
@@ -601,15 +703,19 @@ def main():
         with open(a.heldout, "w") as f:
             for it in items:
                 f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
-                                    "check": it["check"]}, ensure_ascii=False) + "\n")
+                                    "reasoning": it["reasoning"], "check": it["check"]}, ensure_ascii=False) + "\n")
         kinds = {}
         for it in items:
             kinds[it["kind"]] = kinds.get(it["kind"], 0) + 1
         print("wrote %d items to %s: %s" % (len(items), a.heldout, kinds), file=sys.stderr)
     if a.sample:
+        import chat_format
         st = TrainStream()
         for _ in range(a.sample):
-            print(json.dumps(next(st), ensure_ascii=False))
+            e = next(st)
+            print(chat_format.render(e.messages, True, e.thinking) + "\033[1m" +
+                  chat_format.reply_text(e.answer, e.reasoning, e.thinking) + "\033[0m" +
+                  ("   [reasoning cut: %.2f %s]" % e.cut if e.cut else "") + "\n")
 
 
 if __name__ == "__main__":

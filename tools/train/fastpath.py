@@ -2,6 +2,10 @@
 zero initial state, positions from 0), written with fewer, larger tensor operations and optionally bf16
 matrix products (Sapphire Rapids AMX via oneDNN; parameters, activations and gradients stay float32).
 
+Also the MTP head's training passes (mtp()): pass 1 is the head at every position with the trunk's hidden rows
+(model.Qwen35.mtp_teacher_forced); pass k+1 feeds pass k's own output rows instead, as a chain of drafts does,
+with the attention pattern of that chain (attn_chain()).
+
 Used only for training; export, evaluation and the llama.cpp comparison use model.py's reference code.
 `python3 fastpath.py` checks it against model.py (float32: max |diff| ~1e-6).
 """
@@ -184,6 +188,81 @@ class Fast:
         o = o * torch.sigmoid(gate)
         return self.lin(o.reshape(B, T, H * hd), mx.attn_output.weight)
 
+    def chain_mask(self, T, j):
+        """Additive mask [T, (j+1)T] of chain pass j (0 = teacher-forced). A draft chain started at position
+        p0 = q - j reaches position q at pass j; the head's KV cache then holds the teacher-forced rows at
+        positions <= p0 (key part 0) and the chain's own rows p0+1 .. q, written by passes 1 .. j (key part i
+        holds pass i's rows; the chain's row at pass i sits at position p0 + i)."""
+        key = ("chain", T, j)
+        r = _MASKS.get(key)
+        if r is None:
+            q = torch.arange(T)[:, None]
+            s = torch.arange(T)[None, :]
+            parts = [s <= q - j] + [s == q - j + i for i in range(1, j + 1)]
+            r = _MASKS[key] = torch.zeros(T, (j + 1) * T).masked_fill(~torch.cat(parts, dim=1), float("-inf"))
+        return r
+
+    def attn_chain(self, mx, x, kvs):
+        """Gated attention of MTP pass j = len(kvs) over the keys of passes 0..j (chain_mask). Returns the
+        output and this pass's (k, v) [B,T,Hkv,hd] (roped k)."""
+        c = self.c
+        B, T, E = x.shape
+        H, Hkv, hd, nr = c.n_head, c.n_head_kv, c.head_dim, c.n_rot
+        Qf, k, v = self.lin(x, mx.attn_q.weight, mx.attn_k.weight, mx.attn_v.weight)
+        Qf = Qf.reshape(B, T, H, 2 * hd)
+        q, gate = Qf.split([hd, hd], dim=-1)
+        q = rms_norm(q, mx.attn_q_norm, c.eps)
+        k = rms_norm(k.reshape(B, T, Hkv, hd), mx.attn_k_norm, c.eps)
+        v = v.reshape(B, T, Hkv, hd)
+        cos, sin, _ = self.rope(T)
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        h2 = nr // 2
+
+        def rope(t):
+            t0, t1, rest = t.split([h2, h2, t.shape[-1] - nr], dim=-1)
+            return torch.cat([t0 * cos - t1 * sin, t0 * sin + t1 * cos, rest], dim=-1)
+
+        q, k = rope(q), rope(k)
+        K = torch.cat([kv[0] for kv in kvs] + [k], dim=1)             # [B, (j+1)T, Hkv, hd]
+        Vv = torch.cat([kv[1] for kv in kvs] + [v], dim=1)
+        Tk = K.shape[1]
+        r = H // Hkv
+        qg = q.reshape(B, T, Hkv, r, hd).permute(0, 2, 3, 1, 4).reshape(B * Hkv, r * T, hd)
+        kg = K.permute(0, 2, 3, 1).reshape(B * Hkv, hd, Tk)
+        vg = Vv.permute(0, 2, 1, 3).reshape(B * Hkv, Tk, hd)
+        mask = self.chain_mask(T, len(kvs))
+        s = torch.baddbmm(mask.repeat(r, 1).expand(B * Hkv, r * T, Tk), qg, kg, alpha=1.0 / math.sqrt(hd))
+        o = torch.bmm(torch.softmax(s, dim=-1), vg).reshape(B, Hkv, r, T, hd).permute(0, 3, 1, 2, 4).reshape(B, T, H, hd)
+        o = o * torch.sigmoid(gate)
+        return self.lin(o.reshape(B, T, H * hd), mx.attn_output.weight), (k, v)
+
+    def mtp(self, h, ids, depth=1, chain_rows=None):
+        """MTP head passes over a batch: h = trunk hidden [B,T,E] (before output_norm) of ids [B,T]. Pass 1:
+        row p = (token p, trunk h_nextn of p-1); pass k+1: row p = (token p, pass k's own h_nextn of p-1), the
+        k-th chained draft, on the first chain_rows sequences only (None: all). Returns each pass's h_nextn rows
+        [B',T,E] (logits = rows . token_embd^T; row p predicts token p+1, like the trunk's row p)."""
+        m, c = self.m, self.c
+        hd = m.mtp
+        blk = hd.block
+        e = rms_norm(F.embedding(ids, m.token_embd.weight), hd.enorm, c.eps)
+        prev = rms_norm(h, m.output_norm, c.eps)
+        kvs, outs = [], []
+        for k in range(depth):
+            if k == 1 and chain_rows is not None:
+                e, prev = e[:chain_rows], prev[:chain_rows]
+                kvs = [(kk[:chain_rows], vv[:chain_rows]) for kk, vv in kvs]
+            h_prev = F.pad(prev[:, :-1], (0, 0, 1, 0))              # row p gets row p-1; zeros at p = 0
+            x = self.lin(torch.cat([e, rms_norm(h_prev, hd.hnorm, c.eps)], dim=-1), hd.eh_proj.weight)
+            a, kv = self.attn_chain(blk.mixer, rms_norm(x, blk.attn_norm, c.eps), kvs)
+            kvs.append(kv)
+            x = x + a
+            y = rms_norm(x, blk.post_attention_norm, c.eps)
+            gt, up = self.lin(y, blk.ffn_gate.weight, blk.ffn_up.weight)
+            x = x + self.lin(F.silu(gt) * up, blk.ffn_down.weight)
+            prev = rms_norm(x, hd.shared_head_norm, c.eps)
+            outs.append(prev)
+        return outs
+
     def hidden(self, ids):
         m, c = self.m, self.c
         h = F.embedding(ids, m.token_embd.weight)
@@ -199,15 +278,38 @@ class Fast:
 if __name__ == "__main__":
     from model import Config
     torch.manual_seed(0)
-    c = Config(n_vocab=300, n_embd=64, n_layer=4, n_ff=96, head_dim=16, n_rot=8, ssm_head_dim=16)
+    c = Config(n_vocab=300, n_embd=64, n_layer=4, n_ff=96, head_dim=16, n_rot=8, ssm_head_dim=16, n_nextn=1)
     m = Qwen35(c)
     m.init_weights(1)
     ids = torch.randint(0, 300, (3, 150))
     ref = m.hidden(ids)
+    with torch.no_grad():
+        # MTP passes vs model.py: pass 1 = teacher-forced rows; pass k+1 row q = draft k of a chain started at
+        # q - k, computed row by row with a KV cache holding the teacher-forced rows <= q - k
+        _, tf = m.mtp_teacher_forced(ids, ref)
+        outs = Fast(m, bf16=False).mtp(ref, ids, depth=3)
+        print("MTP pass 1 vs model.py teacher-forced rows: max|dh| %.3g" % (outs[0] - tf).abs().max())
+        hn = m.h_nextn(ref)
+        worst = [0.0, 0.0]
+        for q0 in (1, 17, 60, 146):
+            cache = {}
+            m.mtp_rows(ids[:1, :q0 + 1], torch.cat([torch.zeros_like(hn[:1, :1]), hn[:1, :q0]], 1), cache, 0)
+            h = tf[:1, q0:q0 + 1]
+            for k in (1, 2):
+                _, h = m.mtp_rows(ids[:1, q0 + k:q0 + k + 1], h, cache, q0 + k)
+                worst[k - 1] = max(worst[k - 1], float((h[0, 0] - outs[k][0, q0 + k]).abs().max()))
+        print("MTP chained passes 2, 3 vs model.py draft chains: max|dh| %.3g %.3g" % tuple(worst))
     for bf in (False, True):
         f = Fast(m, bf16=bf)
         out = f.hidden(ids)
         print("fast path (bf16=%s) vs model.py: max|dh| %.3g" % (bf, (out - ref).abs().max()))
-        g1 = torch.autograd.grad(m.logits(m.hidden(ids)).pow(2).sum(), list(m.parameters()))
-        g2 = torch.autograd.grad(m.logits(f.hidden(ids)).pow(2).sum(), list(m.parameters()))
+        ps = list(m.parameters())
+
+        def loss(h, hm):      # trunk + MTP pass 1 (the MTP rows through model.py or the fast path)
+            return m.logits(h).pow(2).sum() + (hm @ m.token_embd.weight.t()).pow(2).sum()
+
+        h1 = m.hidden(ids)
+        g1 = torch.autograd.grad(loss(h1, m.mtp_teacher_forced(ids, h1)[1]), ps)
+        h2 = f.hidden(ids)
+        g2 = torch.autograd.grad(loss(h2, f.mtp(h2, ids)[0]), ps)
         print("  max relative grad diff %.3g" % max(float((a - b).norm() / (a.norm() + 1e-12)) for a, b in zip(g1, g2)))

@@ -16,6 +16,15 @@ Two evaluation paths of the delta rule:
   * chunked WY form (training; zero initial state per sequence, chunks of `chunk` tokens with state carry)
   * token-by-token recurrence (inference with a cache; exactly the order llama.cpp's CPU kernel uses)
 They are mathematically identical (test: python3 model.py).
+
+MTP (NextN) draft head (spec §16.2, llama.cpp's graph_mtp), block blk.{n_layer} of the GGUF, present when
+n_nextn = 1. Row p of the head takes token x_p and the trunk's h_nextn of p-1 (RMSNorm(h, output_norm), the
+post-final-norm hidden state; zeros at p = 0) and predicts x_{p+1}, i.e. one token beyond the trunk at p-1:
+  e = RMSNorm(embed(x_p), enorm);  hn = RMSNorm(h_prev, hnorm);  c = eh_proj [e ; hn]
+  c += GatedAttn(RMSNorm(c, attn_norm))   (its own KV cache over the head's rows, rope at position p)
+  c += FFN(RMSNorm(c, post_attention_norm))
+  h' = RMSNorm(c, shared_head_norm)  -> logits = token_embd . h'  (tied); h' is the hidden row of the next
+                                         draft row when drafts are chained
 """
 
 import math
@@ -44,6 +53,7 @@ class Config:
     full_attn_interval: int = 4
     eps: float = 1e-6
     context_length: int = 4096
+    n_nextn: int = 0            # MTP (NextN) blocks after the trunk: 0 or 1 (nextn_predict_layers)
 
     def is_recurrent(self, i):
         return (i + 1) % self.full_attn_interval != 0
@@ -243,10 +253,10 @@ class GatedAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, c: Config, i):
+    def __init__(self, c: Config, i, recurrent=None):
         super().__init__()
         self.c = c
-        self.recurrent = c.is_recurrent(i)
+        self.recurrent = c.is_recurrent(i) if recurrent is None else recurrent
         self.attn_norm = nn.Parameter(torch.ones(c.n_embd))
         self.post_attention_norm = nn.Parameter(torch.ones(c.n_embd))
         self.mixer = GDN(c) if self.recurrent else GatedAttention(c)
@@ -264,6 +274,27 @@ class Block(nn.Module):
         return h + self.ffn_down(F.silu(self.ffn_gate(y)) * self.ffn_up(y))
 
 
+class MTPHead(nn.Module):
+    """The NextN block: a gated-attention decoder block behind a projection of [embedding ; trunk hidden]."""
+
+    def __init__(self, c: Config):
+        super().__init__()
+        self.c = c
+        E = c.n_embd
+        self.enorm = nn.Parameter(torch.ones(E))
+        self.hnorm = nn.Parameter(torch.ones(E))
+        self.eh_proj = nn.Linear(2 * E, E, bias=False)       # GGUF ne [2E, E]: embedding half first
+        self.block = Block(c, c.n_layer, recurrent=False)
+        self.shared_head_norm = nn.Parameter(torch.ones(E))
+
+    def forward(self, emb, h_prev, cache=None, pos0=0):
+        """emb = token_embd(x) [B,T,E], h_prev [B,T,E] (the hidden row paired with each token) ->
+        the head's h_nextn [B,T,E] (logits = h_nextn . token_embd^T). cache: dict for the block's KV."""
+        c = self.c
+        x = torch.cat([rms_norm(emb, self.enorm, c.eps), rms_norm(h_prev, self.hnorm, c.eps)], dim=-1)
+        return rms_norm(self.block(self.eh_proj(x), cache, pos0), self.shared_head_norm, c.eps)
+
+
 class Qwen35(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
@@ -271,29 +302,38 @@ class Qwen35(nn.Module):
         self.token_embd = nn.Embedding(c.n_vocab, c.n_embd)
         self.blocks = nn.ModuleList([Block(c, i) for i in range(c.n_layer)])
         self.output_norm = nn.Parameter(torch.ones(c.n_embd))
+        assert c.n_nextn in (0, 1), "one MTP block at most (as llama.cpp)"
+        self.mtp = MTPHead(c) if c.n_nextn else None
 
     def init_weights(self, seed=0):
         gen = torch.Generator().manual_seed(seed)
         c = self.c
+
+        def init_block(blk):
+            for name, p in blk.named_parameters():
+                if p.dim() == 2 and name.endswith("weight") and "conv1d" not in name:
+                    fan_in = p.shape[1]
+                    std = 1.0 / math.sqrt(fan_in)
+                    if name.endswith(("ssm_out.weight", "attn_output.weight", "ffn_down.weight")):
+                        std /= math.sqrt(2 * c.n_layer)
+                    p.normal_(0.0, std, generator=gen)
+            if blk.recurrent:
+                m = blk.mixer
+                m.ssm_conv1d.uniform_(-1.0 / math.sqrt(c.conv_kernel), 1.0 / math.sqrt(c.conv_kernel),
+                                      generator=gen)
+                A = torch.empty(c.ssm_v_heads).uniform_(1.0, 16.0, generator=gen)
+                m.A_log.copy_(torch.log(A))
+                dt = torch.exp(torch.empty(c.ssm_v_heads).uniform_(math.log(1e-3), math.log(1e-1),
+                                                                   generator=gen))
+                m.ssm_dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))   # inverse softplus
+
         with torch.no_grad():
             self.token_embd.weight.normal_(0.0, 0.02, generator=gen)
             for blk in self.blocks:
-                for name, p in blk.named_parameters():
-                    if p.dim() == 2 and name.endswith("weight") and "conv1d" not in name:
-                        fan_in = p.shape[1]
-                        std = 1.0 / math.sqrt(fan_in)
-                        if name.endswith(("ssm_out.weight", "attn_output.weight", "ffn_down.weight")):
-                            std /= math.sqrt(2 * c.n_layer)
-                        p.normal_(0.0, std, generator=gen)
-                if blk.recurrent:
-                    m = blk.mixer
-                    m.ssm_conv1d.uniform_(-1.0 / math.sqrt(c.conv_kernel), 1.0 / math.sqrt(c.conv_kernel),
-                                          generator=gen)
-                    A = torch.empty(c.ssm_v_heads).uniform_(1.0, 16.0, generator=gen)
-                    m.A_log.copy_(torch.log(A))
-                    dt = torch.exp(torch.empty(c.ssm_v_heads).uniform_(math.log(1e-3), math.log(1e-1),
-                                                                       generator=gen))
-                    m.ssm_dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))   # inverse softplus
+                init_block(blk)
+            if self.mtp is not None:     # drawn after the trunk's: the trunk's initial weights do not depend on it
+                init_block(self.mtp.block)
+                self.mtp.eh_proj.weight.normal_(0.0, 1.0 / math.sqrt(2 * c.n_embd), generator=gen)
 
     def hidden(self, ids, caches=None, pos0=0, chunked=True):
         """ids [B,T] -> final hidden states (before output_norm) [B,T,E]."""
@@ -304,6 +344,23 @@ class Qwen35(nn.Module):
 
     def logits(self, h):
         return rms_norm(h, self.output_norm, self.c.eps) @ self.token_embd.weight.t()
+
+    def h_nextn(self, h):
+        """What the trunk hands the MTP head: its hidden state after output_norm (llama.cpp's "h_nextn")."""
+        return rms_norm(h, self.output_norm, self.c.eps)
+
+    def mtp_rows(self, ids, h_prev, cache=None, pos0=0):
+        """MTP head rows (token ids [B,T], paired hidden rows [B,T,E]) -> (logits [B,T,V], the head's h_nextn)."""
+        hm = self.mtp(self.token_embd(ids), h_prev, cache, pos0)
+        return hm @ self.token_embd.weight.t(), hm
+
+    def mtp_teacher_forced(self, ids, h):
+        """The head at every position of a sequence (llama.cpp's catch-up / teacher-forced rows): row p pairs
+        token p with the trunk's h_nextn of p-1 (zeros at 0). h = trunk hidden [B,T,E] of the same ids.
+        Returns logits [B,T,V] (row p predicts token p+1) and the head's h_nextn rows."""
+        hn = self.h_nextn(h)
+        h_prev = torch.cat([torch.zeros_like(hn[:, :1]), hn[:, :-1]], dim=1)
+        return self.mtp_rows(ids, h_prev)
 
     def forward(self, ids, caches=None, pos0=0, chunked=True):
         """ids [B,T] -> logits [B,T,V]. caches: list (one dict per layer) for incremental decoding."""
@@ -330,6 +387,39 @@ class Qwen35(nn.Module):
             logits = self.forward(torch.tensor([[t]]), caches, pos, chunked=False)[0, -1]
             pos += 1
         return out
+
+
+    @torch.no_grad()
+    def speculate(self, prompt_ids, gen_ids, n_draft=3):
+        """Greedy speculative decoding with the MTP head as llama.cpp's draft-mtp runs it (spec §16.4; llref
+        --mtp-draft N: drafts of up to n_draft tokens, p_min 0, verification accepts the longest prefix the trunk
+        agrees with, plus the trunk's own token). gen_ids = the trunk's greedy reply (speculation reproduces it
+        exactly), so the trunk's rows are computed once, teacher-forced, and each step only drafts. Returns a
+        list of (pos0, drafted tokens, accepted count)."""
+        S = list(prompt_ids) + list(gen_ids)
+        N, M = len(prompt_ids), len(gen_ids)
+        R = len(S) - 1
+        ids = torch.tensor([S[:R]])
+        hn = self.h_nextn(self.hidden(ids))                       # trunk h_nextn of rows 0..R-1
+        cache = {}                                                # the head's KV over teacher-forced rows
+        self.mtp_rows(ids, torch.cat([torch.zeros_like(hn[:, :1]), hn[:, :-1]], dim=1), cache, 0)
+        K, V = cache["k"], cache["v"]
+        steps, n_out, pos0 = [], 1, N
+        while n_out < M:
+            want = min(n_draft, M - n_out - 1)
+            c = {"k": K[:, :pos0], "v": V[:, :pos0]}              # the draft region is discarded each step
+            tok, h, draft = S[pos0], hn[:, pos0 - 1:pos0], []
+            for i in range(want):
+                logits, h = self.mtp_rows(torch.tensor([[tok]]), h, c, pos0 + i)
+                tok = int(torch.argmax(logits[0, -1]))
+                draft.append(tok)
+            na = 0
+            while na < len(draft) and draft[na] == S[pos0 + 1 + na]:
+                na += 1
+            steps.append((pos0, draft, na))
+            n_out += na + 1
+            pos0 += na + 1
+        return steps
 
 
 def n_params(model):

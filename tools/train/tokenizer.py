@@ -2,10 +2,14 @@
 """tokenizer.py - byte-level BPE (GPT-2 byte->unicode mapping) with llama.cpp's `qwen35` pre-tokenizer.
 
 Vocabulary layout: ids 0..255 = the 256 byte tokens (id b = byte b), then one token per merge (in merge
-order), then the special (CONTROL) tokens <|endoftext|>, <|im_start|>, <|im_end|>.
+order), then the CONTROL tokens <|endoftext|>, <|im_start|>, <|im_end|> and the USER_DEFINED tokens <think>,
+</think> (the token types a converted Qwen3.5 GGUF gives them: Qwen's tokenizer marks <think> and </think>
+"special": false, so convert_hf_to_gguf.py writes them as USER_DEFINED; llama.cpp matches USER_DEFINED texts
+even with parse_special off and always renders them when decoding).
 
 Encoding (what llama.cpp does for tokenizer.ggml.model = "gpt2", pre = "qwen35", parse_special = true):
-  1. split the text at occurrences of special-token texts (longest first);
+  1. split the text at occurrences of special-token texts (longest first; with parse_special off only the
+     USER_DEFINED ones);
   2. split every other fragment into words with the qwen35 pre-tokenizer regex
        (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}
        | ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
@@ -16,12 +20,10 @@ Encoding (what llama.cpp does for tokenizer.ggml.model = "gpt2", pre = "qwen35",
 
 import unicodedata
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-TOK_NORMAL, TOK_CONTROL = 1, 3
-
-CHATML_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-                   "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-                   "{% endif %}")
+TOK_NORMAL, TOK_CONTROL, TOK_USER_DEFINED = 1, 3, 4
+CONTROL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+USER_DEFINED_TOKENS = ["<think>", "</think>"]
+SPECIAL_TOKENS = CONTROL_TOKENS + USER_DEFINED_TOKENS
 
 
 def bytes_to_unicode():
@@ -221,7 +223,9 @@ def train_bpe(texts, n_merges):
 # tokenizer
 # --------------------------------------------------------------------------------------------------
 class Tokenizer:
-    def __init__(self, merges):
+    def __init__(self, merges, specials=SPECIAL_TOKENS):
+        """specials: the special tokens after the merges (a file made before <think> existed has only the
+        CONTROL ones)."""
         self.merges = [tuple(m) for m in merges]
         self.rank = {m: i for i, m in enumerate(self.merges)}
         self.tokens = [B2U[b] for b in range(256)]
@@ -232,14 +236,16 @@ class Tokenizer:
             seen.add(a + b)
         self.types = [TOK_NORMAL] * len(self.tokens)
         self.special = {}
-        for s in SPECIAL_TOKENS:
+        for s in specials:
             self.special[s] = len(self.tokens)
             self.tokens.append(s)
-            self.types.append(TOK_CONTROL)
+            self.types.append(TOK_CONTROL if s in CONTROL_TOKENS else TOK_USER_DEFINED)
         self.id = {t: i for i, t in enumerate(self.tokens) if self.types[i] == TOK_NORMAL}
         self.bos = self.special["<|endoftext|>"]
         self.im_start = self.special["<|im_start|>"]
         self.im_end = self.special["<|im_end|>"]
+        self.think = self.special.get("<think>")
+        self.end_think = self.special.get("</think>")
         self.eos = self.im_end
         self._cache = {}
 
@@ -275,7 +281,8 @@ class Tokenizer:
 
     def encode(self, text, parse_special=True):
         ids = []
-        frags = split_special(text) if parse_special else [(None, text)]
+        frags = split_special(text, list(self.special) if parse_special else
+                              [t for t in self.special if t in USER_DEFINED_TOKENS])
         for s, frag in frags:
             if s is not None:
                 ids.append(self.special[s])
@@ -287,30 +294,11 @@ class Tokenizer:
     def decode(self, ids, special=True):
         out = bytearray()
         for i in ids:
-            if self.types[i] == TOK_CONTROL:
+            if self.types[i] == TOK_USER_DEFINED:
+                out += self.tokens[i].encode()
+            elif self.types[i] == TOK_CONTROL:
                 if special:
                     out += self.tokens[i].encode()
             else:
                 out += bytes(U2B[c] for c in self.tokens[i])
         return out.decode("utf-8", errors="replace")
-
-    def encode_chat(self, messages):
-        """Token ids of the ChatML rendering of messages, and a per-token flag: 1 if the token is part of an
-        assistant reply (its content tokens and the closing <|im_end|>) = a training target."""
-        ids, mask = [], []
-        for m in messages:
-            head = self.encode(m["role"] + "\n", parse_special=False)
-            body = self.encode(m["role"] + "\n" + m["content"], parse_special=False)
-            assert body[:len(head)] == head, (m, head, body)
-            ids.append(self.im_start); mask.append(0)
-            ids.extend(body)
-            tgt = 1 if m["role"] == "assistant" else 0
-            mask.extend([0] * len(head) + [tgt] * (len(body) - len(head)))
-            ids.append(self.im_end); mask.append(tgt)
-            nl = self.encode("\n", parse_special=False)
-            ids.extend(nl); mask.extend([0] * len(nl))
-        return ids, mask
-
-    def encode_prompt(self, messages):
-        s = "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in messages)
-        return self.encode(s + "<|im_start|>assistant\n")

@@ -5,7 +5,13 @@
 
 Deterministic seeds; 2 data-parallel processes of 1 thread each. Stops after --minutes of training
 (or --steps), then writes models/chatfs-default.gguf and evaluates tools/train/heldout.jsonl with
-the PyTorch model loaded back from that GGUF.
+the PyTorch model loaded back from that GGUF, thinking on and off, and the MTP head's acceptance.
+
+Loss: cross-entropy of the trunk on every token of the assistant replies (chat_format.encode_turn), plus the
+MTP head's (--mtp-weight) on the same targets one token further ahead of the trunk: head row p (token p, trunk
+hidden of p-1) predicts token p+1, i.e. token t+2 from h_t and embed(x_{t+1}), as the head is used to draft;
+--mtp-depth > 1 adds passes where the head is fed its own output rows, as in a chain of drafts
+(--mtp-chain-weight each).
 """
 
 import argparse
@@ -27,12 +33,13 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import chat_format                 # noqa: E402
 import corpus                      # noqa: E402
 import evaluate                    # noqa: E402
 from export_gguf import export, load   # noqa: E402
 from fastpath import Fast                     # noqa: E402
 from model import Config, Qwen35, n_params   # noqa: E402
-from tokenizer import Tokenizer, train_bpe   # noqa: E402
+from tokenizer import SPECIAL_TOKENS, Tokenizer, train_bpe   # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
@@ -41,19 +48,21 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def render(msgs):
-    return "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in msgs)
+def example_text(e):
+    return chat_format.render(e.messages, True, e.thinking) + chat_format.reply_text(e.answer, e.reasoning, e.thinking)
 
 
 def batches(stream, tok, tokens_per_batch, max_len, seed, pool=4096):
-    """Yield (ids, targets) LongTensors; batches group conversations of similar length, padded on the right.
+    """Yield (ids, targets) LongTensors; batches group examples of similar length, padded on the right.
     targets = next token where it is part of an assistant reply, else -100 (ignored)."""
     rng = random.Random(seed)
     pad = tok.bos
     while True:
         seqs = []
         while len(seqs) < pool:
-            ids, mask = tok.encode_chat(next(stream))
+            e = next(stream)
+            ids, mask = chat_format.encode_turn(tok, e.messages, e.answer, e.reasoning, e.thinking, e.cut,
+                                                history_loss=True)
             if len(ids) <= max_len + 1:
                 seqs.append((ids, mask))
         seqs.sort(key=lambda s: len(s[0]))
@@ -104,6 +113,15 @@ def main():
     ap.add_argument("--ssm-head-dim", type=int, default=32)
     ap.add_argument("--full-attn-interval", type=int, default=2,
                     help="every N-th layer is gated attention, the others Gated DeltaNet")
+    ap.add_argument("--init", metavar="GGUF", help="start from this model's weights and tokenizer (its vocabulary "
+                    "plus <think>, </think>; a fresh MTP head) instead of training the tokenizer and random weights")
+    ap.add_argument("--no-mtp", action="store_true", help="no MTP (NextN) draft head")
+    ap.add_argument("--mtp-weight", type=float, default=0.3, help="weight of the MTP head's loss")
+    ap.add_argument("--mtp-depth", type=int, default=2,
+                    help="MTP passes: 1 = teacher-forced rows only; k = also the k-th draft of a chain")
+    ap.add_argument("--mtp-chain-weight", type=float, default=0.15, help="weight of each chained MTP pass's loss")
+    ap.add_argument("--mtp-chain-share", type=float, default=0.34,
+                    help="share of each batch's sequences the chained passes run on (they cost as much as pass 1)")
     ap.add_argument("--no-bf16", action="store_true", help="float32 matrix products in training (slower)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
@@ -149,22 +167,43 @@ def run(rank, world, a):
     with open(a.heldout if rank == 0 else os.devnull, "w") as f:
         for it in items:
             f.write(json.dumps({"kind": it["kind"], "messages": it["messages"], "expect": it["expect"],
-                                "check": it["check"]}, ensure_ascii=False) + "\n")
+                                "reasoning": it["reasoning"], "check": it["check"]}, ensure_ascii=False) + "\n")
     log("held-out: %d items -> %s" % (len(items), a.heldout))
 
-    # 2. tokenizer: byte-level BPE trained on 30000 training conversations
-    tok_stream = corpus.TrainStream(seed=a.seed + 1, heldout=items)
-    texts = [render(next(tok_stream)) for _ in range(30000)]
-    merges = train_bpe(texts, a.n_vocab - 256 - 3)
+    # 2. tokenizer: byte-level BPE trained on 30000 training examples (rendered with the chat template), or the
+    #    merges of the model training starts from (--init)
+    base = None
+    if a.init:
+        base, base_tok = load(a.init)
+        merges = base_tok.merges
+    else:
+        tok_stream = corpus.TrainStream(seed=a.seed + 1, heldout=items)
+        texts = [example_text(next(tok_stream)) for _ in range(30000)]
+        merges = train_bpe(texts, a.n_vocab - 256 - len(SPECIAL_TOKENS))
     tok = Tokenizer(merges)
-    log("tokenizer: %d tokens (%d merges)" % (tok.n_vocab, len(merges)))
+    log("tokenizer: %d tokens (%d merges)%s" % (tok.n_vocab, len(merges), " from " + a.init if a.init else ""))
 
     # 3. model
-    cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
-                 n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
-                 ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim, full_attn_interval=a.full_attn_interval)
+    if base is not None:
+        bc = base.c
+        cfg = Config(**dict(bc.to_dict(), n_vocab=tok.n_vocab, n_nextn=0 if a.no_mtp else 1))
+    else:
+        cfg = Config(n_vocab=tok.n_vocab, n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
+                     n_head_kv=a.n_head_kv, head_dim=a.head_dim, n_rot=a.n_rot, ssm_k_heads=a.ssm_k_heads,
+                     ssm_v_heads=a.ssm_v_heads, ssm_head_dim=a.ssm_head_dim,
+                     full_attn_interval=a.full_attn_interval, n_nextn=0 if a.no_mtp else 1)
     model = Qwen35(cfg)
     model.init_weights(a.seed)
+    if base is not None:
+        # the base model's weights; its vocabulary is a prefix of this one (the tokens added after it, <think>
+        # and </think>, keep their fresh rows), the MTP head starts fresh
+        with torch.no_grad():
+            nb = base.c.n_vocab
+            assert tok.tokens[:nb] == base_tok.tokens, "the base vocabulary is not a prefix"
+            model.token_embd.weight[:nb].copy_(base.token_embd.weight)
+            model.output_norm.copy_(base.output_norm)
+            model.blocks.load_state_dict(base.blocks.state_dict())
+        del base
     log("model: %s\nparameters: %d (F32 GGUF ~%.1f MB)" % (cfg.to_dict(), n_params(model), n_params(model) * 4 / 1e6))
 
     decay, no_decay = [], []
@@ -197,6 +236,7 @@ def run(rank, world, a):
     t0 = time.time()
     limit = a.minutes * 60.0
     ema, ntok, step, done = None, 0, 0, 0
+    mtp_ema = [None] * a.mtp_depth
     el = 0.0          # elapsed training time, averaged over ranks (identical on every rank)
     for step in range(a.steps):
         if step >= total[0]:
@@ -210,8 +250,18 @@ def run(rank, world, a):
             gr["lr"] = lr
         x, y = next(data)
         sel = (y >= 0).reshape(-1)
-        h = fast.hidden(x).reshape(-1, cfg.n_embd)[sel]       # logits only where there is a target
-        loss = F.cross_entropy(model.logits(h), y.reshape(-1)[sel])
+        ysel = y.reshape(-1)[sel]
+        hfull = fast.hidden(x)
+        h = hfull.reshape(-1, cfg.n_embd)[sel]       # logits only where there is a target
+        loss = loss_trunk = F.cross_entropy(model.logits(h), ysel)
+        if model.mtp is not None:
+            nb = max(1, int(math.ceil(a.mtp_chain_share * x.shape[0])))
+            for k, hm in enumerate(fast.mtp(hfull, x, a.mtp_depth, nb)):
+                sk = (y[:hm.shape[0]] >= 0).reshape(-1)
+                lk = F.cross_entropy(hm.reshape(-1, cfg.n_embd)[sk] @ model.token_embd.weight.t(),
+                                     y[:hm.shape[0]].reshape(-1)[sk])
+                loss = loss + (a.mtp_weight if k == 0 else a.mtp_chain_weight) * lk
+                mtp_ema[k] = lk.item() if mtp_ema[k] is None else 0.98 * mtp_ema[k] + 0.02 * lk.item()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if world > 1:
@@ -230,10 +280,11 @@ def run(rank, world, a):
         opt.step()
         done += 1
         ntok += x.numel() * world
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
+        ema = loss_trunk.item() if ema is None else 0.98 * ema + 0.02 * loss_trunk.item()
         if step % a.log_every == 0 or step == a.steps - 1:
-            log("step %5d  loss %.4f  lr %.2e  %.0f tok/s  %.1f min" % (
-                step, ema, lr_at(step, el), ntok / (time.time() - t0), el / 60))
+            log("step %5d  loss %.4f%s  lr %.2e  %.0f tok/s  %.1f min" % (
+                step, ema, "".join("  mtp%d %.3f" % (k + 1, v) for k, v in enumerate(mtp_ema) if v is not None),
+                lr, ntok / (time.time() - t0), el / 60))
         if el > limit and replay is None:
             log("time limit reached at step %d" % step)
             break
@@ -262,12 +313,8 @@ def run(rank, world, a):
     if not a.no_eval:
         m2, tok2 = load(a.out)
         t1 = time.time()
-        per, tot, _ = evaluate.evaluate(m2, tok2, evaluate.load_items(a.heldout), show_errors=True)
-        log("held-out accuracy (PyTorch, greedy, from the GGUF):")
-        evaluate.report(per, tot)
+        result["heldout"] = evaluate.run_all(m2, tok2, evaluate.load_items(a.heldout), show_errors=True)
         log("  (eval %.1f min)" % ((time.time() - t1) / 60))
-        result["heldout"] = {k: [c, n] for k, (c, n) in per.items()}
-        result["heldout_total"] = [tot[0], tot[1]]
     result["total_minutes"] = round((time.time() - t_start) / 60, 1)
     with open(os.path.join(a.workdir, "result.json"), "w") as f:
         json.dump(result, f, indent=1)
