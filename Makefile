@@ -237,12 +237,13 @@ fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 	    { tail -n 40 build-fuzz/fuzz_jinja.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_jinja.log
 
-bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench
+bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUILD)/bench/spec_heldout
 	BUILD=$(BUILD) bench/run.sh
 
 # The benchmark programs: bench/cache_bench.c (bench/cache.sh: cold, warm and
-# after-restart TTFT) and bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
-# single flight).
+# after-restart TTFT), bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
+# single flight) and bench/spec_heldout.c (bench/speculative.sh: the default model's
+# drafts on its held-out conversations).
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -4,8 +4,11 @@
 # --draft N` times a plain decode step, the verify steps of k+1 tokens and a draft row, and
 # models the speed-up at llama.cpp's published acceptance; runs alternate between drafting
 # over the whole vocabulary and over its first DRAFT_VOCAB ids. One JSON line per run.
+# Then the default model's trained head on its held-out conversations (bench/spec_heldout.c:
+# greedy, thinking on, drafts of 0..3): acceptance, passes, decode time and speed-up.
 # Settings through the environment:
 #   SPEC_SHAPE=qwen3.5-0.8b  SPEC_TYPE=q8_0  THREADS=2  DRAFT=4  DRAFT_VOCAB=32768  PAIRS=2  REPS=7
+#   HELDOUT_ITEMS=420       held-out conversations the default model answers in each mode
 #   LLREF=/path/to/llref     also llama.cpp's cost of a batch of 1..DRAFT+1 tokens on the same file
 #                            (its --bench pp, 1 thread: its spinning barrier suffers on a loaded machine)
 set -eu
@@ -20,6 +23,7 @@ DRAFT_VOCAB=${DRAFT_VOCAB:-32768}
 PAIRS=${PAIRS:-2}
 REPS=${REPS:-7}
 LLREF=${LLREF:-}
+HELDOUT_ITEMS=${HELDOUT_ITEMS:-420}
 [ "$CHATFS" = ./chatfs ] && make --no-print-directory chatfs >&2 # incremental
 model="$BUILD/bench/$SHAPE-$TYPE-mtp.gguf"
 if [ ! -f "$model" ]; then
@@ -42,3 +46,5 @@ if [ -n "$LLREF" ] && [ -x "$LLREF" ]; then
         k=$((k + 1))
     done
 fi
+[ -x "$BUILD/bench/spec_heldout" ] || make --no-print-directory "$BUILD/bench/spec_heldout" >&2
+"$BUILD/bench/spec_heldout" models/chatfs-default.gguf tools/train/heldout.jsonl "$HELDOUT_ITEMS" "$THREADS"

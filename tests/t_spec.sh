@@ -1,7 +1,8 @@
 #!/bin/sh
 # Speculative decoding from the command line (issue "Speculative decoding"): `chatfs run
 # --draft N` gives llama.cpp's greedy tokens for every N on the MTP fixture (and the default,
-# which speculates, too); sampling with a seed is reproducible; `ask --stats` reports the
+# which speculates, too); sampling with a seed is reproducible; on the default model (a
+# trained head) `ask` and `run --chat` give plain decoding's replies with most drafts accepted; `ask --stats` reports the
 # drafted and accepted tokens and passes, and a follow-up turn restores its checkpoint and
 # speculates to the plain reply; --draft on a model without the head is one clear error.
 set -u
@@ -43,6 +44,25 @@ ok = a["draft"] == 3 and a["drafted_tokens"] > 0 and a["accepted_tokens"] > 0
 ok &= a["decode_passes"] + a["accepted_tokens"] == a["generated_tokens"] - 1
 ok &= b["reused_tokens"] > 0 and b["source"] == "disk" and b["accepted_tokens"] > 0
 ok &= plain["draft"] == 0 and plain["drafted_tokens"] == 0 and plain["decode_passes"] == plain["generated_tokens"] - 1
+sys.exit(0 if ok else 1)
+PY
+
+# the default model's head was trained with its trunk: a real acceptance rate, the same replies
+D=models/chatfs-default.gguf
+for d in 0 1 3; do
+    $CHATFS ask -m $D --db "$T/d$d.db" -n 96 --stats --draft $d "Think step by step: What is 205 + 13?" \
+        > "$T/dr.$d" 2> "$T/ds.$d"
+    $CHATFS run -m $D -p "What is 7 + 26 + 13?" --chat -n 40 --ids --draft $d | sed -n 2p > "$T/di.$d"
+done
+check "default model ask: --draft 1 and 3 reply as plain" sh -c "cmp -s $T/dr.0 $T/dr.1 && cmp -s $T/dr.0 $T/dr.3"
+check "default model run --chat: --draft 1 and 3 give plain's tokens" sh -c "cmp -s $T/di.0 $T/di.1 && cmp -s $T/di.0 $T/di.3"
+check "default model ask --stats: most drafts accepted" python3 - "$T/ds.3" "$T/ds.0" <<'PY'
+import json, sys
+a, plain = (json.loads(open(p).read()) for p in sys.argv[1:])
+ok = a["draft"] == 3 and a["drafted_tokens"] >= 10 and a["accepted_tokens"] >= 0.8 * a["drafted_tokens"]
+ok &= a["generated_tokens"] == plain["generated_tokens"] and a["decode_passes"] * 2 < plain["decode_passes"]
+print("  default model, ask --draft 3: %d of %d drafts accepted, %d passes for %d tokens (plain %d)" % (
+    a["accepted_tokens"], a["drafted_tokens"], a["decode_passes"], a["generated_tokens"], plain["decode_passes"]))
 sys.exit(0 if ok else 1)
 PY
 
