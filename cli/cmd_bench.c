@@ -10,7 +10,15 @@
  * per step) and tg_tps counts the tokens of all of them. Each figure is the median of
  * the repetitions. The machine's memory bandwidth is measured too (a sequential read
  * of the model's own weights by the same threads, before and after the runs), which gives
- * the decode roofline: bandwidth / bytes of weights one decode step reads.
+ * the decode roofline: bandwidth / bytes one decode step moves - the weights it reads
+ * (of a mixture of experts only the chosen experts, model_usage_of) and the recurrent
+ * state it reads and writes back.
+ *
+ * With --batch B the single-sequence decode runs too, alternating with the batched one,
+ * and the line says how much faster B sequences are than one and how much faster the bytes
+ * allow: a step of B tokens moves the dense weights once, the experts B tokens choose
+ * (expected distinct experts of random routing: n_expert (1 - (1 - n_used/n_expert)^B)
+ * per layer) and B states, so B sequences can be at most B bytes(1) / bytes(B) times one.
  *
  * With --draft N (the default for a model with an MTP head, e.g. `chatfs synth --mtp`;
  * --draft 0 skips it) it also measures speculative decoding (bench_speculative below):
@@ -19,6 +27,7 @@
  * same state; from them the speed-up at a given acceptance; and a real speculative greedy
  * decode of tg tokens with its measured acceptance and passes per token. --draft-vocab V
  * drafts over the first V token ids only (mtp_set_draft_vocab). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,16 +122,15 @@ static double buffer_gbs(void) {
     return gbs;
 }
 
-/* bytes of weights one decode step reads: every tensor, except the token embeddings
- * when the output head is a separate matrix (then only one embedding row is read) */
-static double decode_bytes(const model *m) {
-    double total = 0;
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
-        const gguf_tensor *t = &m->gguf->tensors[i];
-        if (!m->tied && !strcmp(t->name, "token_embd.weight")) continue;
-        total += (double)t->nbytes;
-    }
-    return total;
+/* bytes one decode step of B sequences moves: the weights it reads (model_usage_of: the
+ * chosen experts, one embedding row per token unless they are the output head) and each
+ * sequence's recurrent state, read and written back */
+static double step_bytes(const model *m, int B, double *weights, double *state) {
+    model_usage u;
+    model_usage_of(m, B, &u);
+    *weights = (double)u.bytes_active;
+    *state = 2.0 * (double)m->rec_floats * sizeof(float) * B;
+    return *weights + *state;
 }
 
 /* ---------------------------------------------------------------- runs */
@@ -308,8 +316,9 @@ int cmd_bench(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * (size_t)m->n_vocab * (size_t)B);
     seq_state **s = calloc((size_t)B, sizeof *s);
     double *tpp = calloc((size_t)reps, sizeof(double)), *ttg = calloc((size_t)reps, sizeof(double));
+    double *ttg1 = calloc((size_t)reps, sizeof(double));
     arena a = {0};
-    if (!toks || !logits || !s || !tpp || !ttg) goto oom;
+    if (!toks || !logits || !s || !tpp || !ttg || !ttg1) goto oom;
     for (int k = 0; k < B; k++)
         if (!(s[k] = state_new(m, (int)(pp > tg ? pp : tg) + 16))) goto oom;
 
@@ -329,20 +338,33 @@ int cmd_bench(int argc, char **argv) {
     for (int r = 0; r < reps; r++) {
         if (pp > 0 && (tpp[r] = run_pp(m, s[0], toks, (int)pp, logits, &a)) < 0) goto fail;
         if (tg > 0 && (ttg[r] = run_tg(m, s, B, toks, (int)tg, logits, &a)) < 0) goto fail;
+        if (tg > 0 && B > 1 && (ttg1[r] = run_tg(m, s, 1, toks, (int)tg, logits, &a)) < 0) goto fail;
     }
     double pp_tps = pp > 0 ? median(tpp, (int)reps) : 0, tg_tps = tg > 0 ? median(ttg, (int)reps) : 0;
+    double tg1_tps = tg > 0 && B > 1 ? median(ttg1, (int)reps) : 0;
     double rss = proc_status_mb("VmRSS"), anon = proc_status_mb("RssAnon");
     if (!no_bw) {
         const double after = wsrc ? read_gbs(wsrc, wread) : buffer_gbs();
         if (after > bw) bw = after;
     }
-    double wbytes = decode_bytes(m);
+    double wbytes, sbytes, wB, sB;
+    const double bytes1 = step_bytes(m, 1, &wbytes, &sbytes), bytesB = step_bytes(m, B, &wB, &sB);
     const char *base = strrchr(path, '/');
     printf("{\"model\":\"%s\",\"threads\":%d,\"pp\":%ld,\"pp_tps\":%.2f,\"tg\":%ld,\"tg_tps\":%.2f,\"batch\":%d,"
            "\"bandwidth_gbs\":%.2f,\"roofline_tps\":%.2f,\"rss_mb\":%.0f,\"rss_anon_mb\":%.0f,\"weights_mb\":%.0f,"
-           "\"isa\":\"%s\",\"reps\":%ld}\n",
-           base ? base + 1 : path, pool_threads(), pp, pp_tps, tg, tg_tps, B, bw, bw * 1e9 / wbytes, rss, anon,
-           wbytes / 1e6, kernels_name(), reps);
+           "\"state_mb\":%.1f,",
+           base ? base + 1 : path, pool_threads(), pp, pp_tps, tg, tg_tps, B, bw, bw * 1e9 / bytes1, rss, anon,
+           wbytes / 1e6, sbytes / 1e6);
+    if (B > 1) {
+        model_usage u;
+        model_usage_of(m, 1, &u);
+        const double allowed = B * bytes1 / bytesB, got = tg1_tps > 0 ? tg_tps / tg1_tps : 0;
+        if (u.moe_layers)
+            printf("\"experts_per_step\":%.1f,", u.n_expert * (1.0 - pow(1.0 - (double)u.n_used / u.n_expert, B)));
+        printf("\"tg1_tps\":%.2f,\"step_mb\":%.0f,\"speedup\":%.2f,\"speedup_allowed\":%.2f,\"of_allowed\":%.2f,",
+               tg1_tps, bytesB / 1e6, got, allowed, allowed > 0 ? got / allowed : 0);
+    }
+    printf("\"isa\":\"%s\",\"reps\":%ld}\n", kernels_name(), reps);
     fflush(stdout);
     if (m->mtp && draft != 0) { /* a second copy of the model (the weights are mapped once) with its head */
         model *ms = cli_load_model(path);
@@ -373,6 +395,7 @@ out:
     free(s);
     free(tpp);
     free(ttg);
+    free(ttg1);
     free(logits);
     free(toks);
     arena_free(&a);

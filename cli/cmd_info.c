@@ -82,6 +82,8 @@ int cmd_info(int argc, char **argv) {
     const int can_think = chat_model_can_think(m);
     gen_settings sampling;
     const int n_sampling = chat_model_sampling(m, &sampling);
+    model_usage u;
+    model_usage_of(m, 1, &u);
 
     if (json) {
         cJSON *o = cJSON_CreateObject(), *tt = cJSON_CreateObject();
@@ -121,6 +123,16 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
         cJSON_AddBoolToObject(o, "mtp_head", m->mtp != NULL);
+        if (u.moe_layers) {
+            cJSON *x = cJSON_AddObjectToObject(o, "experts");
+            cJSON_AddNumberToObject(x, "count", u.n_expert);
+            cJSON_AddNumberToObject(x, "used", u.n_used);
+            cJSON_AddNumberToObject(x, "shared", u.n_shared);
+            cJSON_AddNumberToObject(x, "blocks", u.moe_layers);
+        }
+        cJSON_AddNumberToObject(o, "active_parameters", (double)u.params_active);
+        cJSON_AddNumberToObject(o, "weight_bytes", (double)u.bytes);
+        cJSON_AddNumberToObject(o, "weight_bytes_per_token", (double)u.bytes_active);
         char *s = cJSON_PrintUnformatted(o);
         puts(s);
         cJSON_free(s);
@@ -153,6 +165,12 @@ int cmd_info(int argc, char **argv) {
                    sampling.top_k, sampling.top_p, sampling.min_p);
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
         printf("MTP head:      %s\n", m->mtp ? "yes (speculative decoding drafts with it: --draft)" : "no");
+        if (u.moe_layers)
+            printf("experts:       %d in each of %d blocks, %d used per token, %d shared\n", u.n_expert, u.moe_layers,
+                   u.n_used, u.n_shared);
+        printf("per token:     %llu active parameters (%.2f M); reads %llu of %llu bytes of weights (%.1f of %.1f MB)\n",
+               (unsigned long long)u.params_active, u.params_active / 1e6, (unsigned long long)u.bytes_active,
+               (unsigned long long)u.bytes, u.bytes_active / 1e6, u.bytes / 1e6);
     }
     model_free(m);
     return 0;

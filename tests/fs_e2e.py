@@ -31,6 +31,7 @@ TMP = os.path.join(ROOT, "tests", "tmp", "fs")
 if os.path.realpath(ROOT).startswith(("/tmp/", os.path.realpath(os.environ.get("TMPDIR", "/tmp")) + "/")):
     TMP = "/var/tmp/chatfs-fs-tests-%d" % os.getuid()
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-f32.gguf")
+MOE_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35moe-tiny-f32.gguf")
 QWEN2_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen2-tiny-f32.gguf")  # attention only
 DEFAULT_MODEL = "default"  # Mount(model=DEFAULT_MODEL): no -m, chatfs finds models/chatfs-default.gguf
 VERBOSE = "-v" in sys.argv
@@ -949,8 +950,7 @@ def test_daemon_mode_and_errors():
         rc, _, err = sh("echo hi > a/message", cwd=m.mnt)
         check(rc != 0 and "Read-only file system" in err, "-o ro refuses writes: %r" % err)
         check(read(m.p("a", "reply")) == expected("hi"), "and reads")
-    # (a database of the test's own: the default one belongs to the user)
-    rc, _, err = sh("'%s' mount '%s' --db '%s/x.db' --fake-engine '' -o no_such_option" % (CHATFS, m.mnt, TMP))
+    rc, _, err = sh("'%s' mount '%s' --fake-engine '' --db '%s/bad-o.db' -o no_such_option" % (CHATFS, m.mnt, TMP))
     check(rc == 1 and "no_such_option" in err and not os.path.ismount(m.mnt), "bad -o: %r" % err)
 
 
@@ -1188,6 +1188,25 @@ def test_real_engine_templates():
         rc, _, err = sh("echo hi > q/message && cat q/reply", cwd=m.mnt, timeout=120)
         st = read(m.p("q", "status"))
         check(rc == 0 and st.startswith("done"), "the built-in qwen35: %r %r" % (err, st))
+def test_real_engine_moe():
+    """a mixture-of-experts model through the files: the reply `chatfs ask` gives without
+    checkpoints, a fork that continues like the original and reuses its checkpoints"""
+    db = os.path.join(TMP, "moe-ask.db")
+    rc, ref, err = sh("'%s' ask -m '%s' --db '%s' --no-checkpoints -n 12 -t 1 'Hello there'" % (CHATFS, MOE_MODEL, db),
+                      timeout=120)
+    check(rc == 0 and ref, "ask on the MoE model: %d %r" % (rc, err))
+    with Mount("moe", model=MOE_MODEL, extra=["-t", "1"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 12, "temperature": 0}')
+        os.mkdir(m.p("a"))
+        rc, out, err = sh("echo 'Hello there' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and out.rstrip("\n") == ref.rstrip("\n"), "MoE reply %r is not ask's %r" % (out, ref))
+        check(read(m.p("a", "status")).startswith("done 12 tokens"), "status " + read(m.p("a", "status")))
+        check(sh("cp -r a b", cwd=m.mnt)[0] == 0, "fork")
+        r1 = sh("echo next > a/message && cat a/reply", cwd=m.mnt, timeout=120)[1]
+        r2 = sh("echo next > b/message && cat b/reply", cwd=m.mnt, timeout=120)[1]
+        check(r1 == r2 and r1, "MoE fork and original agree: %r %r" % (r1, r2))
+        reused = re.search(r"reused (\d+)/(\d+)", read(m.p("b", "status")))
+        check(reused and int(reused.group(1)) > 0, "the MoE fork reused a's checkpoints")
 
 
 def test_real_engine_attention_only():

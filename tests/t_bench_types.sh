@@ -1,7 +1,7 @@
 #!/bin/sh
-# `chatfs synth` + `chatfs bench` on every supported weight type (small Qwen3.5 shape):
-# the file is written, loads, runs prompt processing and decode, and bench prints its
-# JSON line with the fields the issue names.
+# `chatfs synth` + `chatfs bench` on every supported weight type (small Qwen3.5 shape) and
+# a small mixture-of-experts shape: the file is written, loads, runs prompt processing and
+# decode, and bench prints its JSON line with the fields the issue names.
 set -u
 BUILD=${BUILD:-build}
 dir="$BUILD/tests/tmp/bench_types"
@@ -24,6 +24,22 @@ for type in f32 f16 bf16 q8_0 q4_0 q5_0 q4_1 q5_1 q4_k q5_k q6_k q4_k_m; do
     done
     case "$out" in *'"tg_tps":0.00'*|*'"pp_tps":0.00'*) echo "t_bench_types: $type: zero speed: $out"; fail=1 ;; esac
 done
+# a mixture-of-experts shape: llama-quantize's Q4_K_M mix gives the experts' ffn_down
+# Q6_K in the blocks use_more_bits picks (2 and 3 of 4: 2 tensors each, with the shared
+# expert's), and --layers keeps the first blocks of the pattern
+m="$dir/moe-small-q4_k_m.gguf"
+if ./chatfs synth --shape qwen3.5-moe-small --type q4_k_m --out "$m" -q -t 2 &&
+    ./chatfs synth --shape qwen3.5-moe-small --type q8_0 --layers 3 --out "$dir/moe-3.gguf" -q -t 2; then
+    info=$(./chatfs info "$m")
+    case "$info" in *"Q6_K x6"*"experts:       4 in each of 4 blocks, 2 used per token, 1 shared"*) ;;
+        *) echo "t_bench_types: MoE q4_k_m: $info"; fail=1 ;; esac
+    case "$(./chatfs info "$dir/moe-3.gguf")" in *"layers:        3  pattern: GGG"*) ;;
+        *) echo "t_bench_types: --layers 3 did not keep 3 blocks"; fail=1 ;; esac
+    out=$(./chatfs bench -m "$m" -t 2 --pp 40 --tg 6 --batch 3 --reps 1 --no-bandwidth) || { echo "t_bench_types: MoE bench failed"; fail=1; }
+    case "$out" in *'"tg_tps":0.00'*|*'"pp_tps":0.00'*|'') echo "t_bench_types: MoE: zero speed: $out"; fail=1 ;; esac
+else
+    echo "t_bench_types: synth of the MoE shape failed"; fail=1
+fi
 rm -rf "$dir"
-[ "$fail" -eq 0 ] && echo "t_bench_types                ok (11 weight types and the Q4_K_M mix)"
+[ "$fail" -eq 0 ] && echo "t_bench_types                ok (11 weight types, the Q4_K_M mix, an MoE shape)"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # `chatfs ask` with checkpoints: a stored conversation, the --stats line, and the
 # database broken on purpose - truncated, and killed with -9 in the middle of a
-# checkpoint write. Every answer must equal the answer with checkpoints off.
+# checkpoint write; a conversation on a mixture-of-experts model. Every answer must
+# equal the answer with checkpoints off.
 set -u
 cd "$(dirname "$0")/.."
 CHATFS=${CHATFS:-./chatfs}
@@ -84,6 +85,18 @@ head -c 10000 /dev/urandom > $T/x.db
 x=$(ask $T/x.db --conversation c --system "Be brief." "Hello there" 2>$T/x.err)
 check "garbage file: answered" [ "$x" = "$r1" ]
 check "garbage file: moved aside" ls $T/x.db.corrupt-* >/dev/null
+
+# a mixture-of-experts model: a stored conversation answers as without checkpoints and
+# turn 2 is restored from the database
+M=tests/fixtures/qwen35moe-tiny-f32.gguf
+m1=$(ask $T/moeref.db --no-checkpoints --conversation c --system "Be brief." "Hello there" 2>/dev/null)
+m2=$(ask $T/moeref.db --no-checkpoints --conversation c "What is rain?" 2>/dev/null)
+b1=$(ask $T/moe.db --conversation c --system "Be brief." "Hello there" 2>/dev/null)
+b2=$(ask $T/moe.db --conversation c --stats "What is rain?" 2>$T/m2)
+check "MoE turn 1 answer" [ -n "$b1" -a "$b1" = "$m1" ]
+check "MoE turn 2 answer" [ -n "$b2" -a "$b2" = "$m2" ]
+check "MoE turn 2 restored from the database" grep -q '"source":"disk","miss_reason":null' $T/m2
+check "MoE turn 2 reused the first turn" [ "$(num reused_tokens $T/m2)" -gt 0 ]
 
 [ $fail -eq 0 ] && echo "t_ckpt                       ok" || echo "t_ckpt                       FAIL ($fail)"
 [ $fail -eq 0 ]

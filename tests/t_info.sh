@@ -1,10 +1,11 @@
 #!/bin/sh
 # t_info.sh - `chatfs info` on every fixture (architecture, parameter count, layer
-# pattern, tensor types, tokenizer, template, state sizes; text and --json), templates of
-# every kind (unknown to chatfs, broken, refusing system prompts) and --template, and
-# models chatfs cannot run: an unknown
-# architecture and a mixture-of-experts variant, each made here from a fixture, must
-# fail with one line naming the architecture and exit status 1.
+# pattern, tensor types, tokenizer, template, thinking, recommended sampling, state sizes;
+# text and --json), templates of every kind (unknown to chatfs, broken, refusing system
+# prompts) and --template, the experts of the MoE fixtures (count, used, shared, active
+# parameters and bytes per token), and models chatfs cannot run: an unknown architecture
+# and a mixture-of-experts variant without its expert metadata, each made here from a
+# fixture, must fail with one line naming the architecture and exit status 1.
 set -u
 cd "$(dirname "$0")/.."
 CHATFS=./chatfs
@@ -60,6 +61,34 @@ llama-tiny-f32 llama **** qwen2 0 1024
 qwen35-tiny-f32 qwen35 GGG*GGG* qwen35 33792 512
 qwen35-tiny-f16 qwen35 GGG*GGG* qwen35 33792 512
 qwen35-tiny-q8_0 qwen35 GGG*GGG* qwen35 33792 512
+qwen35moe-tiny-f32 qwen35moe GGG* qwen35 16896 256
+qwen35moe-tiny-q8_0 qwen35moe GGG* qwen35 16896 256
+qwen3next-tiny-f32 qwen3next GGG* qwen2 16896 256
+nemotron_h_moe-tiny-f32 nemotron_h_moe MEM*EMEM*E qwen2 41984 512
+nemotron_h_moe-tiny-latent-f32 nemotron_h_moe MEM*EMEM*E qwen2 41984 512
+granitehybrid-tiny-moe-f32 granitehybrid M*MM* qwen2 30336 512
+lfm2moe-tiny-f32 lfm2moe CC*CC* qwen2 2048 512
+EOF
+
+# experts: count, used, shared, blocks; active parameters and weight bytes one token reads.
+# Active = all but the untied embeddings (one 64-float row of 512 read) and the experts
+# not chosen: qwen35moe's 4 blocks of 3 x 64x32x8 expert floats read 2 of 8, so
+# 358344 - 32768 + 64 - 196608 + 49152 = 178184 parameters
+while read -r fx count used shared blocks active bytes; do
+    out=$($CHATFS info $FX/$fx.gguf)
+    has "$out" "experts:       $count in each of $blocks blocks, $used used per token, $shared shared" ||
+        fail "$fx: experts line: $out"
+    has "$out" "per token:     $active active parameters" || fail "$fx: active parameters are not $active: $out"
+    has "$out" "reads $bytes of" || fail "$fx: bytes per token are not $bytes: $out"
+    has "$($CHATFS info --json $FX/$fx.gguf)" "\"experts\":{\"count\":$count,\"used\":$used,\"shared\":$shared,\"blocks\":$blocks},\"active_parameters\":$active," ||
+        fail "$fx: --json experts"
+done <<'EOF'
+qwen35moe-tiny-f32 8 2 1 4 178184 712736
+qwen35moe-tiny-q8_0 8 2 1 4 178184 202692
+qwen3next-tiny-f32 8 2 1 4 178184 712736
+nemotron_h_moe-tiny-latent-f32 8 3 1 4 255104 1020416
+granitehybrid-tiny-moe-f32 8 2 1 5 267816 1071264
+lfm2moe-tiny-f32 8 3 0 4 249568 998272
 EOF
 
 # tensor types: how many tensors of each type the file holds ('+' for a space below)
@@ -177,8 +206,9 @@ o=$(offset qwen2.attention.layer_norm_rms_epsilon "$TMP/qwen2-noeps.gguf")
 printf X | dd of="$TMP/qwen2-noeps.gguf" bs=1 seek=$((o + 37)) conv=notrunc 2>/dev/null
 expect_fail "$TMP/qwen2-noeps.gguf" qwen2.attention.layer_norm_rms_epsilon "is missing"
 
-# granitehybrid with experts: two key/value pairs inserted after the header, 64 bytes in
-# all so that the tensor data keeps its 32-byte alignment
+# granitehybrid with experts but no expert_used_count (nor expert tensors): two key/value
+# pairs inserted after the header, 64 bytes in all so that the tensor data keeps its
+# 32-byte alignment
 src=$FX/granitehybrid-tiny-f32.gguf
 n_kv=$(u64 $src 16)
 {
@@ -188,7 +218,7 @@ n_kv=$(u64 $src 16)
     kv_u32 chatfs 0                     # 8 + 6 + 4 + 4 = 22 bytes
     tail -c +25 $src
 } >"$TMP/granite-moe.gguf"
-expect_fail "$TMP/granite-moe.gguf" granitehybrid "mixture-of-experts"
+expect_fail "$TMP/granite-moe.gguf" granitehybrid "with 4 experts: metadata 'granitehybrid.expert_used_count' is missing"
 
 # thinking and the recommended sampling: the default model thinks (its vocabulary has
 # <think> </think>, its template reads enable_thinking), a tiny ChatML fixture does not; a

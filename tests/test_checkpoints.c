@@ -7,7 +7,8 @@
  *  - reuse through engine_run: 5 user messages after one long system prompt, ten
  *    turns, an edit of message 3 of 6, a fork - each reuses what a checkpoint covers
  *    before the first changed token (asserted against an independent account of the
- *    checkpoints placed), and answers exactly as with checkpoints off;
+ *    checkpoints placed), and answers exactly as with checkpoints off (the 5 messages and
+ *    the ten turns on a mixture-of-experts model too);
  *  - placement (a) to (e), one by one;
  *  - a corrupted blob in the database: the next request notices and answers right;
  *  - bytes of a 10-turn conversation against one KV copy;
@@ -415,9 +416,9 @@ static char *long_system(int words) {
     return s;
 }
 
-static void five_messages(const char *db) {
+static void five_messages(const char *model_path, const char *db) {
     rig g;
-    rig_open(&g, MODEL, db, 1);
+    rig_open(&g, model_path, db, 1);
     char *sys = long_system(130);
     static const char *msgs[5] = {"What is two plus two?", "Name a color.", "Tell me a joke.",
                                   "Why is the sky blue?", "List three fruits."};
@@ -692,6 +693,7 @@ static void corrupt_blob(void) {
 /* ------------------------------------------------------------------ attention only */
 
 #define ATTN_MODEL FIXTURES "qwen2-tiny-f32.gguf"
+#define MOE_MODEL FIXTURES "qwen35moe-tiny-f32.gguf" /* a mixture-of-experts hybrid */
 
 static int *copy_tokens(const int *t, int n) {
     int *c = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -846,12 +848,16 @@ int main(int argc, char **argv) {
     }
     arith_fingerprint();
     placement();
-    five_messages(NULL);
+    five_messages(MODEL, NULL);
     const char *db = tmp_path("ckpt_turns.db");
     rm_db(db);
     ten_turns(MODEL, db, "qwen35");
     rm_db(db);
     ten_turns(MODEL, NULL, NULL);
+    /* the same conversations on a mixture-of-experts model */
+    printf("  on qwen35moe-tiny-f32:\n");
+    five_messages(MOE_MODEL, NULL);
+    ten_turns(MOE_MODEL, NULL, NULL);
     storage_bytes();
     corrupt_blob();
     attention_only();

@@ -15,8 +15,9 @@
  *  - engine_close with requests running and queued: each gets its on_done;
  *  - a long prompt arriving while another request generates: that one gets a token per
  *    prefill chunk.
- * On a Gated DeltaNet + attention model (qwen35) and a pure Mamba-2 model, so that both
- * kinds of state are batched. "At once" is made exact by a gate: a request whose
+ * On a Gated DeltaNet + attention model (qwen35), a pure Mamba-2 model, so that both
+ * kinds of state are batched, and a mixture-of-experts model (qwen35moe), whose batched
+ * rows choose different experts. "At once" is made exact by a gate: a request whose
  * progress callback holds the worker until the burst is queued.
  *
  * CHATFS_TEST_QUICK=1 (make tsan, where every kernel runs instrumented): qwen35 only,
@@ -34,7 +35,9 @@
 #include "engine/runtime/prefix_cache.h"
 #include "tests/check.h"
 
-static const char *const models[] = {"tests/fixtures/qwen35-tiny-f32.gguf", "tests/fixtures/mamba2-tiny-f32.gguf"};
+static const char *const models[] = {"tests/fixtures/qwen35-tiny-f32.gguf", "tests/fixtures/mamba2-tiny-f32.gguf",
+                                     "tests/fixtures/qwen35moe-tiny-f32.gguf"};
+#define N_MODELS (int)(sizeof models / sizeof models[0])
 
 #define MAX_MSGS 16
 #define N_CONV 6
@@ -584,7 +587,7 @@ static void cancel_and_fail(const char *path, chat_engine *ref) {
 
 int main(void) {
     quick = getenv("CHATFS_TEST_QUICK") && *getenv("CHATFS_TEST_QUICK") == '1';
-    for (int k = 0; k < (quick ? 1 : 2); k++) {
+    for (int k = 0; k < (quick ? 1 : N_MODELS); k++) {
         engine_config rc = {.model_path = models[k], .threads = 2, .n_ctx = 4096};
         char err[256];
         chat_engine *ref = engine_open(&rc, err, sizeof err);

@@ -3,7 +3,8 @@
  *  1. Every instruction-set path's gemm equals the scalar vec_dot_ref bit for bit, for
  *     every weight type, many row lengths and row counts, T = 1..17 and large T (which
  *     takes the chunked, tiled path), row sub-ranges, and through matmul/matmul_multi
- *     with 1 and 2 threads.
+ *     with 1 and 2 threads, and as the experts of a mixture-of-experts layer (matmul_parts
+ *     over gathered and single tokens).
  *  2. The reference itself is a dot product: close to the float dot of the dequantized
  *     weights and the activations (catches a wrong lane or scale bookkeeping).
  *  3. Weight quantizers: dequantize(quantize(x)) is close to x, with the error each
@@ -225,6 +226,79 @@ static void test_matmul_threads(void) {
         }
         free(da);
         free(db);
+    }
+    kernels_select("auto");
+    pool_set_threads(2);
+}
+
+/* Mixture-of-experts products (matmul_parts): tokens routed to 3 of 7 experts each, each
+ * chosen expert run over its tokens (gathered out of a per-token preparation, or the
+ * token's own row when alone) in one job, equal each token's product with its expert by
+ * the scalar reference, bit for bit, on every path with 1 and 2 threads. */
+static void test_matmul_parts(void) {
+    enum { X = 7, K = 3, T = 13, ROWS = 40 };
+    const int64_t n = 512;
+    for (int k = 0; k < N_TYPES; k++) {
+        const uint32_t wt = types[k];
+        matrix all;
+        void *data = make_weights(wt, n, (int64_t)X * ROWS, &all);
+        const expert_matrix ex = {{all.data, wt, n, ROWS, all.row_bytes}, X, all.row_bytes * ROWS};
+        float *Xs = make_acts(n, T);
+        int sel[T][K];
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < K; j++) sel[t][j] = (t + 2 * j) % (X - 2);
+        sel[7][2] = X - 2, sel[3][2] = X - 1; /* two experts with one token each (not the first) */
+        float *ref = malloc(sizeof(float) * T * K * ROWS), *got = malloc(sizeof(float) * T * K * ROWS);
+        void *buf = malloc(kact_bytes(wt, n, T) + 64);
+        for (const char *const *isa = kernels_available(); *isa; isa++) {
+            kernels_select(*isa);
+            kact x;
+            kact_prepare(&x, wt, Xs, n, T, buf);
+            uint8_t *gbuf = malloc(kact_gather_bytes(&x, T * K)); /* room for every (token, slot) */
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < K; j++) {
+                    const matrix W = expert_view(&ex, sel[t][j]);
+                    const kact one = kact_slice(&x, t, 1);
+                    kernels_gemm_reference(&W, 0, ROWS, &one, ref + (size_t)(t * K + j) * ROWS, ROWS);
+                }
+            for (int th = 1; th <= 2; th++) {
+                pool_set_threads(th);
+                /* grouped rows: expert e's (token, slot) pairs in token order */
+                matmul_part parts[X];
+                int np = 0, row = 0, where[T][K], toks[T];
+                uint8_t *g = gbuf;
+                for (int e = 0; e < X; e++) {
+                    int cnt = 0;
+                    for (int t = 0; t < T; t++)
+                        for (int j = 0; j < K; j++)
+                            if (sel[t][j] == e) toks[cnt++] = t, where[t][j] = row + cnt - 1;
+                    if (!cnt) continue;
+                    kact xe;
+                    if (cnt == 1) {
+                        xe = kact_slice(&x, toks[0], 1);
+                    } else {
+                        kact_gather(&xe, &x, toks, cnt, g);
+                        g += kact_gather_bytes(&x, cnt);
+                    }
+                    parts[np++] = (matmul_part){expert_view(&ex, e), 0, ROWS, xe, got + (size_t)row * ROWS, ROWS};
+                    row += cnt;
+                }
+                matmul_parts(parts, np);
+                int bad = 0;
+                for (int t = 0; t < T; t++)
+                    for (int j = 0; j < K; j++)
+                        bad += memcmp(got + (size_t)where[t][j] * ROWS, ref + (size_t)(t * K + j) * ROWS,
+                                      sizeof(float) * ROWS) != 0;
+                CHECK(bad == 0, "matmul_parts %s on %s with %d threads: %d of %d products differ from the reference",
+                      ggml_type_name(wt), *isa, th, bad, T * K);
+            }
+            free(gbuf);
+        }
+        free(ref);
+        free(got);
+        free(buf);
+        free(Xs);
+        free(data);
     }
     kernels_select("auto");
     pool_set_threads(2);
@@ -617,6 +691,7 @@ int main(void) {
     test_prep();
     test_gemm_bits();
     test_matmul_threads();
+    test_matmul_parts();
     test_sum();
     test_ops();
     pool_shutdown();

@@ -19,59 +19,6 @@ static const char *const fixtures[] = {"nemotron_h-tiny-f32", "mamba2-tiny-f32",
                                        "qwen2-tiny-f32",         "llama-tiny-f32"};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
-/* Three sequences in one batch - A continues at 100 with 40 tokens, B starts with 30
- * tokens (logits for every row), C decodes one token at 10 - then one more token each:
- * the same logits as each sequence run alone. */
-static void batch_property(const char *name) {
-    model *m = parity_load(name);
-    char *text = read_file(FIXTURES "long.txt", NULL);
-    int n, *ids = parity_encode(m, text, &n);
-    REQUIRE(n >= 300, "long prompt too short");
-    arena a = {0};
-    const int V = m->n_vocab;
-    static const int past[3] = {100, 0, 10}, len[3] = {40, 30, 1}, from[3] = {100, 200, 10}, mode[3] = {1, 2, 1};
-    seq_state *alone[3], *batched[3];
-    float *ref[3], *out[3];
-    for (int i = 0; i < 3; i++) {
-        ref[i] = malloc(sizeof(float) * V * len[i]);
-        out[i] = malloc(sizeof(float) * V * len[i]);
-        alone[i] = state_new(m, 0);
-        model_prefill(m, alone[i], ids, past[i], 0, NULL, &a);
-        batched[i] = state_clone(alone[i]);
-        batch_seq b = {.state = alone[i], .tokens = ids + from[i], .n_tokens = len[i], .logits = mode[i],
-                       .out = ref[i]};
-        CHECK(model_forward(m, &b, 1, &a) == 0, "%s: forward failed", name);
-    }
-    batch_seq bs[3];
-    for (int i = 0; i < 3; i++)
-        bs[i] = (batch_seq){.state = batched[i], .tokens = ids + from[i], .n_tokens = len[i], .logits = mode[i],
-                            .out = out[i]};
-    CHECK(model_forward(m, bs, 3, &a) == 0, "%s: batched forward failed", name);
-    float worst = 0;
-    for (int i = 0; i < 3; i++) {
-        worst = fmaxf(worst, max_abs_diff(ref[i], out[i], V * (mode[i] == 2 ? len[i] : 1)));
-        CHECK(batched[i]->n_past == alone[i]->n_past, "%s: sequence %d at %d, not %d", name, i, batched[i]->n_past,
-              alone[i]->n_past);
-        /* the states moved on alike */
-        const int next = ids[from[i] + len[i]];
-        batch_seq b1 = {.state = alone[i], .tokens = &next, .n_tokens = 1, .logits = 1, .out = ref[i]};
-        batch_seq b2 = {.state = batched[i], .tokens = &next, .n_tokens = 1, .logits = 1, .out = out[i]};
-        model_forward(m, &b1, 1, &a);
-        model_forward(m, &b2, 1, &a);
-        worst = fmaxf(worst, max_abs_diff(ref[i], out[i], V));
-        state_free(alone[i]);
-        state_free(batched[i]);
-        free(ref[i]);
-        free(out[i]);
-    }
-    printf("  %-24s three sequences in one batch: worst |logit diff| %.3g\n", name, worst);
-    CHECK(worst <= 1e-4f, "%s: batched sequences differ by %g", name, worst);
-    free(ids);
-    free(text);
-    arena_free(&a);
-    model_free(m);
-}
-
 /* prefill the long prompt, trim back to K, continue: same logits as one chunk */
 static void trim_property(const char *name, int expect_trimmable) {
     model *m = parity_load(name);
@@ -164,9 +111,9 @@ int main(void) {
         for (int i = 0; i < N_FIXTURES; i++) parity_prefix(fixtures[i], k == 0, k == 0);
     }
     kernels_select("auto");
-    for (int i = 0; i < N_FIXTURES; i++) batch_property(fixtures[i]);
+    for (int i = 0; i < N_FIXTURES; i++) parity_batch(fixtures[i]);
     qwen2_biases();
-    batch_property("qwen35-tiny-f32"); /* the batching in model.c is shared by every family */
+    parity_batch("qwen35-tiny-f32"); /* the batching in model.c is shared by every family */
     for (int i = 0; i < N_FIXTURES; i++)
         trim_property(fixtures[i], !strncmp(fixtures[i], "qwen3-", 6) || !strncmp(fixtures[i], "qwen2-", 6) ||
                                        !strncmp(fixtures[i], "llama-", 6));

@@ -6,7 +6,20 @@
  * defines as canonical). For each: prompt tokens identical, last-position logits of the
  * short and the 604-token prompt within 1e-4 (they agree to the last bit on x86), greedy
  * continuation identical; and on every kernel path this CPU has, the same logits as the
- * scalar reference bit for bit, prefill in one chunk or token by token. */
+ * scalar reference bit for bit, prefill in one chunk or token by token.
+ *
+ * qwen35moe-small-q4_k_m (`chatfs synth --shape qwen3.5-moe-small --type q4_k_m`, llama.cpp
+ * likewise without repacking) is a mixture-of-experts model in llama-quantize's Q4_K_M mix:
+ * Q4_K experts, Q6_K ffn_down_exps and ffn_down_shexp in the blocks use_more_bits picks,
+ * Q5_K attn_qkv, Q6_K head. On the short prompt and its greedy tokens it is llama.cpp's to
+ * the last bit (with its AVX2 repacking of Q4_K experts llama.cpp itself moves those logits
+ * by up to 0.1). Its random routers have top-k margins down to 2e-4 on the long prompt,
+ * where a last-bit difference that changes one 8-bit rounding of an activation can change
+ * a choice: there llama.cpp does not agree with itself (its logits fed 512 tokens at a time
+ * and one at a time differ by up to 4.1, from position 7 on), so the long prompt checks
+ * only that every kernel path gives the same bits. (Ours equals llama.cpp's one-at-a-time
+ * run within 6e-6 at 43 of the first 45 positions.) The oracle's MoE fixtures have routers
+ * with wide margins for this reason. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,16 +44,16 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-static void one_type(const char *type) {
+static void one_type(const char *type, int long_vs_llama) {
     char path[256], err[256];
-    snprintf(path, sizeof path, FIXTURES "qwen35-small-%s.gguf", type);
+    snprintf(path, sizeof path, FIXTURES "%s.gguf", type);
     model *m = model_load(path, err, sizeof err);
     REQUIRE(m, "%s", err);
     const int V = m->n_vocab;
     arena a = {0};
     float *lg = malloc(sizeof(float) * V), *ref_isa = malloc(sizeof(float) * V);
     for (int pass = 0; pass < 2; pass++) {
-        snprintf(path, sizeof path, FIXTURES "qwen35-small-%s%s.json", type, pass ? ".long" : "");
+        snprintf(path, sizeof path, FIXTURES "%s%s.json", type, pass ? ".long" : "");
         cJSON *ref = read_json(path);
         REQUIRE(ref, "cannot read %s", path);
         int n_ref, n_gen, n;
@@ -60,9 +73,9 @@ static void one_type(const char *type) {
                 float e = max_abs_diff(lg, ref_isa, V);
                 CHECK(e == 0, "%s on %s: logits differ from %s by %g", type, *isa, kernels_available()[0], e);
             }
-            if (!strcmp(*isa, "scalar") || isa == kernels_available()) {
+            if ((!strcmp(*isa, "scalar") || isa == kernels_available()) && (!pass || long_vs_llama)) {
                 if (!pass) {
-                    snprintf(path, sizeof path, FIXTURES "qwen35-small-%s.last.f32", type);
+                    snprintf(path, sizeof path, FIXTURES "%s.last.f32", type);
                     size_t len;
                     float *rl = (float *)read_file(path, &len);
                     REQUIRE(rl && len == sizeof(float) * (size_t)V, "bad %s", path);
@@ -92,8 +105,11 @@ static void one_type(const char *type) {
             state_free(s);
         }
         kernels_select("auto");
-        printf("  qwen35-small-%-5s %s prompt (%d tokens): max |logit diff| vs llama.cpp %.3g, all kernel paths identical\n",
-               type, pass ? "long" : "short", n, d);
+        if (!pass || long_vs_llama)
+            printf("  %-24s %s prompt (%d tokens): max |logit diff| vs llama.cpp %.3g, all kernel paths identical\n",
+                   type, pass ? "long" : "short", n, d);
+        else
+            printf("  %-24s long prompt (%d tokens): all kernel paths identical\n", type, n);
         free(ids);
         free(text);
         free(ref_tokens);
@@ -108,9 +124,10 @@ static void one_type(const char *type) {
 
 int main(void) {
     pool_set_threads(2);
-    one_type("q4_k");
-    one_type("q5_k");
-    one_type("q6_k");
+    one_type("qwen35-small-q4_k", 1);
+    one_type("qwen35-small-q5_k", 1);
+    one_type("qwen35-small-q6_k", 1);
+    one_type("qwen35moe-small-q4_k_m", 0);
     pool_shutdown();
     return check_report("test_parity_kquants");
 }

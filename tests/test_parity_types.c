@@ -2,8 +2,9 @@
  * weight type it computes (issues "Engine core" and "Architectures", acceptance).
  *
  * The oracle's fixtures are F32 (and F16/Q8_0 for qwen35 only), so this test converts
- * each F32 fixture the way llama-quantize would - the 2-D weight matrices whose rows fit
- * the type's block; norms, convolution kernels and the SSM's A and D stay F32 - into F16,
+ * each F32 fixture the way llama-quantize would - the 2-D weight matrices and 3-D expert
+ * tensors whose rows fit the type's block; norms, convolution kernels, the SSM's A and D
+ * and the MoE routers stay F32 - into F16,
  * BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, writes it to tests/tmp and checks the prefix
  * property on it (parity.h, on the first 320 tokens of the long prompt): one chunk vs
  * token by token vs split at K in {1, 63, 64, 65, 300} (all at once, and each alone) vs
@@ -24,17 +25,23 @@
 
 static const char *const fixtures[] = {"qwen35-tiny-f32",     "nemotron_h-tiny-f32",    "mamba2-tiny-f32",
                                        "mamba-tiny-f32",      "granitehybrid-tiny-f32", "lfm2-tiny-f32",
-                                       "qwen3-tiny-f32",      "qwen2-tiny-f32",         "llama-tiny-f32"};
+                                       "qwen3-tiny-f32",      "qwen2-tiny-f32",         "llama-tiny-f32",
+                                       /* mixture of experts: the 3-D expert tensors converted too */
+                                       "qwen35moe-tiny-f32",  "nemotron_h_moe-tiny-latent-f32",
+                                       "granitehybrid-tiny-moe-f32"};
 static const uint32_t types[] = {GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1};
 #define N_FIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 #define N_TOKENS 320 /* of the long prompt: past the last split (300), and quick */
 
-/* a tensor llama-quantize would convert: a 2-D weight matrix, not a norm or a conv kernel */
+/* a tensor llama-quantize would convert: a 2-D weight matrix or a 3-D expert tensor, not
+ * a norm, a conv kernel or an MoE router (ffn_gate_inp stays F32) */
 static int converted(const gguf_tensor *t, uint32_t type) {
     const size_t n = strlen(t->name);
-    return t->n_dims == 2 && n > 7 && !strcmp(t->name + n - 7, ".weight") && !strstr(t->name, "_norm") &&
-           !strstr(t->name, "conv1d") && !strstr(t->name, "shortconv.conv") && t->ne[0] % ggml_blck_size(type) == 0;
+    return (t->n_dims == 2 || (t->n_dims == 3 && strstr(t->name, "_exps"))) && n > 7 &&
+           !strcmp(t->name + n - 7, ".weight") && !strstr(t->name, "_norm") && !strstr(t->name, "conv1d") &&
+           !strstr(t->name, "shortconv.conv") && !strstr(t->name, "ffn_gate_inp") &&
+           t->ne[0] % ggml_blck_size(type) == 0;
 }
 
 static int write_failed;
@@ -65,7 +72,8 @@ static int write_converted(const gguf_file *g, uint32_t type, const char *path) 
         REQUIRE(t->type == GGML_F32, "%s is not F32", t->name);
         const int conv = converted(t, type);
         n_conv += conv;
-        nbytes[i] = conv ? (uint64_t)t->ne[1] * t->ne[0] / ggml_blck_size(type) * ggml_type_size(type) : t->nbytes;
+        nbytes[i] = conv ? (uint64_t)(t->ne[1] * t->ne[2]) * t->ne[0] / ggml_blck_size(type) * ggml_type_size(type)
+                         : t->nbytes;
         off[i] = data;
         data = (data + nbytes[i] + g->alignment - 1) / g->alignment * g->alignment;
     }
@@ -97,7 +105,7 @@ static int write_converted(const gguf_file *g, uint32_t type, const char *path) 
             char *q = malloc(row);
             REQUIRE(q, "out of memory");
             int ok = 1;
-            for (int64_t r = 0; r < t->ne[1]; r++) {
+            for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
                 ok &= quantize_row_weight(type, (const float *)t->data + r * t->ne[0], q, t->ne[0]) == 0;
                 put(f, q, row);
             }
@@ -130,6 +138,11 @@ int main(void) {
                 /* the matrices really are in the type: the file is not the F32 one again */
                 CHECK(n_conv >= m->n_layer, "%s as %s: only %d tensors converted", fixtures[i],
                       ggml_type_name(types[k]), n_conv);
+                for (int li = 0; li < m->n_layer; li++) /* and so are the experts */
+                    if (m->blocks[li].moe.n_expert)
+                        CHECK(m->blocks[li].moe.up.m.type == types[k] && m->blocks[li].moe.down.m.type == types[k],
+                              "%s as %s: layer %d's experts are %s", fixtures[i], ggml_type_name(types[k]), li,
+                              ggml_type_name(m->blocks[li].moe.up.m.type));
                 snprintf(label, sizeof label, "%.*s %s", (int)(strlen(fixtures[i]) - 4), fixtures[i],
                          ggml_type_name(types[k]));
                 parity_prefix_model(m, label, N_TOKENS, 1, 1);

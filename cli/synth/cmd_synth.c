@@ -1,8 +1,10 @@
 /* cmd_synth.c - `chatfs synth`: a random-weight GGUF with the exact shape of a real model
  * (docs/engine-math.md §10), for benchmarks and tests.
  *
- *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--seed S] [-t N] [--mtp]
+ *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--layers N] [--seed S] [-t N] [--mtp]
  *
+ * --layers N keeps the first N blocks of the shape's layer pattern (for machines that
+ * cannot hold a whole mixture-of-experts model): every layer keeps its real size.
  * Metadata keys, tensor names and shapes follow what llama.cpp's loader expects (so the
  * same file runs in llama.cpp for side-by-side comparisons). Weights are deterministic
  * normal values (std 1/sqrt(fan-in), like tools' mkgguf.py) from (seed, tensor name, row),
@@ -40,6 +42,11 @@ typedef struct {
     int attn_layers[8], n_attn_layers;
     /* granite */
     float emb_scale, res_scale, logit_scale, attn_scale;
+    /* mixture of experts: experts per block, chosen per token, their width, the shared
+     * expert's width (0: none), dense blocks before the first MoE block (lfm2moe), the
+     * routing weights' scale (nemotron_h_moe) */
+    int n_expert, n_used, n_ff_exp, n_ff_shexp, n_dense_lead;
+    float w_scale;
 } shape;
 
 static const shape shapes[] = {
@@ -88,6 +95,30 @@ static const shape shapes[] = {
      .head_dim = 64, .n_ff = 2816, .n_vocab = 151936, .tied = 1, .ctx = 32768, .rope_base = 1e6f, .eps = 1e-6f},
     {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
      .head_dim = 64, .n_ff = 8192, .n_vocab = 128256, .tied = 1, .ctx = 131072, .rope_base = 5e5f, .eps = 1e-5f},
+    /* mixture-of-experts hybrids (docs/engine-math.md §11; their published configs) */
+    {.name = "qwen3.5-35b-a3b", .arch = "qwen35moe", .n_embd = 2048, .n_layer = 40, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_vocab = 248320, .tied = 0, .ctx = 262144, .rope_base = 1e7f, .eps = 1e-6f, .rope_dim = 64,
+     .lin_k = 16, .lin_v = 32, .lin_dk = 128, .conv_k = 4, .n_expert = 256, .n_used = 8, .n_ff_exp = 512,
+     .n_ff_shexp = 512},
+    {.name = "nemotron-3-nano-30b-a3b", .arch = "nemotron_h_moe", .n_embd = 2688, .n_head = 32, .n_head_kv = 2,
+     .head_dim = 128, .n_vocab = 131072, .tied = 0, .ctx = 262144, .eps = 1e-5f,
+     .pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", .ssm_heads = 64, .ssm_head_dim = 64,
+     .ssm_groups = 8, .ssm_state = 128, .conv_k = 4, .n_expert = 128, .n_used = 6, .n_ff_exp = 1856,
+     .n_ff_shexp = 3712, .w_scale = 2.5f},
+    {.name = "lfm2-8b-a1b", .arch = "lfm2moe", .n_embd = 2048, .n_layer = 24, .n_head = 32, .n_head_kv = 8,
+     .head_dim = 64, .n_ff = 7168, .n_vocab = 65536, .tied = 1, .ctx = 128000, .rope_base = 1e6f, .eps = 1e-5f,
+     .conv_k = 3, .attn_layers = {2, 6, 10, 14, 18, 21}, .n_attn_layers = 6, .n_expert = 32, .n_used = 4,
+     .n_ff_exp = 1792, .n_dense_lead = 2},
+    {.name = "granite-4.0-h-tiny", .arch = "granitehybrid", .n_embd = 1536, .n_layer = 40, .n_head = 12,
+     .n_head_kv = 4, .head_dim = 128, .n_ff = 512, .n_vocab = 100352, .tied = 1, .ctx = 1 << 20, .eps = 1e-5f,
+     .ssm_heads = 48, .ssm_head_dim = 64, .ssm_groups = 1, .ssm_state = 128, .conv_k = 4,
+     .attn_layers = {5, 15, 25, 35}, .n_attn_layers = 4, .emb_scale = 12, .res_scale = 0.22f, .logit_scale = 6,
+     .attn_scale = 0.0078125f, .n_expert = 64, .n_used = 6, .n_ff_exp = 512, .n_ff_shexp = 1024},
+    /* small enough for tests, with expert rows that fill 256-element blocks (K-quants) */
+    {.name = "qwen3.5-moe-small", .arch = "qwen35moe", .n_embd = 256, .n_layer = 4, .n_head = 2, .n_head_kv = 1,
+     .head_dim = 64, .n_vocab = 512, .tied = 1, .ctx = 4096, .rope_base = 1e7f, .eps = 1e-6f, .rope_dim = 16,
+     .lin_k = 2, .lin_v = 4, .lin_dk = 64, .conv_k = 4, .n_expert = 4, .n_used = 2, .n_ff_exp = 256,
+     .n_ff_shexp = 256},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -164,6 +195,7 @@ typedef struct {
     gguf_writer *w;
     const shape *c;
     uint32_t qtype;
+    int n_layer;             /* blocks written: the shape's, or --layers */
     int q4_k_m;              /* llama-quantize's Q4_K_M mix instead of qtype everywhere */
     int i_attn_v, n_attn_v;  /* the mix's counters: tensors seen so far, and in all (a */
     int i_ffn_down, n_ffn_down; /* first pass over the model counts them) */
@@ -217,6 +249,11 @@ static uint32_t mix_type(builder *b, const char *name) {
     if (!strcmp(name, "output.weight") || (b->c->tied && !strcmp(name, "token_embd.weight"))) return GGML_Q6_K;
     if (strstr(name, "attn_qkv.weight")) return GGML_Q5_K;
     if (strstr(name, "attn_v.weight")) return more_bits(b->i_attn_v++, b->n_attn_v) ? GGML_Q6_K : GGML_Q4_K;
+    if (strstr(name, "ffn_down") && b->c->n_expert > 1) { /* with experts: by the block of the name, of all blocks */
+        int layer = 0;
+        sscanf(name, "blk.%d.", &layer);
+        return more_bits(layer, b->n_layer) ? GGML_Q6_K : GGML_Q4_K;
+    }
     if (strstr(name, "ffn_down")) return more_bits(b->i_ffn_down++, b->n_ffn_down) ? GGML_Q6_K : GGML_Q4_K;
     return GGML_Q4_K;
 }
@@ -226,7 +263,7 @@ static uint32_t mix_type(builder *b, const char *name) {
 static uint32_t tensor_type(builder *b, const char *name, int n_dims, int64_t ne0) {
     const size_t L = strlen(name);
     const int quant = n_dims >= 2 && L > 6 && !strcmp(name + L - 6, "weight") && !strstr(name, "_norm.weight") &&
-                      !strstr(name, "ssm_conv1d") && !strstr(name, "shortconv.conv");
+                      !strstr(name, "ssm_conv1d") && !strstr(name, "shortconv.conv") && !strstr(name, "ffn_gate_inp");
     if (!quant) return GGML_F32;
     uint32_t t = b->q4_k_m ? mix_type(b, name) : b->qtype;
     if (ne0 % ggml_blck_size(t)) {
@@ -241,7 +278,8 @@ static uint32_t tensor_type(builder *b, const char *name, int n_dims, int64_t ne
     return t;
 }
 
-static void tensor(builder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1, int kind, float a, float bb) {
+static void tensor3(builder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, int kind, float a,
+                    float bb) {
     if (b->n_specs == b->cap_specs) { /* specs are referenced by the writer: allocated up front */
         b->failed = 1;
         return;
@@ -249,12 +287,16 @@ static void tensor(builder *b, const char *name, int n_dims, int64_t ne0, int64_
     init_spec *sp = &b->specs[b->n_specs++];
     *sp = (init_spec){kind, a, bb, b->seed};
     if (kind == I_NORMAL && a == 0) sp->a = 1.0f / sqrtf((float)ne0);
-    const int64_t ne[2] = {ne0, ne1};
+    const int64_t ne[3] = {ne0, ne1, ne2};
     const uint32_t t = tensor_type(b, name, n_dims, ne0);
+    const uint64_t n = (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1) * (n_dims > 2 ? ne2 : 1));
     b->failed |= gguf_w_tensor(b->w, name, t, n_dims, ne, fill_rows, sp) != 0;
     b->n_tensors++;
-    b->n_params += (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1));
-    b->n_bytes += (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1)) / ggml_blck_size(t) * ggml_type_size(t);
+    b->n_params += n;
+    b->n_bytes += n / ggml_blck_size(t) * ggml_type_size(t);
+}
+static void tensor(builder *b, const char *name, int n_dims, int64_t ne0, int64_t ne1, int kind, float a, float bb) {
+    tensor3(b, name, n_dims, ne0, ne1, 1, kind, a, bb);
 }
 
 /* name helpers */
@@ -264,6 +306,41 @@ static void mat_std(builder *b, const char *name, int64_t in, int64_t out, float
     tensor(b, name, 2, in, out, I_NORMAL, std, 0);
 }
 static void ones(builder *b, const char *name, int64_t n) { tensor(b, name, 1, n, 1, I_CONST, 1, 0); }
+/* n_expert matrices [in, out] as one 3-D tensor */
+static void experts(builder *b, const char *name, int64_t in, int64_t out) {
+    tensor3(b, name, 3, in, out, b->c->n_expert, I_NORMAL, 0, 0);
+}
+
+/* The keys every MoE architecture reads: expert_count, expert_used_count, the experts'
+ * and the shared expert's widths. */
+static void moe_kv(builder *b) {
+    const shape *c = b->c;
+    kv_u32(b, ".expert_count", (uint32_t)c->n_expert);
+    kv_u32(b, ".expert_used_count", (uint32_t)c->n_used);
+    kv_u32(b, ".expert_feed_forward_length", (uint32_t)c->n_ff_exp);
+    if (c->n_ff_shexp) kv_u32(b, ".expert_shared_feed_forward_length", (uint32_t)c->n_ff_shexp);
+}
+
+/* An MoE FFN of block i: router (F32), selection bias (sigmoid routers), the experts
+ * (gate only for SwiGLU), the shared expert (gated by ffn_gate_inp_shexp for Qwen). */
+static void moe_tensors(builder *b, int i, int swiglu, int sel_bias, int shexp_gate) {
+    const shape *c = b->c;
+    const int E = c->n_embd, F = c->n_ff_exp, Fs = c->n_ff_shexp;
+    char nm[128];
+#define N(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+    mat(b, N("blk.%d.ffn_gate_inp.weight", i), E, c->n_expert);
+    if (sel_bias) tensor(b, N("blk.%d.exp_probs_b.bias", i), 1, c->n_expert, 1, I_NORMAL, 0.01f, 0);
+    if (swiglu) experts(b, N("blk.%d.ffn_gate_exps.weight", i), E, F);
+    experts(b, N("blk.%d.ffn_up_exps.weight", i), E, F);
+    experts(b, N("blk.%d.ffn_down_exps.weight", i), F, E);
+    if (Fs) {
+        if (shexp_gate) tensor(b, N("blk.%d.ffn_gate_inp_shexp.weight", i), 1, E, 1, I_NORMAL, 1.0f / sqrtf((float)E), 0);
+        if (swiglu) mat(b, N("blk.%d.ffn_gate_shexp.weight", i), E, Fs);
+        mat(b, N("blk.%d.ffn_up_shexp.weight", i), E, Fs);
+        mat(b, N("blk.%d.ffn_down_shexp.weight", i), Fs, E);
+    }
+#undef N
+}
 
 /* byte-level BPE vocabulary: 256 byte tokens (GPT-2's byte-to-unicode mapping), a few
  * merges, the ChatML specials, then unused padding tokens up to n_vocab */
@@ -354,9 +431,10 @@ static void build_qwen35(builder *b) {
     const int conv_dim = 2 * key_dim + value_dim;
     char nm[128];
     attn_common(b);
-    kv_u32(b, ".block_count", (uint32_t)(c->n_layer + (b->mtp ? 1 : 0)));
+    kv_u32(b, ".block_count", (uint32_t)(b->n_layer + (b->mtp ? 1 : 0)));
     if (b->mtp) kv_u32(b, ".nextn_predict_layers", 1);
-    kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
+    if (c->n_expert) moe_kv(b);
+    else kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
     kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
     kv_u32(b, ".attention.head_count_kv", (uint32_t)c->n_head_kv);
     kv_u32(b, ".attention.key_length", (uint32_t)hd);
@@ -372,7 +450,7 @@ static void build_qwen35(builder *b) {
     kv_u32(b, ".full_attention_interval", 4);
     if (tokenizer_kv(b, "qwen35")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
-    for (int i = 0; i < c->n_layer; i++) {
+    for (int i = 0; i < b->n_layer; i++) {
         ones(b, W("blk.%d.attn_norm.weight", i), E);
         ones(b, W("blk.%d.post_attention_norm.weight", i), E);
         if ((i + 1) % 4 != 0) {
@@ -394,12 +472,16 @@ static void build_qwen35(builder *b) {
             ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
             ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
         }
+        if (c->n_expert) {
+            moe_tensors(b, i, 1, 0, 1); /* softmax router, sigmoid-gated shared expert */
+            continue;
+        }
         mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
     }
     if (b->mtp) { /* the MTP block: a gated attention block, its FFN, and nextn.* */
-        const int i = c->n_layer;
+        const int i = b->n_layer;
         ones(b, W("blk.%d.attn_norm.weight", i), E);
         ones(b, W("blk.%d.post_attention_norm.weight", i), E);
         mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
@@ -439,13 +521,13 @@ static void ssm_kv(builder *b, int d_inner, int n_head, int groups, int state) {
     kv_u32(b, ".ssm.time_step_rank", (uint32_t)n_head);
 }
 
-static void build_nemotron_h(builder *b) {
+static void build_nemotron_h(builder *b) { /* and nemotron_h_moe: 'E' blocks are experts */
     const shape *c = b->c;
-    const int E = c->n_embd, L = (int)strlen(c->pattern), d_inner = c->ssm_heads * c->ssm_head_dim;
+    const int E = c->n_embd, L = b->n_layer, d_inner = c->ssm_heads * c->ssm_head_dim;
     char nm[128];
     uint32_t ff[128], kvh[128];
     for (int i = 0; i < L; i++) {
-        ff[i] = c->pattern[i] == '-' ? (uint32_t)c->n_ff : 0;
+        ff[i] = c->pattern[i] == '-' ? (uint32_t)c->n_ff : c->pattern[i] == 'E' ? (uint32_t)c->n_ff_exp : 0;
         kvh[i] = c->pattern[i] == '*' ? (uint32_t)c->n_head_kv : 0;
     }
     kv_u32(b, ".context_length", (uint32_t)c->ctx);
@@ -459,6 +541,13 @@ static void build_nemotron_h(builder *b) {
     kv_f32(b, ".attention.layer_norm_epsilon", c->eps);
     kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
     ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
+    if (c->n_expert) { /* sigmoid router with selection bias, renormalised, scaled */
+        moe_kv(b);
+        kv_u32(b, ".expert_shared_count", 1);
+        kv_bool(b, ".expert_weights_norm", 1);
+        kv_f32(b, ".expert_weights_scale", c->w_scale);
+        kv_u32(b, ".expert_group_count", 1);
+    }
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
     for (int i = 0; i < L; i++) {
@@ -470,6 +559,8 @@ static void build_nemotron_h(builder *b) {
             mat(b, W("blk.%d.attn_k.weight", i), E, c->head_dim * c->n_head_kv);
             mat(b, W("blk.%d.attn_v.weight", i), E, c->head_dim * c->n_head_kv);
             mat(b, W("blk.%d.attn_output.weight", i), c->head_dim * c->n_head, E);
+        } else if (c->pattern[i] == 'E') {
+            moe_tensors(b, i, 0, 1, 0); /* ReLU² experts and shared expert */
         } else {
             mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
             mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
@@ -485,12 +576,12 @@ static void build_mamba2(builder *b) {
     kv_u32(b, ".embedding_length", (uint32_t)E);
     kv_u32(b, ".feed_forward_length", 0);
     kv_u32(b, ".attention.head_count", 0);
-    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".block_count", (uint32_t)b->n_layer);
     ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
     kv_f32(b, ".attention.layer_norm_rms_epsilon", c->eps);
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
-    for (int i = 0; i < c->n_layer; i++) {
+    for (int i = 0; i < b->n_layer; i++) {
         ones(b, W("blk.%d.attn_norm.weight", i), E);
         mamba2_tensors(b, i, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state, c->conv_k);
     }
@@ -504,7 +595,7 @@ static void build_mamba(builder *b) {
     kv_u32(b, ".embedding_length", (uint32_t)E);
     kv_u32(b, ".feed_forward_length", 0);
     kv_u32(b, ".attention.head_count", 0);
-    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".block_count", (uint32_t)b->n_layer);
     kv_u32(b, ".ssm.conv_kernel", (uint32_t)c->conv_k);
     kv_u32(b, ".ssm.inner_size", (uint32_t)d_inner);
     kv_u32(b, ".ssm.state_size", (uint32_t)N);
@@ -513,7 +604,7 @@ static void build_mamba(builder *b) {
     kv_bool(b, ".ssm.dt_b_c_rms", 0);
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
-    for (int i = 0; i < c->n_layer; i++) {
+    for (int i = 0; i < b->n_layer; i++) {
         ones(b, W("blk.%d.attn_norm.weight", i), E);
         mat(b, W("blk.%d.ssm_in.weight", i), E, 2 * d_inner);
         tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, c->conv_k, d_inner, I_NORMAL, 1.0f / sqrtf((float)c->conv_k), 0);
@@ -535,7 +626,7 @@ static int is_attn_layer(const shape *c, int i) {
 
 static void build_granitehybrid(builder *b) {
     const shape *c = b->c;
-    const int E = c->n_embd, L = c->n_layer, d_inner = c->ssm_heads * c->ssm_head_dim, hd = c->head_dim;
+    const int E = c->n_embd, L = b->n_layer, d_inner = c->ssm_heads * c->ssm_head_dim, hd = c->head_dim;
     char nm[128];
     uint32_t kvh[128];
     for (int i = 0; i < L; i++) kvh[i] = is_attn_layer(c, i) ? (uint32_t)c->n_head_kv : 0;
@@ -552,6 +643,7 @@ static void build_granitehybrid(builder *b) {
     kv_f32(b, ".attention.scale", c->attn_scale);
     kv_f32(b, ".logit_scale", c->logit_scale);
     ssm_kv(b, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state);
+    if (c->n_expert) moe_kv(b); /* the experts' width is feed_forward_length */
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "output_norm.weight", 0.3f / c->emb_scale, 3.0f * c->logit_scale);
     for (int i = 0; i < L; i++) {
@@ -565,15 +657,19 @@ static void build_granitehybrid(builder *b) {
             mamba2_tensors(b, i, d_inner, c->ssm_heads, c->ssm_groups, c->ssm_state, c->conv_k);
         }
         ones(b, W("blk.%d.ffn_norm.weight", i), E);
+        if (c->n_expert) {
+            moe_tensors(b, i, 1, 0, 0); /* softmax router, ungated shared expert */
+            continue;
+        }
         mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
     }
 }
 
-static void build_lfm2(builder *b) {
+static void build_lfm2(builder *b) { /* and lfm2moe: experts after the leading dense blocks */
     const shape *c = b->c;
-    const int E = c->n_embd, L = c->n_layer, hd = c->head_dim;
+    const int E = c->n_embd, L = b->n_layer, hd = c->head_dim;
     char nm[128];
     uint32_t kvh[128];
     for (int i = 0; i < L; i++) kvh[i] = is_attn_layer(c, i) ? (uint32_t)c->n_head_kv : 0;
@@ -583,6 +679,11 @@ static void build_lfm2(builder *b) {
     kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
     kv_arr_u32(b, ".attention.head_count_kv", kvh, L, GGUF_U32);
     kv_u32(b, ".shortconv.l_cache", (uint32_t)c->conv_k);
+    if (c->n_expert) { /* sigmoid router with selection bias (the converter's gating func 2) */
+        moe_kv(b);
+        kv_u32(b, ".leading_dense_block_count", (uint32_t)c->n_dense_lead);
+        kv_u32(b, ".expert_gating_func", 2);
+    }
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "token_embd_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
     for (int i = 0; i < L; i++) {
@@ -600,6 +701,10 @@ static void build_lfm2(builder *b) {
             mat(b, W("blk.%d.shortconv.out_proj.weight", i), E, E);
         }
         ones(b, W("blk.%d.ffn_norm.weight", i), E);
+        if (c->n_expert && i >= c->n_dense_lead) {
+            moe_tensors(b, i, 1, 1, 0);
+            continue;
+        }
         mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
@@ -613,7 +718,7 @@ static void build_dense(builder *b, int qk_norm) {
     const int E = c->n_embd, hd = c->head_dim, qkv_bias = !strcmp(c->arch, "qwen2");
     char nm[128];
     attn_common(b);
-    kv_u32(b, ".block_count", (uint32_t)c->n_layer);
+    kv_u32(b, ".block_count", (uint32_t)b->n_layer);
     kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
     kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
     kv_u32(b, ".attention.head_count_kv", (uint32_t)c->n_head_kv);
@@ -625,7 +730,7 @@ static void build_dense(builder *b, int qk_norm) {
     }
     if (tokenizer_kv(b, "qwen2")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
-    for (int i = 0; i < c->n_layer; i++) {
+    for (int i = 0; i < b->n_layer; i++) {
         ones(b, W("blk.%d.attn_norm.weight", i), E);
         mat(b, W("blk.%d.attn_q.weight", i), E, hd * c->n_head);
         mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
@@ -658,7 +763,7 @@ static void usage_lists(void) {
 
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *type_name = NULL, *out = NULL;
-    long seed = 1234, threads = 0;
+    long seed = 1234, threads = 0, layers = 0;
     int quiet = 0, mtp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -667,6 +772,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--type")) type_name = v, i++;
         else if (!strcmp(a, "--out")) out = v, i++;
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
+        else if (!strcmp(a, "--layers")) { if (!cli_int(a, v, 1, 1024, &layers)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
         else if (!strcmp(a, "-q")) quiet = 1;
         else { cli_error("synth: unknown option '%s'", a); return 1; }
@@ -687,8 +793,10 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
     pool_set_threads((int)threads);
+    const int full = c->pattern ? (int)strlen(c->pattern) : c->n_layer;
     builder b = {.w = gguf_writer_new(),
                  .c = c,
+                 .n_layer = layers > 0 && layers < full ? (int)layers : full,
                  .qtype = types[ti].type,
                  .q4_k_m = types[ti].ftype == FTYPE_Q4_K_M,
                  .mtp = mtp,
@@ -702,7 +810,10 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
     char name[160];
-    snprintf(name, sizeof name, "chatfs-synth-%s-%s%s", c->name, types[ti].name, mtp ? "-mtp" : "");
+    if (b.n_layer < full)
+        snprintf(name, sizeof name, "chatfs-synth-%s-%dL-%s%s", c->name, b.n_layer, types[ti].name, mtp ? "-mtp" : "");
+    else
+        snprintf(name, sizeof name, "chatfs-synth-%s-%s%s", c->name, types[ti].name, mtp ? "-mtp" : "");
     /* the Q4_K_M mix needs how many attn_v and ffn_down tensors there are: a first pass
      * describes the model to a writer that is thrown away, and counts them */
     for (int pass = b.q4_k_m ? 0 : 1; pass < 2; pass++) {
@@ -724,12 +835,12 @@ int cmd_synth(int argc, char **argv) {
         gguf_w_u32(b.w, "general.file_type", types[ti].ftype);
         gguf_w_u32(b.w, "general.quantization_version", 2);
         gguf_w_u32(b.w, "general.alignment", 32);
-        if (!strcmp(c->arch, "qwen35")) build_qwen35(&b);
-        else if (!strcmp(c->arch, "nemotron_h")) build_nemotron_h(&b);
+        if (!strcmp(c->arch, "qwen35") || !strcmp(c->arch, "qwen35moe")) build_qwen35(&b);
+        else if (!strcmp(c->arch, "nemotron_h") || !strcmp(c->arch, "nemotron_h_moe")) build_nemotron_h(&b);
         else if (!strcmp(c->arch, "mamba2")) build_mamba2(&b);
         else if (!strcmp(c->arch, "mamba")) build_mamba(&b);
         else if (!strcmp(c->arch, "granitehybrid")) build_granitehybrid(&b);
-        else if (!strcmp(c->arch, "lfm2")) build_lfm2(&b);
+        else if (!strcmp(c->arch, "lfm2") || !strcmp(c->arch, "lfm2moe")) build_lfm2(&b);
         else build_dense(&b, !strcmp(c->arch, "qwen3"));
     }
     char err[512];
@@ -741,8 +852,9 @@ int cmd_synth(int argc, char **argv) {
         cli_error("%s", err);
         rc = 1;
     } else if (!quiet) {
-        fprintf(stderr, "wrote %s: %s %s, %d tensors, %llu parameters, %.1f MB of tensor data\n", out, c->name,
-                types[ti].name, b.n_tensors, (unsigned long long)b.n_params, (double)b.n_bytes / 1e6);
+        fprintf(stderr, "wrote %s: %s (%d of %d blocks) %s, %d tensors, %llu parameters, %.1f MB of tensor data\n",
+                out, c->name, b.n_layer, full, types[ti].name, b.n_tensors, (unsigned long long)b.n_params,
+                (double)b.n_bytes / 1e6);
     }
     gguf_writer_free(b.w);
     free(b.specs);

@@ -7,11 +7,12 @@
 
 /* ---------------------------------------------------------------- architectures */
 
-extern const arch_desc arch_qwen35, arch_nemotron_h, arch_mamba2, arch_mamba, arch_granitehybrid, arch_lfm2,
-    arch_qwen3, arch_qwen2, arch_llama;
+extern const arch_desc arch_qwen35, arch_qwen35moe, arch_qwen3next, arch_nemotron_h, arch_nemotron_h_moe,
+    arch_mamba2, arch_mamba, arch_granitehybrid, arch_lfm2, arch_lfm2moe, arch_qwen3, arch_qwen2, arch_llama;
 
-static const arch_desc *const archs[] = {&arch_qwen35, &arch_nemotron_h,   &arch_mamba2, &arch_mamba,
-                                         &arch_granitehybrid, &arch_lfm2, &arch_qwen3,  &arch_qwen2,
+static const arch_desc *const archs[] = {&arch_qwen35,  &arch_qwen35moe,      &arch_qwen3next, &arch_nemotron_h,
+                                         &arch_nemotron_h_moe, &arch_mamba2,  &arch_mamba,     &arch_granitehybrid,
+                                         &arch_lfm2,    &arch_lfm2moe,        &arch_qwen3,     &arch_qwen2,
                                          &arch_llama};
 
 const arch_desc *arch_find(const char *name) {

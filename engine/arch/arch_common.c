@@ -137,3 +137,171 @@ int ld_ffn(loader *L, block *b, int i, int kind, int n_ff) {
     b->ffn.b_down = ld_vector(L, 0, E, "blk.%d.ffn_down.bias", i);
     return !L->failed;
 }
+
+/* ---------------------------------------------------------------- mixture of experts */
+
+/* llama.cpp's limit (LLAMA_MAX_EXPERTS) */
+#define MAX_EXPERTS 512
+
+int ld_moe_shape(loader *L, int i, moe_layer *p) {
+    memset(p, 0, sizeof *p);
+    const int64_t n_expert = ld_u32(L, "expert_count", 0, 0);
+    if (L->failed || n_expert == 0) return 0;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_used_count", L->m->arch);
+    if (!gguf_find(L->m->gguf, key))
+        return ld_fail(L, "architecture '%s' with %lld experts: metadata '%s' is missing", L->m->arch,
+                       (long long)n_expert, key);
+    const int64_t n_used = ld_layer_i64(L, "expert_used_count", i, 0);
+    int64_t n_ff = ld_layer_i64(L, "expert_feed_forward_length", i, 0);
+    if (n_ff == 0 && n_used > 0) n_ff = ld_layer_i64(L, "feed_forward_length", i, 0) / n_used;
+    const uint32_t groups = ld_u32(L, "expert_group_count", 0, 0);
+    if (L->failed) return 0;
+    if (groups > 1) return ld_fail(L, "experts in %u groups (group-limited routing) are not supported", groups);
+    if (n_expert > MAX_EXPERTS || n_used <= 0 || n_used > n_expert || n_ff <= 0 || n_ff > (1 << 20))
+        return ld_fail(L, "layer %d: %lld experts, %lld used, of width %lld is not possible", i, (long long)n_expert,
+                       (long long)n_used, (long long)n_ff);
+    p->n_expert = (int)n_expert;
+    p->n_used = (int)n_used;
+    p->n_ff = (int)n_ff;
+    p->n_latent = L->m->n_embd;
+    p->gating = MOE_SOFTMAX;
+    p->w_scale = 1.0f;
+    p->act = FFN_SWIGLU;
+    return 1;
+}
+
+int ld_moe(loader *L, block *b, int i, const moe_layer *p, int sel_bias, int gate_optional, int shared_gated) {
+    const int E = L->m->n_embd, X = p->n_expert, F = p->n_ff, Le = p->n_latent;
+    moe_layer *l = &b->moe;
+    *l = *p;
+    if (L->failed) return 0;
+    if (Le <= 0 || Le > (1 << 16)) return ld_fail(L, "layer %d: moe_latent_size %d", i, Le);
+    if (F <= 0 || F > (1 << 20)) return ld_fail(L, "layer %d: experts of width %d", i, F);
+    ld_matrix(L, &l->router, 1, E, X, "blk.%d.ffn_gate_inp.weight", i);
+    if (sel_bias) l->sel_bias = ld_vector(L, 1, X, "blk.%d.exp_probs_b.bias", i);
+    if (has_tensor(L, "blk.%d.ffn_gate_up_exps.weight", i)) { /* gate rows, then up rows, per expert */
+        expert_matrix gu;
+        if (ld_experts(L, &gu, 1, Le, 2 * (int64_t)F, X, "blk.%d.ffn_gate_up_exps.weight", i)) {
+            l->gate = l->up = gu;
+            l->gate.m.n_out = l->up.m.n_out = F;
+            l->up.m.data = (const uint8_t *)gu.m.data + (size_t)F * gu.m.row_bytes;
+        }
+    } else {
+        ld_experts(L, &l->gate, !gate_optional && l->act == FFN_SWIGLU, Le, F, X, "blk.%d.ffn_gate_exps.weight", i);
+        ld_experts(L, &l->up, 1, Le, F, X, "blk.%d.ffn_up_exps.weight", i);
+    }
+    ld_experts(L, &l->down, 1, F, Le, X, "blk.%d.ffn_down_exps.weight", i);
+    if (Le != E) {
+        ld_matrix(L, &l->latent_down, 1, E, Le, "blk.%d.ffn_latent_down.weight", i);
+        ld_matrix(L, &l->latent_up, 1, Le, E, "blk.%d.ffn_latent_up.weight", i);
+    }
+    const int Fs = l->shared.n_ff;
+    if (l->shared.kind != FFN_NONE) {
+        if (Fs <= 0 || Fs > (1 << 20)) return ld_fail(L, "layer %d: expert_shared_feed_forward_length %d", i, Fs);
+        if (l->shared.kind == FFN_SWIGLU) ld_matrix(L, &l->shared.gate, 1, E, Fs, "blk.%d.ffn_gate_shexp.weight", i);
+        ld_matrix(L, &l->shared.up, 1, E, Fs, "blk.%d.ffn_up_shexp.weight", i);
+        ld_matrix(L, &l->shared.down, 1, Fs, E, "blk.%d.ffn_down_shexp.weight", i);
+        if (shared_gated) ld_matrix(L, &l->shared_gate, 1, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", i);
+    }
+    return !L->failed;
+}
+
+/* ---------------------------------------------------------------- Qwen3.5's mixers */
+
+int ld_qwen35_shape(loader *L, qwen35_shape *s) {
+    const int E = L->m->n_embd;
+    memset(s, 0, sizeof *s);
+    s->n_head = (int)ld_u32(L, "attention.head_count", 1, 0);
+    s->n_head_kv = (int)ld_u32(L, "attention.head_count_kv", 0, (uint32_t)s->n_head);
+    s->head_dim = (int)ld_u32(L, "attention.key_length", 0, s->n_head ? (uint32_t)(E / s->n_head) : 0);
+    s->n_rot = (int)ld_u32(L, "rope.dimension_count", 0, (uint32_t)s->head_dim);
+    s->rope_base = ld_f32(L, "rope.freq_base", 0, 10000.0f);
+    s->conv_k = (int)ld_u32(L, "ssm.conv_kernel", 1, 0);
+    s->d_k = (int)ld_u32(L, "ssm.state_size", 1, 0);
+    s->n_k_heads = (int)ld_u32(L, "ssm.group_count", 1, 0);
+    s->n_v_heads = (int)ld_u32(L, "ssm.time_step_rank", 1, 0);
+    const int inner = (int)ld_u32(L, "ssm.inner_size", 1, 0);
+    s->interval = ld_u32(L, "full_attention_interval", 0, 4);
+    if (L->failed) return 0;
+    if (s->n_head <= 0 || s->n_head_kv <= 0 || s->n_head % s->n_head_kv || s->head_dim <= 0 ||
+        s->head_dim > 1024 || s->n_rot <= 0 || s->n_rot > s->head_dim || s->n_rot % 2 || s->conv_k < 1 ||
+        s->conv_k > 16 || s->d_k <= 0 || s->d_k > 1024 || s->n_k_heads <= 0 || s->n_v_heads <= 0 ||
+        s->n_v_heads % s->n_k_heads || inner != s->n_v_heads * s->d_k || s->interval == 0)
+        return ld_fail(L, "inconsistent %s hyper-parameters", L->m->arch);
+    return 1;
+}
+
+int qwen35_is_recurrent(loader *L, int i, int n_layer, uint32_t interval) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", L->m->arch);
+    const gguf_kv *kv = gguf_find(L->m->gguf, key);
+    int64_t v;
+    if (kv && gguf_arr_i64(kv, (uint64_t)i, &v)) return v != 0;
+    return i < n_layer && (i + 1) % (int)interval != 0;
+}
+
+int ld_gdn(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next) {
+    const int E = L->m->n_embd, dk = s->d_k, Hk = s->n_k_heads, Hv = s->n_v_heads;
+    const int key_dim = Hk * dk, value_dim = Hv * dk, conv_dim = 2 * key_dim + value_dim;
+    gdn_layer *g = &b->gdn;
+    b->mixer = MIX_GDN;
+    *g = (gdn_layer){.n_k_heads = Hk, .n_v_heads = Hv, .d_k = dk, .d_v = dk, .conv_k = s->conv_k,
+                     .eps = L->m->eps, .grouped_heads = qwen3next};
+    if (qwen3next && !has_tensor(L, "blk.%d.attn_qkv.weight", i)) {
+        ld_matrix(L, &g->w_qkvz, 1, E, 2 * key_dim + 2 * value_dim, "blk.%d.ssm_in.weight", i);
+    } else {
+        ld_matrix(L, &g->w_qkv, 1, E, conv_dim, "blk.%d.attn_qkv.weight", i);
+        ld_matrix(L, &g->w_z, 1, E, value_dim, "blk.%d.attn_gate.weight", i);
+    }
+    if (qwen3next) {
+        ld_matrix(L, &g->w_ba, 1, E, 2 * Hv, "blk.%d.ssm_ba.weight", i);
+    } else {
+        ld_matrix(L, &g->w_beta, 1, E, Hv, "blk.%d.ssm_beta.weight", i);
+        ld_matrix(L, &g->w_alpha, 1, E, Hv, "blk.%d.ssm_alpha.weight", i);
+    }
+    ld_matrix(L, &g->w_out, 1, value_dim, E, "blk.%d.ssm_out.weight", i);
+    g->conv_w = ld_vector(L, 1, (int64_t)s->conv_k * conv_dim, "blk.%d.ssm_conv1d.weight", i);
+    g->dt_bias = ld_vector(L, 1, Hv, "blk.%d.ssm_dt.bias", i);
+    g->a = ld_vector(L, 1, Hv, "blk.%d.ssm_a", i);
+    g->norm = ld_vector(L, 1, dk, "blk.%d.ssm_norm.weight", i);
+    if (L->failed) return 0;
+    g->rec_slot = ld_rec_slot(L, gdn_conv_floats(g), gdn_ssm_floats(g));
+    return !L->failed;
+}
+
+int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_shape *s) {
+    const int E = L->m->n_embd, hd = s->head_dim;
+    *at = (attn_layer){.n_head = s->n_head, .n_head_kv = s->n_head_kv, .head_dim = hd, .gated = 1,
+                       .rope = ROPE_NEOX, .n_rot = s->n_rot, .rope_base = s->rope_base, .rope_freq_scale = 1.0f,
+                       .kq_scale = 1.0f / sqrtf((float)hd), .eps = L->m->eps};
+    ld_matrix(L, &at->wq, 1, E, 2 * s->n_head * hd, "blk.%d.attn_q.weight", i);
+    ld_matrix(L, &at->wk, 1, E, s->n_head_kv * hd, "blk.%d.attn_k.weight", i);
+    ld_matrix(L, &at->wv, 1, E, s->n_head_kv * hd, "blk.%d.attn_v.weight", i);
+    ld_matrix(L, &at->wo, 1, s->n_head * hd, E, "blk.%d.attn_output.weight", i);
+    at->q_norm = ld_vector(L, 1, hd, "blk.%d.attn_q_norm.weight", i);
+    at->k_norm = ld_vector(L, 1, hd, "blk.%d.attn_k_norm.weight", i);
+    return !L->failed;
+}
+
+int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
+    b->mixer = MIX_ATTN;
+    if (!ld_gated_attention_weights(L, &b->attn, i, s)) return 0;
+    b->attn.kv_slot = ld_kv_slot(L, s->n_head_kv * s->head_dim);
+    return !L->failed;
+}
+
+/* ---------------------------------------------------------------- LFM2's short convolution */
+
+int ld_shortconv(loader *L, block *b, int i, int l_cache) {
+    const int E = L->m->n_embd;
+    shortconv_layer *sc = &b->sc;
+    *sc = (shortconv_layer){.n_embd = E, .l_cache = l_cache};
+    b->mixer = MIX_SHORTCONV;
+    ld_matrix(L, &sc->in_proj, 1, E, 3 * E, "blk.%d.shortconv.in_proj.weight", i);
+    ld_matrix(L, &sc->out_proj, 1, E, E, "blk.%d.shortconv.out_proj.weight", i);
+    if (ld_shape(L, 1, l_cache, E, "blk.%d.shortconv.conv.weight", i))
+        sc->conv_w = ld_vector(L, 1, (int64_t)l_cache * E, "blk.%d.shortconv.conv.weight", i);
+    if (!L->failed) sc->rec_slot = ld_rec_slot(L, shortconv_conv_floats(sc), 0);
+    return !L->failed;
+}

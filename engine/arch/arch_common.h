@@ -24,4 +24,41 @@ int ld_ffn(loader *L, block *b, int i, int kind, int n_ff);
 /* Fails (naming the architecture) when <arch>.expert_count > 0: MoE is not supported. */
 int ld_no_experts(loader *L);
 
+/* The mixture-of-experts FFN of block i (its norm is bound by the caller), with the
+ * routing, activation and sizes already set in *proto (n_expert, n_used, n_ff, n_latent,
+ * gating, norm_w, w_scale, act, shared.kind and shared.n_ff): ffn_gate_inp, the experts
+ * ffn_{gate,up,down}_exps (gate and up also as one ffn_gate_up_exps, gate rows first;
+ * gate optional when gate_optional), exp_probs_b.bias when sel_bias, ffn_latent_down/_up
+ * when n_latent differs from the embedding, the shared expert ffn_{gate,up,down}_shexp
+ * and, when shared_gated, its gate ffn_gate_inp_shexp. */
+int ld_moe(loader *L, block *b, int i, const moe_layer *proto, int sel_bias, int gate_optional, int shared_gated);
+/* The experts' sizes of layer i as llama.cpp reads them: expert_count, expert_used_count
+ * (per layer or one) and expert_feed_forward_length (per layer or one; when absent or 0,
+ * feed_forward_length / expert_used_count) into proto; 0 when the layer has no experts
+ * (expert_count 0). */
+int ld_moe_shape(loader *L, int i, moe_layer *proto);
+
+/* Qwen3.5's hyper-parameters (qwen35, qwen35moe, qwen3next) and its two mixers. */
+typedef struct {
+    int n_head, n_head_kv, head_dim, n_rot;
+    float rope_base;
+    int conv_k, d_k, n_k_heads, n_v_heads;
+    uint32_t interval; /* full_attention_interval */
+} qwen35_shape;
+int ld_qwen35_shape(loader *L, qwen35_shape *s);
+/* recurrent_layers[i] when present, else every interval-th layer is attention */
+int qwen35_is_recurrent(loader *L, int i, int n_layer, uint32_t interval);
+/* Gated DeltaNet of block i. qwen3next: beta and alpha in one ssm_ba (per key head j: the
+ * r = Hv/Hk betas then the r alphas of value heads j*r .. j*r+r-1), and value head h reads
+ * key head h / r (qwen35's converter reorders heads so that it is h mod Hk). */
+int ld_gdn(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next);
+/* Gated attention of block i: attn_q holds [q, gate] per head, q/k norms, NEOX rope;
+ * registers its KV slot. */
+int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s);
+/* The same weights into *at without a KV slot (Qwen3.5's MTP block: mtp_enable adds it). */
+int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_shape *s);
+
+/* LFM2's gated short convolution of block i (lfm2, lfm2moe). */
+int ld_shortconv(loader *L, block *b, int i, int l_cache);
+
 #endif

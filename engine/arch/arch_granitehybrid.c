@@ -8,8 +8,13 @@
  *   logits = output · RMSNorm(h, output_norm) / logit_scale
  *
  * Attention scores use attention.scale and no rope when rope.scaling.finetuned is false
- * (Granite 4.0-H); with it true (the default) rope is NORM. The MoE variants are not
- * supported yet. */
+ * (Granite 4.0-H); with it true (the default) rope is NORM. Granite-4.0-H-Tiny and -Small
+ * (expert_count > 0) have a mixture of experts as every block's FFN instead (softmax
+ * router, weights renormalised, no scale; SwiGLU experts of width feed_forward_length, or
+ * silu(up) without ffn_gate_exps) plus, when expert_shared_feed_forward_length > 0, an
+ * ungated SwiGLU shared expert:
+ *
+ *   h += residual_scale * (MoE(y) + SharedExpert(y)),   y = RMSNorm(h, ffn_norm) */
 #include <math.h>
 
 #include "engine/arch/arch_common.h"
@@ -28,8 +33,9 @@ static int granitehybrid_load(loader *L) {
     m->logit_scale = scale_key(L, "logit_scale");
     const float attn_scale = ld_f32(L, "attention.scale", 0, 0.0f);
     const int rope = ld_bool(L, "rope.scaling.finetuned", 1) ? ROPE_NORM : ROPE_NONE;
+    const int n_ff_shexp = (int)ld_u32(L, "expert_shared_feed_forward_length", 0, 0);
     mamba2_layer m2;
-    if (!ld_no_experts(L) || !ld_mamba2_shape(L, &m2)) return 0;
+    if (!ld_mamba2_shape(L, &m2)) return 0;
     if (m2.d_inner != 2 * E) /* as llama.cpp: only an expansion factor of 2 */
         return ld_fail(L, "ssm.inner_size %d is not twice embedding_length %d", m2.d_inner, E);
 
@@ -51,7 +57,17 @@ static int granitehybrid_load(loader *L) {
             ld_attention(L, b, i, &at, 0);
         }
         b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
-        ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
+        const int n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
+        moe_layer p;
+        if (ld_moe_shape(L, i, &p)) {
+            p.n_ff = n_ff; /* Granite's experts have the FFN's width */
+            p.norm_w = 1;
+            p.shared.kind = n_ff_shexp > 0 ? FFN_SWIGLU : FFN_NONE;
+            p.shared.n_ff = n_ff_shexp;
+            ld_moe(L, b, i, &p, 0, 1, 0);
+        } else {
+            ld_ffn(L, b, i, FFN_SWIGLU, n_ff);
+        }
     }
     if (L->failed) return 0;
     return ld_embeddings(L, "output_norm.weight");

@@ -31,14 +31,7 @@ static int lfm2_load(loader *L) {
         const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
         b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
         if (n_kv == 0) {
-            shortconv_layer *sc = &b->sc;
-            *sc = (shortconv_layer){.n_embd = E, .l_cache = l_cache};
-            b->mixer = MIX_SHORTCONV;
-            ld_matrix(L, &sc->in_proj, 1, E, 3 * E, "blk.%d.shortconv.in_proj.weight", i);
-            ld_matrix(L, &sc->out_proj, 1, E, E, "blk.%d.shortconv.out_proj.weight", i);
-            if (ld_shape(L, 1, l_cache, E, "blk.%d.shortconv.conv.weight", i))
-                sc->conv_w = ld_vector(L, 1, (int64_t)l_cache * E, "blk.%d.shortconv.conv.weight", i);
-            if (!L->failed) sc->rec_slot = ld_rec_slot(L, shortconv_conv_floats(sc), 0);
+            ld_shortconv(L, b, i, l_cache);
         } else {
             attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .eps = m->eps,
                              .kq_scale = 1.0f / sqrtf((float)hd)};

@@ -108,6 +108,16 @@ void matrix_from_tensor(matrix *m, const gguf_tensor *t) {
     m->row_bytes = (size_t)(t->ne[0] / ggml_blck_size(t->type)) * ggml_type_size(t->type);
 }
 
+void experts_from_tensor(expert_matrix *x, const gguf_tensor *t) {
+    x->m.data = t->data;
+    x->m.type = t->type;
+    x->m.n_in = t->ne[0];
+    x->m.n_out = t->ne[1];
+    x->m.row_bytes = (size_t)(t->ne[0] / ggml_blck_size(t->type)) * ggml_type_size(t->type);
+    x->n_expert = (int)t->ne[2];
+    x->expert_bytes = x->m.row_bytes * (size_t)t->ne[1];
+}
+
 void matrix_get_row(const matrix *W, int64_t row, float *out) {
     dequantize_row(W->type, (const uint8_t *)W->data + (size_t)row * W->row_bytes, out, W->n_in);
 }
@@ -205,11 +215,16 @@ static void prepare_job(void *arg, int ith, int nth) {
     for (long t = b; t < e; t++) prepare_row(j->x, j->X + (size_t)t * j->x->n, (int)t);
 }
 
+/* a number no other preparation has: kernels cache re-layouts of the activations by it */
+static uint64_t new_serial(void) {
+    static _Atomic uint64_t serials;
+    return atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+}
+
 /* Prepares X for wt into buf (kact_bytes long); in parallel over tokens when T > 1. */
 static void prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf, int parallel) {
-    static _Atomic uint64_t serials;
     kact_layout(x, wt, n, T);
-    x->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+    x->serial = new_serial();
     if (x->dot_type == GGML_F32) {
         x->base = (const uint8_t *)X;
         return;
@@ -224,6 +239,28 @@ static void prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void
 
 void kact_prepare(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf) {
     prepare(x, wt, X, n, T, buf, 0);
+}
+
+void kact_prepare_rows(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf) {
+    prepare(x, wt, X, n, T, buf, 1);
+}
+
+kact kact_slice(const kact *x, int t0, int T) {
+    kact s = *x;
+    s.base = x->base + (size_t)t0 * x->stride;
+    s.T = T;
+    s.serial = new_serial();
+    return s;
+}
+
+size_t kact_gather_bytes(const kact *src, int T) { return src->stride * (size_t)T; }
+
+void kact_gather(kact *dst, const kact *src, const int *rows, int T, void *buf) {
+    for (int t = 0; t < T; t++) memcpy((uint8_t *)buf + (size_t)t * src->stride, kact_row(src, rows[t]), src->stride);
+    *dst = *src;
+    dst->base = buf;
+    dst->T = T;
+    dst->serial = new_serial();
 }
 
 void kernels_gemm_reference(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
@@ -346,6 +383,56 @@ static void run_multi(int n, const matrix *const *W, float *const *Y, const int6
     int chunks = (int)((j.total + 31) / 32), most = 8 * pool_threads();
     if (chunks > most) chunks = most;
     if (j.total > 0) pool_run_n(gemm_job, &j, chunks);
+}
+
+typedef struct {
+    const matmul_part *parts;
+    int n;
+    int64_t units; /* work over all parts */
+    int64_t rows;  /* rows over all parts */
+} parts_job;
+
+static int64_t part_rows(const matmul_part *p) { return p->x.T > 0 && p->r1 > p->r0 ? p->r1 - p->r0 : 0; }
+
+/* What a row of a part costs, in units: its tokens' products and the row's own read.
+ * Parts differ a lot in tokens in a prompt (an expert chosen by a few tokens, the shared
+ * expert by all of them), so the threads' shares are counted in work, not rows. */
+static int64_t row_units(const matmul_part *p) { return (int64_t)p->x.T + 2; }
+
+/* the first row of a part whose work starts at or after unit u of the part, rounded up to
+ * whole groups of 16 rows (the kernels' row pairs and quarters) */
+static int64_t row_at(int64_t u, int64_t rows, int64_t w) {
+    if (u <= 0) return 0;
+    const int64_t r = (u + w - 1) / w, r16 = (r + 15) / 16 * 16;
+    return r16 < rows ? r16 : rows;
+}
+
+/* each chunk takes a contiguous share of the work of all parts one after the other; a
+ * row goes to the chunk its first unit falls in */
+static void parts_chunk(void *arg, int ith, int nth) {
+    const parts_job *j = arg;
+    long b, e;
+    pool_split_guided(j->units, ith, nth, 1, &b, &e);
+    int64_t base = 0;
+    for (int i = 0; i < j->n && base < e; i++) {
+        const matmul_part *p = &j->parts[i];
+        const int64_t rows = part_rows(p), w = row_units(p), lo = row_at(b - base, rows, w),
+                      hi = row_at(e - base, rows, w);
+        if (lo < hi) kernels_gemm(&p->W, p->r0 + lo, p->r0 + hi, &p->x, p->Y, p->ldy);
+        base += rows * w;
+    }
+}
+
+void matmul_parts(const matmul_part *parts, int n) {
+    parts_job j = {.parts = parts, .n = n};
+    for (int i = 0; i < n; i++) {
+        j.rows += part_rows(&parts[i]);
+        j.units += part_rows(&parts[i]) * row_units(&parts[i]);
+    }
+    if (j.rows <= 0) return;
+    int chunks = (int)((j.rows + 31) / 32), most = 8 * pool_threads(); /* as run_multi */
+    if (chunks > most) chunks = most;
+    pool_run_n(parts_chunk, &j, chunks);
 }
 
 void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X, int T) {

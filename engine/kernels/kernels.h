@@ -56,6 +56,24 @@ void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X
  * cache, instead of one thread copying all of them from memory afterwards. */
 void matmul_scatter(const matrix *W, const float *X, int T, float *work, float *const *dst, float scale);
 
+/* A 3-D weight tensor [n_in, n_out, n_expert] of a mixture-of-experts layer: n_expert
+ * matrices of n_out rows one after the other, expert e's at data + e * expert_bytes (the
+ * tensor's nb[2]). A view, like matrix: the experts stay in the mapping. */
+typedef struct {
+    matrix m;            /* expert 0: data, type, n_in, n_out rows, row_bytes */
+    int n_expert;
+    size_t expert_bytes;
+} expert_matrix;
+
+/* Views a 3-D GGUF tensor as n_expert matrices. */
+void experts_from_tensor(expert_matrix *x, const gguf_tensor *t);
+/* Expert e's matrix (no copy). */
+static inline matrix expert_view(const expert_matrix *x, int e) {
+    matrix v = x->m;
+    v.data = (const uint8_t *)x->m.data + (size_t)e * x->expert_bytes;
+    return v;
+}
+
 /* Row `row` of a matrix as floats (embedding lookup: exact dequantization). */
 void matrix_get_row(const matrix *W, int64_t row, float *out);
 
@@ -85,6 +103,34 @@ typedef struct {
 
 static inline const void *kact_row(const kact *x, int t) { return x->base + (size_t)t * x->stride; }
 static inline const void *kact_aux(const kact *x, int t) { return x->base + (size_t)t * x->stride + x->aux_off; }
+
+/* Preparing activations yourself, for products that do not share one X (the experts of a
+ * mixture-of-experts layer, each over its own tokens):
+ * kact_prepare_rows converts T rows of X (n floats each, row t at X + t*n) for weights of
+ * type wt into buf (kact_bytes(wt, n, T) long; F32 weights need none: the kact then points
+ * at X itself), on the pool when T > 1. Rows are converted one by one, so a row's prepared
+ * bytes do not depend on the other rows. */
+void kact_prepare_rows(kact *x, uint32_t wt, const float *X, int64_t n, int T, void *buf);
+/* Rows [t0, t0 + T) of a preparation, as a preparation of its own (no copy). */
+kact kact_slice(const kact *x, int t0, int T);
+/* Rows rows[0], ..., rows[T-1] of src copied, in that order, into buf (kact_gather_bytes
+ * long) and described by dst. */
+size_t kact_gather_bytes(const kact *src, int T);
+void kact_gather(kact *dst, const kact *src, const int *rows, int T, void *buf);
+
+/* One product of a list that runs as one job: rows [r0, r1) of W times the x.T prepared
+ * rows of x, token t's outputs to Y + t*ldy (row r at [r]). */
+typedef struct {
+    matrix W;
+    int64_t r0, r1;
+    kact x;
+    float *Y;
+    int64_t ldy;
+} matmul_part;
+/* Every part in one job of the pool: the rows of all the parts, one after the other, are
+ * split among the threads as matmul_multi splits its matrices' rows, so a decode step's
+ * few small experts still keep every core busy and each weight row is read once. */
+void matmul_parts(const matmul_part *parts, int n);
 
 /* The width in bits of the float vectors the active set's instructions have: 512
  * (AVX-512), 256 (AVX2 + FMA) or 0 (scalar). The layer math (layers/simd.h) runs the

@@ -4,7 +4,7 @@
  *   mixed = W_qkv x ; z = W_z x ; beta = sigmoid(W_beta x) ; g = softplus(W_alpha x + dt_bias) * a
  *   c     = silu(causal_conv(mixed))                 (kernel K, state = last K-1 inputs)
  *   q, k  = L2-normalised key heads of c ; v = value heads of c
- *   per value head h (key head j = h mod Hk), per token:
+ *   per value head h (key head j = h mod Hk; h / (Hv/Hk) in Qwen3-Next), per token:
  *       S     = exp(g_h) S
  *       delta = (v_h - S^T k_j) * beta_h
  *       S    += k_j delta^T
@@ -57,7 +57,7 @@ static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     const float scale = 1.0f / sqrtf((float)dk);
     float *S0 = seg_ssm(seg, l->rec_slot);
     float *S = S0 + (size_t)h * dv * dk;
-    const int kh = h % Hk;
+    const int kh = l->grouped_heads ? h / (Hv / Hk) : h % Hk;
     for (int t = 0; t < seg->n; t++) {
         const int row = seg->row0 + t;
         const float *c = j->C + (size_t)row * conv_dim;
@@ -91,6 +91,43 @@ static void gdn_heads(void *arg, int ith, int nth) {
     for (long i = i0; i < i1; i++) gdn_head(j, &j->segs[i / Hv], (int)(i % Hv));
 }
 
+/* Qwen3-Next's projections, into the layout of the others: M = [q heads, k heads, v heads]
+ * and Z from w_qkv and w_z, or from the older fused w_qkvz ([q, k, v, z] per key head);
+ * B and G (before their activations) from w_ba ([r betas, r alphas] per key head). */
+static void qwen3next_projections(const gdn_layer *l, int N, const float *x, float *M, float *Z, float *B, float *G,
+                                  arena *a) {
+    const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads, r = Hv / Hk;
+    const int key_dim = Hk * dk, value_dim = Hv * dv, conv_dim = 2 * key_dim + value_dim;
+    float *BA = arena_floats(a, (size_t)N * 2 * Hv);
+    if (l->w_qkvz.data) {
+        const int per_head = 2 * dk + 2 * r * dv; /* q, k, v, z of one key head */
+        float *QKVZ = arena_floats(a, (size_t)N * Hk * per_head);
+        const matrix *W[2] = {&l->w_qkvz, &l->w_ba};
+        float *Y[2] = {QKVZ, BA};
+        matmul_multi(2, W, Y, x, N);
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < Hk; j++) {
+                const float *src = QKVZ + ((size_t)t * Hk + j) * per_head;
+                float *m = M + (size_t)t * conv_dim, *z = Z + (size_t)t * value_dim;
+                memcpy(m + (size_t)j * dk, src, sizeof(float) * dk);
+                memcpy(m + key_dim + (size_t)j * dk, src + dk, sizeof(float) * dk);
+                memcpy(m + 2 * key_dim + (size_t)j * r * dv, src + 2 * dk, sizeof(float) * r * dv);
+                memcpy(z + (size_t)j * r * dv, src + 2 * dk + r * dv, sizeof(float) * r * dv);
+            }
+    } else {
+        const matrix *W[3] = {&l->w_qkv, &l->w_z, &l->w_ba};
+        float *Y[3] = {M, Z, BA};
+        matmul_multi(3, W, Y, x, N);
+    }
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < Hk; j++)
+            for (int i = 0; i < r; i++) {
+                const float *ba = BA + (size_t)t * 2 * Hv + (size_t)j * 2 * r;
+                B[(size_t)t * Hv + j * r + i] = ba[i];
+                G[(size_t)t * Hv + j * r + i] = ba[r + i];
+            }
+}
+
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  arena *a) {
     const arena_mark mark = arena_save(a); /* temporaries go back at the end */
@@ -102,7 +139,9 @@ void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int
     float *B = arena_floats(a, (size_t)N * Hv);
     float *G = arena_floats(a, (size_t)N * Hv);
     float *O = arena_floats(a, (size_t)N * value_dim);
-    {
+    if (l->w_ba.data || l->w_qkvz.data) {
+        qwen3next_projections(l, N, x, M, Z, B, G, a);
+    } else {
         const matrix *W[4] = {&l->w_qkv, &l->w_z, &l->w_beta, &l->w_alpha};
         float *Y[4] = {M, Z, B, G};
         matmul_multi(4, W, Y, x, N); /* x quantized once, one pass of the pool */

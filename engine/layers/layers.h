@@ -84,6 +84,12 @@ typedef struct {
 /* Gated DeltaNet (Qwen3.5 linear attention). */
 typedef struct {
     matrix w_qkv, w_z, w_beta, w_alpha, w_out;
+    /* Qwen3-Next's layouts instead: w_ba holds beta and alpha per key head j (the r = Hv/Hk
+     * betas, then the r alphas, of value heads j*r .. j*r+r-1) in place of w_beta/w_alpha;
+     * w_qkvz (older files) holds per key head [q, k, v (r heads), z (r heads)] in place of
+     * w_qkv and w_z */
+    matrix w_ba, w_qkvz;
+    int grouped_heads;              /* value head h reads key head h / r (Qwen3-Next), not h mod Hk */
     const float *conv_w;            /* [conv_dim][K] */
     const float *dt_bias, *a;       /* [n_v_heads]; a = -exp(A_log) */
     const float *norm;              /* [d_v], shared by heads */
@@ -133,6 +139,36 @@ typedef struct {
     int n_ff;
 } ffn_layer;
 
+/* How a mixture-of-experts router turns its logits into probabilities (llama.cpp's
+ * llama_expert_gating_func_type, the numbers the GGUF key expert_gating_func holds). */
+enum moe_gating { MOE_SOFTMAX = 1, MOE_SIGMOID = 2, MOE_SOFTMAX_WEIGHT = 3, MOE_SQRT_SOFTPLUS = 4 };
+
+/* A mixture-of-experts FFN (llama.cpp's build_moe_ffn and the shared expert around it):
+ *
+ *   p   = gating(router x)                          (F32: the router is never quantized)
+ *   sel = the n_used experts of highest p + sel_bias  (the bias only chooses)
+ *   w   = p[sel], / max(sum, 2^-14) when norm_w, * w_scale
+ *   moe = sum over slots j, in order:  w_j * down_e( act(gate_e xl, up_e xl) ),  e = sel_j
+ *         (xl = latent_down x when there is one, and moe = latent_up moe after the sum)
+ *   out = moe + shared(x) [* sigmoid(shared_gate x)]
+ *
+ * Experts are views into the mapped 3-D tensors (expert_matrix); with one token only the
+ * chosen experts' rows are read, with many each chosen expert runs once over its tokens. */
+typedef struct {
+    matrix router;                  /* ffn_gate_inp [n_embd, n_expert] */
+    const float *sel_bias;          /* exp_probs_b [n_expert], or NULL */
+    int gating;                     /* enum moe_gating */
+    int norm_w;                     /* normalise the chosen weights to sum 1 */
+    float w_scale;                  /* then multiply them by this (1: none) */
+    int n_expert, n_used, n_ff;
+    int act;                        /* FFN_SWIGLU: silu(gate) * up, or silu(up) without gate; FFN_RELU2: relu(up)^2 */
+    expert_matrix gate, up, down;   /* gate.m.data NULL: none */
+    matrix latent_down, latent_up;  /* optional (Nemotron-3-Super): the experts work in n_latent dims */
+    int n_latent;                   /* their input width: n_embd without latent projections */
+    ffn_layer shared;               /* kind FFN_NONE: no shared expert */
+    matrix shared_gate;             /* [n_embd] -> 1 (Qwen): the shared expert times sigmoid of it; data NULL: none */
+} moe_layer;
+
 /* Sizes of the recurrent state a kind keeps per sequence (floats). */
 size_t gdn_conv_floats(const gdn_layer *l);
 size_t gdn_ssm_floats(const gdn_layer *l);
@@ -161,5 +197,7 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
 void shortconv_forward(const shortconv_layer *l, const segment *segs, int n_segs, int N, const float *x, float *out,
                        struct arena *a);
 void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *out, struct arena *a);
+/* The mixture-of-experts FFN over N rows of x (n_embd each, normalised) into out. */
+void moe_forward(const moe_layer *l, int N, int n_embd, const float *x, float *out, struct arena *a);
 
 #endif

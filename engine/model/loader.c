@@ -56,6 +56,27 @@ int ld_matrix(loader *L, matrix *w, int required, int64_t n_in, int64_t n_out, c
     return 1;
 }
 
+int ld_experts(loader *L, expert_matrix *x, int required, int64_t n_in, int64_t n_out, int64_t n_expert,
+               const char *fmt, ...) {
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    memset(x, 0, sizeof *x);
+    if (L->failed) return 0;
+    const gguf_tensor *t = find_tensor(L, required, name);
+    if (!t) return 0;
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1)
+        return ld_fail(L, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                       (long long)n_in, (long long)n_out, (long long)n_expert);
+    if (!computable(t->type))
+        return ld_fail(L, "tensor '%s' has type %s, which chatfs cannot compute yet", name, ggml_type_name(t->type));
+    experts_from_tensor(x, t);
+    return 1;
+}
+
 const float *ld_vector(loader *L, int required, int64_t n, const char *fmt, ...) {
     char name[128];
     va_list ap;

@@ -23,6 +23,10 @@ typedef struct {
  * bound. */
 int ld_matrix(loader *L, matrix *w, int required, int64_t n_in, int64_t n_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* Binds a 3-D expert tensor [n_in, n_out, n_expert] (mixture-of-experts layers), checked
+ * like ld_matrix. Returns 1 if bound. */
+int ld_experts(loader *L, expert_matrix *x, int required, int64_t n_in, int64_t n_out, int64_t n_expert,
+               const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* Binds a tensor of n elements as floats (any shape with that element count). */
 const float *ld_vector(loader *L, int required, int64_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

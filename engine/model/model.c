@@ -2,6 +2,7 @@
  * sequences, and what `chatfs info` asks of a loaded model. */
 #include "engine/model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +27,49 @@ void model_free(model *m) {
 void model_pattern(const model *m, char *buf, size_t n) {
     static const char sym[] = {'-', '*', 'G', 'M', 'S', 'C'};
     size_t k = 0;
-    for (int i = 0; i < m->n_layer && k + 1 < n; i++) buf[k++] = sym[m->blocks[i].mixer];
+    for (int i = 0; i < m->n_layer && k + 1 < n; i++) {
+        const block *b = &m->blocks[i];
+        buf[k++] = b->mixer == MIX_NONE && b->moe.n_expert ? 'E' : sym[b->mixer];
+    }
     if (n) buf[k] = 0;
+}
+
+/* the block a tensor belongs to ("blk.N."), or -1 */
+static int tensor_block(const char *name) {
+    if (strncmp(name, "blk.", 4)) return -1;
+    char *end;
+    const long i = strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' && i >= 0 && i < (1 << 20) ? (int)i : -1;
+}
+
+void model_usage_of(const model *m, int tokens, model_usage *u) {
+    memset(u, 0, sizeof *u);
+    for (int i = 0; i < m->n_layer; i++) {
+        const moe_layer *l = &m->blocks[i].moe;
+        if (!l->n_expert) continue;
+        if (!u->moe_layers++) {
+            u->n_expert = l->n_expert;
+            u->n_used = l->n_used;
+            u->n_shared = l->shared.kind != FFN_NONE;
+        }
+    }
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const gguf_tensor *t = &m->gguf->tensors[i];
+        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        u->params += n;
+        u->bytes += t->nbytes;
+        const int blk = tensor_block(t->name);
+        double share = 1; /* of this tensor one token reads */
+        if (blk >= m->n_layer) {
+            share = 0; /* a block that is not run */
+        } else if (!strcmp(t->name, "token_embd.weight") && !m->tied) {
+            share = (double)tokens / (double)t->ne[1];
+        } else if (blk >= 0 && strstr(t->name, "_exps") && m->blocks[blk].moe.n_expert == t->ne[2]) {
+            share = 1.0 - pow(1.0 - (double)m->blocks[blk].moe.n_used / (double)t->ne[2], tokens);
+        }
+        u->params_active += (uint64_t)((double)n * share + 0.5);
+        u->bytes_active += (uint64_t)((double)t->nbytes * share + 0.5);
+    }
 }
 
 int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int max) {
@@ -49,7 +91,10 @@ int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int ma
 /* ---------------------------------------------------------------- forward */
 
 void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a) {
-    ffn_forward(&b->ffn, rows, n_embd, x, y, a);
+    if (b->moe.n_expert > 0)
+        moe_forward(&b->moe, rows, n_embd, x, y, a);
+    else
+        ffn_forward(&b->ffn, rows, n_embd, x, y, a);
 }
 
 /* each segment's last `keep` rows of buf moved to its front, one segment after the other;

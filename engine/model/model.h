@@ -37,6 +37,7 @@ typedef struct {
     };
     const float *ffn_norm;     /* [n_embd]; NULL when the block has no FFN */
     ffn_layer ffn;
+    moe_layer moe;             /* the FFN is a mixture of experts when moe.n_expert > 0 */
 } block;
 
 /* Qwen3.5's multi-token prediction head ("MTP", "NextN"; docs/engine-math.md §12): one
@@ -100,8 +101,24 @@ typedef struct model {
 void model_free(model *m);
 
 /* The pattern of mixers, one char per block: 'G' delta-net, 'M' Mamba-2, 'S' Mamba-1,
- * 'C' short conv, '*' attention, '-' FFN only. Writes at most n bytes. */
+ * 'C' short conv, '*' attention, '-' FFN only, 'E' mixture of experts only. Writes at
+ * most n bytes. */
 void model_pattern(const model *m, char *buf, size_t n);
+
+/* How much of a model a step uses. Total: every tensor of the file. Active: what one step
+ * of `tokens` independent tokens (one each of several sequences) reads - of each MoE
+ * layer's expert tensors only the chosen experts: n_used / n_expert of them for one token,
+ * for several the share the expected number of distinct experts of random routing takes,
+ * 1 - (1 - n_used/n_expert)^tokens; of the token embeddings one row per token unless they
+ * are the output head too; nothing of blocks that are not run (MTP). */
+typedef struct {
+    uint64_t params, params_active;
+    uint64_t bytes, bytes_active;
+    int moe_layers;        /* blocks whose FFN is a mixture of experts */
+    int n_expert, n_used;  /* of the first of them (llama.cpp allows n_used per layer) */
+    int n_shared;          /* shared experts per MoE layer: 0 or 1 */
+} model_usage;
+void model_usage_of(const model *m, int tokens, model_usage *u);
 /* Counts of tensors per ggml type, for `chatfs info`. */
 int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int max);
 
