@@ -113,25 +113,28 @@ sanitized-gguf:
 # The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
 # TSan: quick, so make test always runs both.
 .PHONY: sanitized-fs
-sanitized-fs:
+# after sanitized-gguf: under make -j both would rebuild build-asan/libchatfs.a at once
+sanitized-fs: sanitized-gguf
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_chatfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
 	$(MAKE) --no-print-directory tsan
 
 # ThreadSanitizer: the filesystem's logic (fake engine), the engine API, the remote
 # backend's worker (test_remote: a loopback server), many conversations batched at once
-# on a real (tiny) model (CHATFS_TEST_QUICK: one model, fewer bursts), and one chat
-# template rendered from several threads (test_jinja's interpreter, test_template's
-# templates shared by counted references). The ISA kernels - arithmetic on buffers their
-# callers own - are built without instrumentation there, and so is the layer math per
-# instruction set; that makes the model runs several times faster; the thread pool, the
-# dispatch into the kernels and everything around stay instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency test_remote test_jinja test_template
+# on a real (tiny) model (CHATFS_TEST_QUICK: one model, fewer bursts), speculative
+# decoding through the engine, and one chat template rendered from several threads
+# (test_jinja's interpreter, test_template's templates shared by counted references). The
+# ISA kernels - arithmetic on buffers their callers own - are built without
+# instrumentation there, and so is the layer math per instruction set; that makes the
+# model runs several times faster; the thread pool, the dispatch into the kernels and
+# everything around stay instrumented.
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja test_template
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chat
 	TSAN_OPTIONS=halt_on_error=1 CHATFS_TEST_QUICK=1 build-tsan/tests/test_concurrency
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_spec_engine
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_remote
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_jinja
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_template
@@ -234,12 +237,13 @@ fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 	    { tail -n 40 build-fuzz/fuzz_jinja.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_jinja.log
 
-bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench
+bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUILD)/bench/spec_heldout
 	BUILD=$(BUILD) bench/run.sh
 
 # The benchmark programs: bench/cache_bench.c (bench/cache.sh: cold, warm and
-# after-restart TTFT) and bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
-# single flight).
+# after-restart TTFT), bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
+# single flight) and bench/spec_heldout.c (bench/speculative.sh: the default model's
+# drafts on its held-out conversations).
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

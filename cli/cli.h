@@ -17,6 +17,9 @@ model *cli_load_model(const char *path);
 /* Renders with the built-in chat template NAME (--template) instead of the model's own,
  * or prints an error listing the built-ins and returns 0. */
 int cli_force_template(model *m, const char *name);
+/* --draft N for a loaded model (speculative.h spec_configure): *draft < 0 is the default;
+ * *draft gets the drafts per step (0: off). Prints the error and returns 0 when it cannot be. */
+int cli_speculation(model *m, long *draft);
 /* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
 char *cli_text_arg(const char *arg);
 /* Parses an integer/float option value or prints an error naming the option. */

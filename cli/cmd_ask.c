@@ -3,7 +3,8 @@
  *
  *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [-t THREADS]
- *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] TEXT|@FILE
+ *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N]
+ *              [--draft-vocab V] TEXT|@FILE
  *   chatfs ask --engine URL [--model NAME] [--api-key-file FILE] [--db DB] ... TEXT|@FILE
  *
  * Appends TEXT as a user turn to conversation NAME (created if new; without a name
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 #include "engine/runtime/chat.h"
 #include "fs/backend.h"
 #include "store/ask_history.h"
@@ -82,7 +84,7 @@ static void on_text(void *ud, const char *t, size_t n) {
 int cmd_ask(int argc, char **argv) {
     const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
     const char *engine_url = NULL, *remote_model = NULL, *key_file = NULL;
-    long max_tokens = 256, threads = 0, interval = 0, ctx = 0;
+    long max_tokens = 256, threads = 0, interval = 0, ctx = 0, draft = -1, draft_vocab = 0;
     int stats = 0, no_ckpt = 0;
     size_t ram_budget = CS_DEFAULT_RAM_BUDGET, disk_budget = CS_DEFAULT_DISK_BUDGET;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +102,8 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "--no-checkpoints")) no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
@@ -113,6 +117,10 @@ int cmd_ask(int argc, char **argv) {
     }
     if (engine_url && model_path) {
         cli_error("ask: --engine URL replaces -m MODEL: give one of them");
+        return 1;
+    }
+    if (engine_url && (draft >= 0 || draft_vocab > 0)) {
+        cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
         return 1;
     }
     char model_buf[1100];
@@ -199,7 +207,8 @@ int cmd_ask(int argc, char **argv) {
     }
     if (err[0]) cli_error("%s", err);
     engine_config cfg = {.model_path = model_path, .checkpoints = checkpoints, .threads = (int)threads,
-                         .n_ctx = (int)ctx};
+                         .n_ctx = (int)ctx, .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft,
+                         .draft_vocab = (int)draft_vocab};
     e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         cli_error("%s", err);
@@ -223,6 +232,10 @@ replied:
         cJSON_AddNumberToObject(o, "ttft_ms", r.ttft_ms);
         cJSON_AddNumberToObject(o, "decode_tokens_per_s", r.decode_tokens_per_s);
         cJSON_AddNumberToObject(o, "generated_tokens", r.generated_tokens);
+        cJSON_AddNumberToObject(o, "draft", e ? engine_draft(e) : 0);
+        cJSON_AddNumberToObject(o, "drafted_tokens", r.drafted_tokens);
+        cJSON_AddNumberToObject(o, "accepted_tokens", r.accepted_tokens);
+        cJSON_AddNumberToObject(o, "decode_passes", r.decode_passes);
         char *js = cJSON_PrintUnformatted(o);
         fprintf(stderr, "%s\n", js ? js : "{}");
         free(js);

@@ -18,7 +18,15 @@
  * and the line says how much faster B sequences are than one and how much faster the bytes
  * allow: a step of B tokens moves the dense weights once, the experts B tokens choose
  * (expected distinct experts of random routing: n_expert (1 - (1 - n_used/n_expert)^B)
- * per layer) and B states, so B sequences can be at most B bytes(1) / bytes(B) times one. */
+ * per layer) and B states, so B sequences can be at most B bytes(1) / bytes(B) times one.
+ *
+ * With --draft N (the default for a model with an MTP head, e.g. `chatfs synth --mtp`;
+ * --draft 0 skips it) it also measures speculative decoding (bench_speculative below):
+ * against one plain decode step (the model loaded without its head), the step that
+ * verifies k+1 tokens and one draft row of the head, k = 0..N, timed alternately from the
+ * same state; from them the speed-up at a given acceptance; and a real speculative greedy
+ * decode of tg tokens with its measured acceptance and passes per token. --draft-vocab V
+ * drafts over the first V token ids only (mtp_set_draft_vocab). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,9 +35,11 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "engine/kernels/kernels.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/model/mtp.h"
+#include "engine/model/state.h"
+#include "engine/runtime/speculative.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -165,9 +175,120 @@ static double run_tg(const model *m, seq_state **s, int B, const int *toks, int 
     return (double)n * B / dt;
 }
 
+/* ---------------------------------------------------------------- speculative decoding */
+
+/* llama.cpp's published acceptance of Qwen3.5's MTP drafts, for the modelled speed-up */
+#define PUBLISHED_ACCEPTANCE 0.79
+
+/* Times (ms, median over reps) of, from the same state at position `at` (prefilled with
+ * toks): one plain decode step of the model without its head (ms_plain); the verify step
+ * of k+1 tokens with the head's catch-up and k captures (ms_verify[k], k = 0..N: k = 0 is a
+ * plain step with the head on); one draft row (ms_draft). Each repetition runs them one
+ * after the other, so that the machine's drift hits them alike. Then a speculative greedy
+ * decode of tg tokens after a prompt of `at` random tokens: its tokens/s, acceptance and
+ * passes. Prints one JSON line. */
+static int bench_speculative(const char *path, const model *plain, model *m, int N, const int *toks, int at, int tg,
+                             int reps, arena *a) {
+    const int V = m->n_vocab;
+    int rc = -1;
+    seq_state *base = state_new(m, at + tg + N + 16), *s = state_new(m, at + tg + N + 16);
+    seq_state *pbase = state_new(plain, at + 16), *ps = state_new(plain, at + 16);
+    float *lg = malloc(sizeof(float) * (size_t)V), *h = malloc(sizeof(float) * (size_t)m->n_embd);
+    double *t_plain = calloc((size_t)reps, sizeof(double)), *t_draft = calloc((size_t)reps, sizeof(double));
+    double *t_verify = calloc((size_t)reps * (size_t)(N + 1), sizeof(double));
+    spec_seq sp = {0};
+    sampler smp = {0};
+    sampler_params prm;
+    sampler_defaults(&prm);
+    prm.temperature = 0;
+    if (!base || !s || !pbase || !ps || !lg || !h || !t_plain || !t_draft || !t_verify || spec_init(&sp, m, N) != 0 ||
+        sampler_init(&smp, &prm, V) != 0)
+        goto out;
+    if (model_prefill(m, base, toks, at, 0, NULL, a) != 0 || model_prefill(plain, pbase, toks, at, 0, NULL, a) != 0)
+        goto out;
+    for (int i = 0; i < N; i++) sp.tokens[i] = toks[at + i];
+    for (int r = -1; r < reps; r++) { /* r = -1: a warm-up */
+        double t0;
+        if (state_copy(ps, pbase) != 0) goto out;
+        batch_seq pb = {.state = ps, .tokens = &toks[at], .n_tokens = 1, .logits = 1, .out = lg};
+        t0 = now_s();
+        if (model_forward(plain, &pb, 1, a) != 0) goto out;
+        if (r >= 0) t_plain[r] = (now_s() - t0) * 1e3;
+        for (int k = 0; k <= N; k++) {
+            if (state_copy(s, base) != 0) goto out;
+            sp.n_draft = k;
+            batch_seq vb = spec_verify_row(&sp, s);
+            t0 = now_s();
+            if (model_forward(m, &vb, 1, a) != 0) goto out;
+            if (r >= 0) t_verify[(size_t)k * reps + r] = (now_s() - t0) * 1e3;
+        }
+        mtp_row row = {.state = base, .token = toks[at], .pos = at, .h = NULL, .h_out = h, .logits = lg};
+        t0 = now_s();
+        if (mtp_draft(m, &row, 1, a) != 0) goto out;
+        if (r >= 0) t_draft[r] = (now_s() - t0) * 1e3;
+    }
+    const double ms_plain = median(t_plain, reps), ms_draft = median(t_draft, reps);
+    double ms_verify[SPEC_MAX_DRAFT + 1];
+    for (int k = 0; k <= N; k++) ms_verify[k] = median(t_verify + (size_t)k * reps, reps);
+
+    /* a real speculative decode after the same prompt: greedy, tg tokens */
+    state_reset(s);
+    if (model_prefill(m, s, toks, at, 0, lg, a) != 0) goto out;
+    int n_out = 1, passes = 0, last = argmax(lg, V);
+    const double t0 = now_s();
+    while (n_out < tg) {
+        sp.tokens[0] = last;
+        const int want = tg - n_out - 1;
+        spec_seq *spp = &sp;
+        sampler *smpp = &smp;
+        if (spec_draft(&spp, &s, &smpp, &want, 1, a) != 0) goto out;
+        batch_seq vb = spec_verify_row(&sp, s);
+        if (model_forward(m, &vb, 1, a) != 0) goto out;
+        int step[SPEC_MAX_DRAFT + 1];
+        const int c = spec_accept(&sp, &smp, step);
+        spec_keep(&sp, s, c);
+        n_out += c, passes++, last = step[c - 1];
+    }
+    const double spec_s = now_s() - t0;
+
+    const char *b = strrchr(path, '/');
+    printf("{\"model\":\"%s\",\"threads\":%d,\"draft\":%d,\"draft_vocab\":%d,\"at\":%d,\"plain_ms\":%.3f,"
+           "\"draft_row_ms\":%.3f,\"verify_ms\":[",
+           b ? b + 1 : path, pool_threads(), N, m->mtp->draft_vocab, at, ms_plain, ms_draft);
+    for (int k = 0; k <= N; k++) printf("%s%.3f", k ? "," : "", ms_verify[k]);
+    printf("],\"verify_vs_plain\":[");
+    for (int k = 0; k <= N; k++) printf("%s%.3f", k ? "," : "", ms_verify[k] / ms_plain);
+    /* at a per-draft acceptance p, a step of k drafts gives 1 + p + ... + p^k tokens on
+     * average and costs the verify step plus k draft rows */
+    printf("],\"speedup_at_%.2f\":[", PUBLISHED_ACCEPTANCE);
+    for (int k = 0; k <= N; k++) {
+        double tokens = 0, pk = 1;
+        for (int i = 0; i <= k; i++, pk *= PUBLISHED_ACCEPTANCE) tokens += pk;
+        printf("%s%.3f", k ? "," : "", tokens * ms_plain / (ms_verify[k] + k * ms_draft));
+    }
+    printf("],\"spec_tg\":%d,\"spec_tps\":%.2f,\"plain_tps\":%.2f,\"drafted\":%llu,\"accepted\":%llu,"
+           "\"acceptance\":%.3f,\"passes_per_token\":%.3f,\"reps\":%d}\n",
+           tg, (tg - 1) / spec_s, 1e3 / ms_plain, (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
+           sp.drafted ? (double)sp.accepted / (double)sp.drafted : 0.0, (double)passes / (tg - 1), reps);
+    rc = 0;
+out:
+    spec_free(&sp);
+    sampler_free(&smp);
+    state_free(base);
+    state_free(s);
+    state_free(pbase);
+    state_free(ps);
+    free(lg);
+    free(h);
+    free(t_plain);
+    free(t_draft);
+    free(t_verify);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
-    long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3;
+    long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3, draft = -1, draft_vocab = 0;
     int no_bw = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -177,6 +298,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--tg")) { if (!cli_int(a, v, 0, 1 << 20, &tg)) return 1; i++; }
         else if (!strcmp(a, "--batch")) { if (!cli_int(a, v, 1, 256, &batch)) return 1; i++; }
         else if (!strcmp(a, "--reps")) { if (!cli_int(a, v, 1, 1000, &reps)) return 1; i++; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--no-bandwidth")) no_bw = 1;
         else { cli_error("bench: unknown option '%s'", a); return 1; }
     }
@@ -242,6 +365,24 @@ int cmd_bench(int argc, char **argv) {
                tg1_tps, bytesB / 1e6, got, allowed, allowed > 0 ? got / allowed : 0);
     }
     printf("\"isa\":\"%s\",\"reps\":%ld}\n", kernels_name(), reps);
+    fflush(stdout);
+    if (m->mtp && draft != 0) { /* a second copy of the model (the weights are mapped once) with its head */
+        model *ms = cli_load_model(path);
+        if (!ms || !cli_speculation(ms, &draft)) {
+            model_free(ms);
+            goto out;
+        }
+        mtp_set_draft_vocab(ms, (int)draft_vocab);
+        const int at = pp > 0 ? (int)pp : 128, n = (int)(tg > 8 ? tg : 8);
+        int *st = random_tokens(at + n + SPEC_MAX_DRAFT + 1, m->n_vocab, 43);
+        const int brc = st ? bench_speculative(path, m, ms, (int)draft, st, at, n, (int)reps, &a) : -1;
+        free(st);
+        model_free(ms);
+        if (brc != 0) goto fail;
+    } else if (draft > 0) {
+        cli_error("bench: --draft needs a model with an MTP head (chatfs synth --mtp makes one)");
+        goto out;
+    }
     rc = 0;
     goto out;
 fail:

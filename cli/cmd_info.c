@@ -122,6 +122,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddBoolToObject(o, "tied_embeddings", m->tied);
         cJSON_AddNumberToObject(o, "recurrent_state_bytes", (double)rec);
         cJSON_AddNumberToObject(o, "kv_bytes_per_token", (double)kv_token);
+        cJSON_AddBoolToObject(o, "mtp_head", m->mtp != NULL);
         if (u.moe_layers) {
             cJSON *x = cJSON_AddObjectToObject(o, "experts");
             cJSON_AddNumberToObject(x, "count", u.n_expert);
@@ -163,6 +164,7 @@ int cmd_info(int argc, char **argv) {
             printf("sampling:      the file recommends temp %g, top_k %d, top_p %g, min_p %g\n", sampling.temperature,
                    sampling.top_k, sampling.top_p, sampling.min_p);
         printf("state:         %zu bytes recurrent per sequence, %zu bytes KV per token\n", rec, kv_token);
+        printf("MTP head:      %s\n", m->mtp ? "yes (speculative decoding drafts with it: --draft)" : "no");
         if (u.moe_layers)
             printf("experts:       %d in each of %d blocks, %d used per token, %d shared\n", u.n_expert, u.moe_layers,
                    u.n_used, u.n_shared);

@@ -1,17 +1,19 @@
 /* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS]
- *                [--batch N] [--chunk N] [--ram-budget B] [--disk-budget B] [-f] [-v] [-o OPTS]`
+ *                [--batch N] [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N]
+ *                [--draft-vocab V] [-f] [-v] [-o OPTS]`
  *              or `chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] ...` */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 #include "fs/mount.h"
 #include "store/ckpt_store.h"
 
 int cmd_mount(int argc, char **argv) {
     mount_opts o = {.ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
-    long threads = 0, batch = 0, chunk = 0, ctx = 0;
+    long threads = 0, batch = 0, chunk = 0, ctx = 0, draft = -1, draft_vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
@@ -29,6 +31,12 @@ int cmd_mount(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--chunk")) {
             if (!cli_int(a, v, 16, 1 << 16, &chunk)) return 1;
+            i++;
+        } else if (!strcmp(a, "--draft")) {
+            if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1;
+            i++;
+        } else if (!strcmp(a, "--draft-vocab")) {
+            if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1;
             i++;
         } else if (!strcmp(a, "--ram-budget")) {
             if (!cli_size(a, v, &o.ram_budget)) return 1;
@@ -63,11 +71,17 @@ int cmd_mount(int argc, char **argv) {
         cli_error("mount: --engine URL replaces the local model: give it without -m");
         return 1;
     }
+    if (o.engine_url && (draft >= 0 || draft_vocab > 0)) {
+        cli_error("mount: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
+        return 1;
+    }
     char buf[1100];
     if (!o.model && !o.fake && !o.engine_url && !(o.model = cli_default_model(buf, sizeof buf))) return 1;
     o.threads = (int)threads;
     o.n_ctx = (int)ctx;
     o.max_batch = (int)batch;
     o.prefill_chunk = (int)chunk;
+    o.draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft;
+    o.draft_vocab = (int)draft_vocab;
     return chatfs_mount(&o);
 }

@@ -4,16 +4,31 @@
  * reference runs do). --ids prints exactly two lines, "prompt: ..." and
  * "generated: ...". --dump-logits writes the last prompt position's logits as
  * n_vocab little-endian float32. --chat wraps the prompt as one user message in the
- * model's chat template; --template NAME renders with a built-in template instead. */
+ * model's chat template; --template NAME renders with a built-in template instead.
+ * --draft N decodes speculatively with the model's MTP head, drafting up to N tokens a
+ * step (the default for a model with the head, 0 turns it off): the same tokens (greedy),
+ * or the same distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
+ * ids only (model/mtp.h). --stats prints one JSON line on stderr: the tokens generated,
+ * the decode passes after the first token (a speculative step is one), the drafted and
+ * accepted tokens, and the decode speed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "engine/runtime/chat.h"
-#include "engine/runtime/sampler.h"
-#include "engine/model/state.h"
 #include "engine/base/threadpool.h"
+#include "engine/model/mtp.h"
+#include "engine/model/state.h"
+#include "engine/runtime/sampler.h"
+#include "engine/runtime/speculative.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int write_floats(const char *path, const float *x, int n) {
     FILE *f = fopen(path, "wb");
@@ -32,9 +47,9 @@ static void print_ids(const char *label, const int *ids, int n) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
-    long n_gen = 16, threads = 0, seed = 0, ctx = 0;
+    long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
-    int chat = 0, stop = 0, ids = 0;
+    int chat = 0, stop = 0, ids = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) model_path = v, i++;
@@ -44,11 +59,14 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, &temp)) return 1; i++; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--dump-logits")) dump = v, i++;
         else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--stop")) stop = 1;
         else if (!strcmp(a, "--ids")) ids = 1;
+        else if (!strcmp(a, "--stats")) stats = 1;
         else { cli_error("run: unknown option '%s'", a); return 1; }
     }
     if (!prompt_arg) {
@@ -66,6 +84,12 @@ int cmd_run(int argc, char **argv) {
         model_free(m);
         return 1;
     }
+    if (!cli_speculation(m, &draft)) {
+        free(text);
+        model_free(m);
+        return 1;
+    }
+    mtp_set_draft_vocab(m, (int)draft_vocab);
     size_t len = strlen(text);
     if (chat) {
         chat_msg msg = {"user", text, NULL};
@@ -88,11 +112,13 @@ int cmd_run(int argc, char **argv) {
     int *gen = malloc(((size_t)n_gen + 1) * sizeof *gen);
     arena a = {0};
     sampler smp = {0};
-    sampler_params sp;
-    sampler_defaults(&sp);
-    sp.temperature = (float)temp;
-    sp.seed = (uint64_t)seed;
-    if (n_prompt <= 0 || !s || !logits || !gen || sampler_init(&smp, &sp, m->n_vocab) != 0) {
+    spec_seq sp = {0};
+    sampler_params params;
+    sampler_defaults(&params);
+    params.temperature = (float)temp;
+    params.seed = (uint64_t)seed;
+    if (n_prompt <= 0 || !s || !logits || !gen || sampler_init(&smp, &params, m->n_vocab) != 0 ||
+        (draft > 0 && spec_init(&sp, m, (int)draft) != 0)) {
         cli_error(n_prompt == 0 ? "the prompt is empty" : "out of memory");
         goto out;
     }
@@ -109,22 +135,61 @@ int cmd_run(int argc, char **argv) {
     detok_stream ds;
     detok_init(&ds, 0);
     char buf[1024];
-    int n_out = 0;
-    while (n_out < n_gen) {
-        int tok = sampler_sample(&smp, logits);
-        gen[n_out++] = tok;
-        if (!ids) {
-            size_t k = detok_push(m->tok, &ds, tok, buf, sizeof buf);
-            fwrite(buf, 1, k, stdout);
-            fflush(stdout);
+    /* Each round takes the tokens of one step: one sampled token, or a speculative step's
+     * accepted drafts and the model's own token. at[i]: the state's length when step[i] was
+     * chosen; a stop keeps exactly the rows plain decoding would have fed. */
+    int n_out = 0, step[SPEC_MAX_DRAFT + 1], at[SPEC_MAX_DRAFT + 1], n_step = 0, speculated = 0;
+    int passes = 0;
+    const double t0 = now_s();
+    if (n_gen > 0) {
+        step[0] = sampler_sample(&smp, logits);
+        at[0] = s->n_past;
+        n_step = 1;
+    }
+    while (n_step > 0) {
+        int keep = n_step, done = 0;
+        for (int i = 0; i < n_step && !done; i++) {
+            gen[n_out++] = step[i];
+            if (!ids) {
+                size_t k = detok_push(m->tok, &ds, step[i], buf, sizeof buf);
+                fwrite(buf, 1, k, stdout);
+                fflush(stdout);
+            }
+            done = (stop && tokenizer_is_eog(m->tok, step[i])) || n_out == n_gen || at[i] >= s->n_ctx;
+            keep = i + 1;
         }
-        if ((stop && tokenizer_is_eog(m->tok, tok)) || n_out == n_gen || s->n_past >= s->n_ctx) break;
-        batch_seq b = {.state = s, .tokens = &tok, .n_tokens = 1, .logits = 1, .out = logits};
-        if (model_forward(m, &b, 1, &a) != 0) {
-            cli_error("decode failed");
-            goto out;
+        if (speculated) spec_keep(&sp, s, keep); /* the verify rows up to the stop, or all */
+        if (done) break;
+        const int last = step[n_step - 1];
+        speculated = sp.m != NULL;
+        if (speculated) {
+            sp.tokens[0] = last;
+            const int want = (int)n_gen - n_out - 1; /* the model's own token comes on top */
+            spec_seq *spp = &sp;
+            sampler *smpp = &smp;
+            batch_seq b = {0};
+            int rc = spec_draft(&spp, &s, &smpp, &want, 1, &a);
+            if (rc == 0) b = spec_verify_row(&sp, s);
+            if (rc != 0 || model_forward(m, &b, 1, &a) != 0) {
+                cli_error("decode failed");
+                goto out;
+            }
+            n_step = spec_accept(&sp, &smp, step);
+            passes++;
+            for (int i = 0; i < n_step; i++) at[i] = sp.pos0 + i + 1;
+        } else {
+            batch_seq b = {.state = s, .tokens = &last, .n_tokens = 1, .logits = 1, .out = logits};
+            if (model_forward(m, &b, 1, &a) != 0) {
+                cli_error("decode failed");
+                goto out;
+            }
+            step[0] = sampler_sample(&smp, logits);
+            at[0] = s->n_past;
+            n_step = 1;
+            passes++;
         }
     }
+    const double dt = now_s() - t0;
     if (ids) {
         print_ids("prompt", prompt, n_prompt);
         print_ids("generated", gen, n_out);
@@ -133,8 +198,15 @@ int cmd_run(int argc, char **argv) {
         fwrite(buf, 1, k, stdout);
         putchar('\n');
     }
+    if (stats)
+        fprintf(stderr,
+                "{\"generated_tokens\":%d,\"decode_passes\":%d,\"draft\":%d,\"drafted_tokens\":%llu,"
+                "\"accepted_tokens\":%llu,\"decode_tokens_per_s\":%.2f}\n",
+                n_out, passes, (int)draft, (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
+                n_out > 1 && dt > 0 ? (n_out - 1) / dt : 0.0);
     rc = 0;
 out:
+    spec_free(&sp);
     sampler_free(&smp);
     arena_free(&a);
     free(gen);

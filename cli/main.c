@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/runtime/speculative.h"
 
 #ifndef CHATFS_VERSION
 #define CHATFS_VERSION "0.1"
@@ -15,7 +16,8 @@
 /* what `chatfs COMMAND --help` prints */
 static const char usage_mount[] =
     "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS] [--batch N] [--chunk N]\n"
-    "                    [--ram-budget B] [--disk-budget B] [-f] [-v] [-o FUSE_OPTIONS]\n"
+    "                    [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-v]\n"
+    "                    [-o FUSE_OPTIONS]\n"
     "       chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] [--db PATH] [--batch N] ...\n"
     "  Conversations with the model as files under MOUNTPOINT (see fs/README.md); daemonises\n"
     "  unless -f. fusermount3 -u MOUNTPOINT unmounts.\n"
@@ -29,6 +31,9 @@ static const char usage_mount[] =
     "  --ram-budget B, --disk-budget B\n"
     "                    checkpoint bytes in RAM / in the database, K M G T suffixes, 0: none\n"
     "                    (default 1G / 8G)\n"
+    "  --draft N         speculative decoding: the model's MTP head drafts up to N tokens a step\n"
+    "                    (default 1 for a model with the head; 0 turns it off)\n"
+    "  --draft-vocab V   the head drafts among the first V token ids only (cheaper drafts)\n"
     "  -f                stay in the foreground and log one line per reply on stderr\n"
     "  -v                with -f: log every change too (messages, edits, imports, errors)\n"
     "  -o OPTS           FUSE options (e.g. allow_other, ro)\n"
@@ -58,25 +63,34 @@ static const char usage_render[] =
     "  A template that does not compile or refuses the conversation exits 1 with its message.\n";
 static const char usage_run[] =
     "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
-    "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [-t THREADS]\n"
+    "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
+    "                  [--draft-vocab V] [--stats] [-t THREADS]\n"
     "  Prefills TEXT and generates N tokens (default 16); greedy unless --temp. -m defaults to\n"
     "  the bundled model. --chat wraps TEXT as a user message in the chat template; --stop ends\n"
     "  at an end-of-generation token; --ids prints token ids; --dump-logits writes the last\n"
-    "  prompt position's logits as float32.\n";
+    "  prompt position's logits as float32. --draft N decodes speculatively with the model's MTP\n"
+    "  head (default 1 for a model with the head; 0: off), --draft-vocab V drafting among the\n"
+    "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n";
 static const char usage_ask[] =
     "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
     "                  [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [--interval N]\n"
-    "                  [--ram-budget B] [--disk-budget B] [-t THREADS] TEXT|@FILE\n"
+    "                  [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-t THREADS]\n"
+    "                  TEXT|@FILE\n"
     "  One user turn of a stored conversation (greedy), reusing checkpoints; prints the reply.\n"
     "  -m defaults to the bundled model. Beside a mount on the same database it keeps its\n"
-    "  checkpoints in RAM. --stats prints one JSON line on stderr.\n"
+    "  checkpoints in RAM. --stats prints one JSON line on stderr. --draft N, --draft-vocab V:\n"
+    "  speculative decoding with the model's MTP head, as for mount.\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
-    "  Prompt and decode speed, memory bandwidth and RSS as one JSON line.\n";
+    "                    [--draft N] [--draft-vocab V]\n"
+    "  Prompt and decode speed, memory bandwidth and RSS as one JSON line; with --draft N for a\n"
+    "  model with an MTP head, one more for speculative decoding (the costs of a verify of\n"
+    "  k + 1 tokens and of a draft row, k = 0..N, and a real speculative decode).\n";
 static const char usage_synth[] =
-    "usage: chatfs synth --shape SHAPE --type TYPE --out FILE [--seed S] [-t N] [-q]\n"
-    "  A random-weight GGUF of a real model's shape (e.g. --shape qwen3.5-0.8b --type q4_k_m).\n";
+    "usage: chatfs synth --shape SHAPE --type TYPE --out FILE [--seed S] [-t N] [-q] [--mtp]\n"
+    "  A random-weight GGUF of a real model's shape (e.g. --shape qwen3.5-0.8b --type q4_k_m).\n"
+    "  --mtp adds Qwen3.5's multi-token-prediction block (for speculative decoding).\n";
 
 static const char usage[] =
     "usage: chatfs COMMAND [options]       (chatfs COMMAND --help for its options)\n"
@@ -91,7 +105,10 @@ static const char usage[] =
     "\n"
     "  --version          the version\n"
     "  --template NAME renders with a built-in chat template instead of the model's own:\n"
-    "  chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n";
+    "  chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron.\n"
+    "  --draft N decodes speculatively, the model's MTP head drafting up to N tokens a step\n"
+    "  (default 1 for a model with the head; 0 turns it off). Greedy output is the same.\n"
+    "  --draft-vocab V lets the head draft among the first V token ids only (cheaper drafts).\n";
 
 void cli_error(const char *fmt, ...) {
     va_list ap;
@@ -107,6 +124,17 @@ model *cli_load_model(const char *path) {
     model *m = model_load(path, err, sizeof err);
     if (!m) cli_error("%s", err);
     return m;
+}
+
+int cli_speculation(model *m, long *draft) {
+    char err[256];
+    const int n = spec_configure(m, (int)*draft, err, sizeof err);
+    if (n < 0) {
+        cli_error("%s", err);
+        return 0;
+    }
+    *draft = n;
+    return 1;
 }
 
 int cli_force_template(model *m, const char *name) {

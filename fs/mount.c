@@ -226,6 +226,8 @@ int chatfs_mount(const mount_opts *o) {
         cfg.n_ctx = o->n_ctx;
         cfg.prefill_chunk = o->prefill_chunk;
         cfg.max_batch = o->max_batch;
+        cfg.draft = o->draft;
+        cfg.draft_vocab = o->draft_vocab;
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;

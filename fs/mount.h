@@ -19,6 +19,8 @@ typedef struct {
                                 flight); 0: the engine's default */
     size_t ram_budget, disk_budget; /* checkpoint budgets in bytes (0: none); CS_DEFAULT_* by default */
     int n_ctx;               /* -c: most tokens a conversation holds; 0: the engine's default */
+    int draft;               /* --draft: engine_config.draft (0 the default, -1 off, N up to N) */
+    int draft_vocab;         /* --draft-vocab: engine_config.draft_vocab (0: the whole vocabulary) */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
     int verbose;             /* -v: with -f, log every change, not only each reply */
     int debug;               /* -d: libfuse's request log (implies -f) */

@@ -19,6 +19,7 @@ void settings_builtin(conv_settings *s) {
     s->top_k = 40;
     s->seed = -1;
     s->checkpoints = 1;
+    s->speculative = -1;
     s->thinking = -1;
     s->thinking_budget = -1;
 }
@@ -124,6 +125,14 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
             s.checkpoint_interval = (int)d;
         } else if (!strcmp(k, "checkpoints")) rc = boolean(v, k, &s.checkpoints, err, errlen) ? -1 : 1;
         else if (!strcmp(k, "ignore_eos")) rc = boolean(v, k, &s.ignore_eos, err, errlen) ? -1 : 1;
+        else if (!strcmp(k, "speculative")) {
+            if (cJSON_IsNull(v)) s.speculative = -1;
+            else {
+                rc = integer(v, "speculative (drafted tokens per step, 0 for none, or null for the mount's)", 0,
+                             GEN_MAX_DRAFT, &d, err, errlen) ? -1 : 1;
+                s.speculative = (int)d;
+            }
+        }
         else if (!strcmp(k, "seed")) {
             if (cJSON_IsNull(v)) s.seed = -1;
             else {
@@ -186,7 +195,7 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, checkpoints, ignore_eos, thinking, thinking_budget, template, chat_template)",
+                     "checkpoint_interval, checkpoints, ignore_eos, speculative, thinking, thinking_budget, template, chat_template)",
                      k);
             rc = -1;
         }
@@ -222,6 +231,8 @@ char *settings_render(const conv_settings *s) {
     cJSON_AddNumberToObject(o, "checkpoint_interval", s->checkpoint_interval);
     cJSON_AddBoolToObject(o, "checkpoints", s->checkpoints);
     cJSON_AddBoolToObject(o, "ignore_eos", s->ignore_eos);
+    if (s->speculative < 0) cJSON_AddNullToObject(o, "speculative");
+    else cJSON_AddNumberToObject(o, "speculative", s->speculative);
     if (s->thinking < 0) cJSON_AddNullToObject(o, "thinking");
     else cJSON_AddBoolToObject(o, "thinking", s->thinking);
     if (s->thinking_budget < 0) cJSON_AddNullToObject(o, "thinking_budget");
@@ -274,6 +285,7 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->chat_template = s->chat_template;
     g->checkpoints = s->checkpoints;
     g->ignore_eog = s->ignore_eos;
+    g->speculative = s->speculative;
     g->enable_thinking = s->thinking != 0; /* null: the model's default, 1 as llama.cpp */
     g->thinking_budget = s->thinking_budget;
 }

@@ -26,6 +26,8 @@ typedef struct {
                                 of template_name); NULL: none */
     int checkpoints;         /* 1: reuse and record checkpoints (default); 0: compute every prompt */
     int ignore_eos;          /* 1: the model's end-of-turn token does not end the reply (llama.cpp's ignore_eos) */
+    int speculative;         /* drafts per step with the model's MTP head: -1 (JSON null) the mount's
+                                --draft, 0 none, N up to N (only where the mount speculates) */
     int thinking;            /* 1 / 0: the template's thinking switch; -1 (JSON null): the model's default,
                                 which is enable_thinking 1 as llama.cpp passes it */
     int thinking_budget;     /* most reasoning tokens, then the engine closes the reasoning; -1 (null): none */

@@ -142,6 +142,11 @@ static const char *finish_note(int finish) {
     }
 }
 
+/* with speculative decoding: how many tokens the MTP head drafted and the model accepted */
+static void speculation_note(const gen_report *r, sbuf *b) {
+    if (r->drafted_tokens > 0) sb_fmt(b, " drafted %d accepted %d", r->drafted_tokens, r->accepted_tokens);
+}
+
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
     if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
@@ -153,10 +158,13 @@ static void render_status(const conv *c, sbuf *b) {
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
-    else if (c->state == ST_BUSY && r->phase == GEN_THINKING)
+    else if (c->state == ST_BUSY && r->phase == GEN_THINKING) {
         sb_fmt(b, "thinking %d tokens %.1f tok/s", r->reasoning_tokens, r->decode_tokens_per_s);
-    else if (c->state == ST_BUSY) sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
-    else if (c->state == ST_DONE) {
+        speculation_note(r, b);
+    } else if (c->state == ST_BUSY) {
+        sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
+        speculation_note(r, b);
+    } else if (c->state == ST_DONE) {
         char thought[40] = ""; /* both counts: all the tokens, and of them the reasoning's */
         if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
         if (r->prompt_tokens < 0) /* a server that sent no usage */
@@ -165,6 +173,7 @@ static void render_status(const conv *c, sbuf *b) {
         else
             sb_fmt(b, "done %d tokens%s %.1f tok/s reused %d/%d%s", r->generated_tokens, thought,
                    r->decode_tokens_per_s, r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
+        speculation_note(r, b);
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
         sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");

@@ -1176,7 +1176,7 @@ time.sleep(1.5)
 def test_daemon_mode_and_errors():
     rc, out, err = sh("'%s' mount '%s' -m /nonexistent.gguf --db '%s/x.db'" % (CHATFS, TMP, TMP))
     check(rc == 1 and "nonexistent.gguf" in err, "a bad model fails in the terminal: %r" % err)
-    rc, out, err = sh("'%s' mount /nonexistent-dir --fake-engine ''" % CHATFS)
+    rc, out, err = sh("'%s' mount /nonexistent-dir --db '%s/x.db' --fake-engine ''" % (CHATFS, TMP))
     check(rc == 1 and "nonexistent-dir" in err, "a bad mountpoint: %r" % err)
     m = Mount("daemon", daemon=True)
     m.start()
@@ -1272,6 +1272,38 @@ def test_mount_options():
         os.mkdir(m.p("a"))
         rc, out, _ = sh("echo 'Hello there' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
         check(rc == 0 and out, "a reply with the options")
+
+
+def test_speculative():
+    """a model with an MTP head speculates by default: the same greedy reply as with
+    "speculative": 0 in settings.json, status and stats.json count the drafted and accepted
+    tokens; a bad value is refused; --draft 0 turns it off for the mount"""
+    mtp = os.path.join(ROOT, "tests", "fixtures", "qwen35-tiny-mtp-f32.gguf")
+    with Mount("spec", model=mtp, extra=["-t", "1"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 24, "temperature": 0}')
+        for name, spec in (("on", "null"), ("off", "0")):
+            os.mkdir(m.p(name))
+            write(m.p(name, "settings.json"), '{"speculative": %s}' % spec)
+            send(m, name, "Hello world! The quick brown fox")
+            wait_done(m, name, 60)
+        on, off = read(m.p("on", "status")), read(m.p("off", "status"))
+        check(read(m.p("on", "reply")) == read(m.p("off", "reply")), "speculative and plain replies differ")
+        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\) drafted [1-9]\d* accepted \d+\n\Z", on),
+              "status with speculation: %r" % on)
+        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\)\n\Z", off), "status without: %r" % off)
+        check(json.loads(read(m.p("on", "settings.json")))["speculative"] is None, "speculative: null")
+        eng = json.loads(read(m.p("stats.json")))["engine"]
+        check(eng["draft"] >= 1 and eng["drafted_tokens"] > 0 and eng["accepted_tokens"] > 0, "engine stats %s" % eng)
+        rc, _, _ = sh("echo '{\"speculative\": 9}' > on/settings.json", cwd=m.mnt)
+        check(rc != 0 and "speculative" in read(m.p("on", "error")), "speculative 9 refused: " + read(m.p("on", "error")))
+    with Mount("spec-off", model=mtp, extra=["-t", "1", "--draft", "0"]) as m:
+        write(m.p("settings.json"), '{"max_tokens": 8, "temperature": 0, "speculative": 4}')
+        os.mkdir(m.p("a"))
+        send(m, "a", "Hello")
+        wait_done(m, "a", 60)
+        eng = json.loads(read(m.p("stats.json")))["engine"]
+        check(eng["draft"] == 0 and eng["drafted_tokens"] == 0, "--draft 0: %s" % eng)
+        check("drafted" not in read(m.p("a", "status")), "--draft 0 status: " + read(m.p("a", "status")))
 
 
 def test_examples():

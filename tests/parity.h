@@ -163,7 +163,8 @@ static inline float parity_prefix_model(const model *m, const char *name, int n_
     for (int i = 0; i < N_SPLITS; i++) {
         seq_state *whole = state_new(m, 0);
         REQUIRE(whole && captured, "out of memory");
-        batch_seq b = {.state = whole, .tokens = ids, .n_tokens = n, .capture = splits[i], .capture_rec = captured};
+        batch_seq b = {.state = whole, .tokens = ids, .n_tokens = n, .capture = splits[i], .n_capture = 1,
+                       .capture_rec = &captured};
         CHECK(model_forward(m, &b, 1, &a) == 0, "%s: pass with a capture at %d failed", name, splits[i]);
         d = max_abs_diff(captured, copy[i]->rec, (int)m->rec_floats);
         CHECK(d == 0, "%s: the recurrent state captured at %d in one pass differs by %g", name, splits[i], d);

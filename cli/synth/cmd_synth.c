@@ -1,7 +1,7 @@
 /* cmd_synth.c - `chatfs synth`: a random-weight GGUF with the exact shape of a real model
  * (docs/engine-math.md §10), for benchmarks and tests.
  *
- *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--layers N] [--seed S] [-t N]
+ *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--layers N] [--seed S] [-t N] [--mtp]
  *
  * --layers N keeps the first N blocks of the shape's layer pattern (for machines that
  * cannot hold a whole mixture-of-experts model): every layer keeps its real size.
@@ -13,7 +13,10 @@
  * type's block fall back like llama-quantize (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
  * then F16). Type q4_k_m is llama-quantize's Q4_K_M mix (see mix_type), the file most
  * people download. The tokenizer is byte-level (256 byte tokens, a few merges, the ChatML
- * specials), padded to the real vocabulary size. */
+ * specials), padded to the real vocabulary size. --mtp (Qwen3.5 shapes) appends the
+ * multi-token-prediction block that Qwen3.5 GGUFs converted with it carry (block_count one
+ * more than the trunk, nextn_predict_layers 1; docs/engine-math.md §12), for speculative
+ * decoding benchmarks. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -201,6 +204,7 @@ typedef struct {
     int n_specs, cap_specs;
     int n_tensors;
     uint64_t n_params, n_bytes;
+    int mtp;                 /* --mtp: Qwen3.5's MTP block after the trunk */
     int failed;
 } builder;
 
@@ -427,7 +431,8 @@ static void build_qwen35(builder *b) {
     const int conv_dim = 2 * key_dim + value_dim;
     char nm[128];
     attn_common(b);
-    kv_u32(b, ".block_count", (uint32_t)b->n_layer);
+    kv_u32(b, ".block_count", (uint32_t)(b->n_layer + (b->mtp ? 1 : 0)));
+    if (b->mtp) kv_u32(b, ".nextn_predict_layers", 1);
     if (c->n_expert) moe_kv(b);
     else kv_u32(b, ".feed_forward_length", (uint32_t)c->n_ff);
     kv_u32(b, ".attention.head_count", (uint32_t)c->n_head);
@@ -474,6 +479,24 @@ static void build_qwen35(builder *b) {
         mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
         mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+    }
+    if (b->mtp) { /* the MTP block: a gated attention block, its FFN, and nextn.* */
+        const int i = b->n_layer;
+        ones(b, W("blk.%d.attn_norm.weight", i), E);
+        ones(b, W("blk.%d.post_attention_norm.weight", i), E);
+        mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
+        mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+        ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
+        ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
+        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+        mat(b, W("blk.%d.nextn.eh_proj.weight", i), 2 * E, E);
+        ones(b, W("blk.%d.nextn.enorm.weight", i), E);
+        ones(b, W("blk.%d.nextn.hnorm.weight", i), E);
+        ones(b, W("blk.%d.nextn.shared_head_norm.weight", i), E);
     }
 }
 
@@ -741,10 +764,11 @@ static void usage_lists(void) {
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *type_name = NULL, *out = NULL;
     long seed = 1234, threads = 0, layers = 0;
-    int quiet = 0;
+    int quiet = 0, mtp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--shape")) shape_name = v, i++;
+        else if (!strcmp(a, "--mtp")) mtp = 1;
         else if (!strcmp(a, "--type")) type_name = v, i++;
         else if (!strcmp(a, "--out")) out = v, i++;
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
@@ -764,6 +788,10 @@ int cmd_synth(int argc, char **argv) {
         usage_lists();
         return 1;
     }
+    if (mtp && strcmp(c->arch, "qwen35")) {
+        cli_error("synth: --mtp is for Qwen3.5 shapes (%s is %s)", c->name, c->arch);
+        return 1;
+    }
     pool_set_threads((int)threads);
     const int full = c->pattern ? (int)strlen(c->pattern) : c->n_layer;
     builder b = {.w = gguf_writer_new(),
@@ -771,6 +799,7 @@ int cmd_synth(int argc, char **argv) {
                  .n_layer = layers > 0 && layers < full ? (int)layers : full,
                  .qtype = types[ti].type,
                  .q4_k_m = types[ti].ftype == FTYPE_Q4_K_M,
+                 .mtp = mtp,
                  .seed = (uint64_t)seed * 0x9e3779b97f4a7c15ULL};
     b.cap_specs = 4096;
     b.specs = calloc((size_t)b.cap_specs, sizeof *b.specs);
@@ -782,9 +811,9 @@ int cmd_synth(int argc, char **argv) {
     }
     char name[160];
     if (b.n_layer < full)
-        snprintf(name, sizeof name, "chatfs-synth-%s-%dL-%s", c->name, b.n_layer, types[ti].name);
+        snprintf(name, sizeof name, "chatfs-synth-%s-%dL-%s%s", c->name, b.n_layer, types[ti].name, mtp ? "-mtp" : "");
     else
-        snprintf(name, sizeof name, "chatfs-synth-%s-%s", c->name, types[ti].name);
+        snprintf(name, sizeof name, "chatfs-synth-%s-%s%s", c->name, types[ti].name, mtp ? "-mtp" : "");
     /* the Q4_K_M mix needs how many attn_v and ffn_down tensors there are: a first pass
      * describes the model to a writer that is thrown away, and counts them */
     for (int pass = b.q4_k_m ? 0 : 1; pass < 2; pass++) {

@@ -270,10 +270,8 @@ int ld_gdn(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next) {
     return !L->failed;
 }
 
-int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
+int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_shape *s) {
     const int E = L->m->n_embd, hd = s->head_dim;
-    attn_layer *at = &b->attn;
-    b->mixer = MIX_ATTN;
     *at = (attn_layer){.n_head = s->n_head, .n_head_kv = s->n_head_kv, .head_dim = hd, .gated = 1,
                        .rope = ROPE_NEOX, .n_rot = s->n_rot, .rope_base = s->rope_base, .rope_freq_scale = 1.0f,
                        .kq_scale = 1.0f / sqrtf((float)hd), .eps = L->m->eps};
@@ -283,8 +281,13 @@ int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
     ld_matrix(L, &at->wo, 1, s->n_head * hd, E, "blk.%d.attn_output.weight", i);
     at->q_norm = ld_vector(L, 1, hd, "blk.%d.attn_q_norm.weight", i);
     at->k_norm = ld_vector(L, 1, hd, "blk.%d.attn_k_norm.weight", i);
-    if (L->failed) return 0;
-    at->kv_slot = ld_kv_slot(L, s->n_head_kv * hd);
+    return !L->failed;
+}
+
+int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
+    b->mixer = MIX_ATTN;
+    if (!ld_gated_attention_weights(L, &b->attn, i, s)) return 0;
+    b->attn.kv_slot = ld_kv_slot(L, s->n_head_kv * s->head_dim);
     return !L->failed;
 }
 

@@ -52,8 +52,11 @@ int qwen35_is_recurrent(loader *L, int i, int n_layer, uint32_t interval);
  * r = Hv/Hk betas then the r alphas of value heads j*r .. j*r+r-1), and value head h reads
  * key head h / r (qwen35's converter reorders heads so that it is h mod Hk). */
 int ld_gdn(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next);
-/* Gated attention of block i: attn_q holds [q, gate] per head, q/k norms, NEOX rope. */
+/* Gated attention of block i: attn_q holds [q, gate] per head, q/k norms, NEOX rope;
+ * registers its KV slot. */
 int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s);
+/* The same weights into *at without a KV slot (Qwen3.5's MTP block: mtp_enable adds it). */
+int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_shape *s);
 
 /* LFM2's gated short convolution of block i (lfm2, lfm2moe). */
 int ld_shortconv(loader *L, block *b, int i, int l_cache);

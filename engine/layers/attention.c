@@ -147,7 +147,8 @@ typedef struct {
 } prep_job;
 
 /* Per row: q and k normalised per head and rotated by the row's position, then k and v
- * into the sequence's cache. Rows are independent, so a prompt's rows split over the pool. */
+ * into the sequence's cache (Q NULL: k and v only). Rows are independent, so a prompt's
+ * rows split over the pool. */
 static void prep_rows(void *arg, int ith, int nth) {
     const prep_job *j = arg;
     const attn_layer *l = j->l;
@@ -160,13 +161,13 @@ static void prep_rows(void *arg, int ith, int nth) {
         while (row >= j->segs[si].row0 + j->segs[si].n) si++;
         const segment *sg = &j->segs[si];
         const int pos = sg->pos0 + (int)(row - sg->row0);
-        float *q = j->Q + (size_t)row * j->q_stride, *k = j->K + (size_t)row * kvd;
+        float *q = j->Q ? j->Q + (size_t)row * j->q_stride : NULL, *k = j->K + (size_t)row * kvd;
         if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
         const size_t q_head = (size_t)hd * (l->gated ? 2 : 1); /* a gated q head is followed by its gate */
-        if (l->q_norm) rmsnorm_many(q, q, q_head, l->q_norm, l->n_head, hd, l->eps);
+        if (q && l->q_norm) rmsnorm_many(q, q, q_head, l->q_norm, l->n_head, hd, l->eps);
         if (l->k_norm) rmsnorm_many(k, k, (size_t)hd, l->k_norm, l->n_head_kv, hd, l->eps);
         if (l->rope != ROPE_NONE) {
-            for (int h = 0; h < l->n_head; h++) rope_apply(q + (size_t)h * q_head, l->rope, l->n_rot, cs);
+            for (int h = 0; q && h < l->n_head; h++) rope_apply(q + (size_t)h * q_head, l->rope, l->n_rot, cs);
             for (int g = 0; g < l->n_head_kv; g++) rope_apply(k + (size_t)g * hd, l->rope, l->n_rot, cs);
         }
         memcpy(sg->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
@@ -245,5 +246,31 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
         matmul(&l->wo, O, n_out, out);
         add_bias(out, l->bo, n_out, n_embd);
     }
+    arena_restore(a, mark);
+}
+
+void attention_store_kv(const attn_layer *l, const segment *segs, int n_segs, int N, const float *x, arena *a) {
+    const arena_mark mark = arena_save(a);
+    const int kvd = l->n_head_kv * l->head_dim;
+    const int q_stride = l->n_head * l->head_dim * (l->gated ? 2 : 1);
+    float *K = arena_floats(a, (size_t)N * kvd), *V = arena_floats(a, (size_t)N * kvd);
+    if (l->wqkv.data) { /* one fused projection: its q part is computed and dropped */
+        const int width = q_stride + 2 * kvd;
+        float *QKV = arena_floats(a, (size_t)N * width);
+        matmul(&l->wqkv, x, N, QKV);
+        add_bias(QKV, l->bqkv, N, width);
+        for (int r = 0; r < N; r++) {
+            memcpy(K + (size_t)r * kvd, QKV + (size_t)r * width + q_stride, (size_t)kvd * sizeof(float));
+            memcpy(V + (size_t)r * kvd, QKV + (size_t)r * width + q_stride + kvd, (size_t)kvd * sizeof(float));
+        }
+    } else {
+        const matrix *W[2] = {&l->wk, &l->wv};
+        float *Y[2] = {K, V};
+        matmul_multi(2, W, Y, x, N);
+    }
+    add_bias(K, l->bk, N, kvd);
+    add_bias(V, l->bv, N, kvd);
+    prep_job pj = {.l = l, .segs = segs, .n_segs = n_segs, .N = N, .Q = NULL, .K = K, .V = V, .q_stride = q_stride};
+    pool_run_rows(prep_rows, &pj, N);
     arena_restore(a, mark);
 }

@@ -55,7 +55,7 @@ static void gdn_head(const gdn_job *j, const segment *seg, int h) {
     const int dk = l->d_k, dv = l->d_v, Hk = l->n_k_heads, Hv = l->n_v_heads;
     const int key_dim = Hk * dk, conv_dim = 2 * key_dim + Hv * dv, value_dim = Hv * dv;
     const float scale = 1.0f / sqrtf((float)dk);
-    float *S0 = seg_ssm(seg, l->rec_slot), *captured = seg_capture_at(seg, S0);
+    float *S0 = seg_ssm(seg, l->rec_slot);
     float *S = S0 + (size_t)h * dv * dk;
     const int kh = l->grouped_heads ? h / (Hv / Hk) : h % Hk;
     for (int t = 0; t < seg->n; t++) {
@@ -76,8 +76,8 @@ static void gdn_head(const gdn_job *j, const segment *seg, int h) {
         rmsnorm(o, o, l->norm, dv, l->eps);
         vec_silu(sz, z, dv);
         for (int cv = 0; cv < dv; cv++) o[cv] *= sz[cv];
-        if (captured && t + 1 == seg->capture)
-            memcpy(captured + (size_t)h * dv * dk, S, sizeof *S * (size_t)dv * dk);
+        const int cap = seg_capture_after(seg, t);
+        if (cap >= 0) memcpy(seg_capture_at(seg, cap, S), S, sizeof *S * (size_t)dv * dk);
     }
 }
 

@@ -29,27 +29,35 @@ typedef struct {
     int row0;    /* first activation row of this segment */
     int n;       /* rows (tokens) */
     int pos0;    /* position of the first token = tokens the state has already seen */
-    /* 0 < capture < n: every recurrent layer also writes its conv and ssm state as they
-     * stand after the first `capture` rows into capture_rec (a blob laid out like
-     * state->rec), so that a checkpoint inside the rows costs no pass of its own */
-    int capture;
-    float *capture_rec;
+    /* Captures: with n_capture > 0, every recurrent layer also writes its conv and ssm
+     * state as they stand after rows capture, capture + 1, ..., capture + n_capture - 1
+     * (each at least 1 and below n) into capture_rec[0], [1], ... (blobs laid out like
+     * state->rec). A checkpoint inside the rows (one capture), or the states a speculative
+     * step may roll back to (one after each drafted row), cost no pass of their own. */
+    int capture, n_capture;
+    float *const *capture_rec;
     int keep; /* its last `keep` rows give logits: the last layer's output is needed only there */
 } segment;
 
 static inline float *seg_conv(const segment *sg, int slot) { return sg->rec + sg->rec_slots[slot].conv_off; }
 static inline float *seg_ssm(const segment *sg, int slot) { return sg->rec + sg->rec_slots[slot].ssm_off; }
 
-/* Where a segment's capture of the state part at `live` (a pointer into its recurrent
- * blob) goes: the same offset in the capture blob; NULL when it captures nothing. */
-static inline float *seg_capture_at(const segment *sg, const float *live) {
-    return sg->capture > 0 ? sg->capture_rec + (live - sg->rec) : NULL;
+/* Which capture holds the state after row t (0-based, so after t + 1 rows): its index, or
+ * -1 when none does. */
+static inline int seg_capture_after(const segment *sg, int t) {
+    const int c = t + 1 - sg->capture;
+    return sg->n_capture > 0 && c >= 0 && c < sg->n_capture ? c : -1;
+}
+/* Where capture c of the state part at `live` (a pointer into the recurrent blob) goes:
+ * the same offset in its blob. */
+static inline float *seg_capture_at(const segment *sg, int c, const float *live) {
+    return sg->capture_rec[c] + (live - sg->rec);
 }
 
 /* conv_causal (ops.h) of every segment of a batch over its rows (in and out hold the
  * batch's rows from row 0) on its conv slot, in one pass of the pool per 16 segments. When
- * a segment captures, the window after sg->capture rows goes to the capture first (it must
- * see the state before the rows move it). */
+ * a segment captures, the window after each capture's rows goes to that capture first (it
+ * must see the state before the rows move it). */
 void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w, int C, int K, const float *in,
                       size_t in_stride, float *out, size_t out_stride);
 
@@ -175,6 +183,11 @@ size_t shortconv_conv_floats(const shortconv_layer *l);
  * `keep` rows, one after the other (its cache still takes every row). */
 void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,
                        float *out, int kept, struct arena *a);
+/* The cache rows alone: k and v of every row, normalised and rotated, into each segment's
+ * cache at its positions, to the bits attention_forward stores (a layer whose output
+ * nobody reads but whose cache later rows attend to: the MTP head's catch-up). */
+void attention_store_kv(const attn_layer *l, const segment *segs, int n_segs, int N, const float *x,
+                        struct arena *a);
 void gdn_forward(const gdn_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x, float *out,
                  struct arena *a);
 void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int N, int n_embd, const float *x,

@@ -33,8 +33,7 @@ typedef struct {
     const float *XDB;  /* rows of dt_rank + 2N: (dtr,) B, C */
     const float *DT;   /* rows of d_inner */
     float *Y;          /* rows of d_inner */
-    float *S;          /* the segment's ssm state */
-    float *S_capture;  /* where S goes after seg->capture tokens, or NULL */
+    float *S;          /* the segment's ssm state (its captures: seg->capture_rec) */
 } scan_job;
 
 static void scan_channels(void *arg, int ith, int nth) {
@@ -60,8 +59,9 @@ static void scan_channels(void *arg, int ith, int nth) {
             }
             y[d] = sum;
         }
-        if (j->S_capture && t + 1 == j->seg->capture)
-            memcpy(j->S_capture + c0 * N, j->S + c0 * N, sizeof(float) * (size_t)(c1 - c0) * N);
+        const int cap = seg_capture_after(j->seg, t);
+        if (cap >= 0)
+            memcpy(seg_capture_at(j->seg, cap, j->S + c0 * N), j->S + c0 * N, sizeof(float) * (size_t)(c1 - c0) * N);
     }
 }
 
@@ -99,8 +99,7 @@ void mamba1_forward(const mamba1_layer *l, const segment *segs, int n_segs, int 
 
     for (int si = 0; si < n_segs; si++) {
         float *S = seg_ssm(&segs[si], l->rec_slot);
-        scan_job j = {.l = l, .seg = &segs[si], .X = X, .XDB = XDB, .DT = DT, .Y = Y, .S = S,
-                      .S_capture = seg_capture_at(&segs[si], S)};
+        scan_job j = {.l = l, .seg = &segs[si], .X = X, .XDB = XDB, .DT = DT, .Y = Y, .S = S};
         pool_run(scan_channels, &j);
     }
 

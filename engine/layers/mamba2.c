@@ -65,8 +65,7 @@ typedef struct {
     const float *XBC;  /* conv outputs, rows of conv_dim */
     const float *DT;   /* rows of n_head: dt + dt_bias */
     float *Y;          /* rows of d_inner */
-    float *S;          /* the segment's ssm state */
-    float *S_capture;  /* where S goes after seg->capture tokens, or NULL */
+    float *S;          /* the segment's ssm state (its captures: seg->capture_rec) */
 } scan_job;
 
 static void scan_heads(void *arg, int ith, int nth) {
@@ -89,8 +88,8 @@ static void scan_heads(void *arg, int ith, int nth) {
             float *y = j->Y + (size_t)row * l->d_inner + (size_t)h * P;
             float *S = j->S + (size_t)h * P * N;
             for (int p = 0; p < P; p++) y[p] = scan_row(S + (size_t)p * N, B, C, dA, x[p] * dt, N);
-            if (j->S_capture && t + 1 == j->seg->capture)
-                memcpy(j->S_capture + (size_t)h * P * N, S, sizeof *S * (size_t)P * N);
+            const int cap = seg_capture_after(j->seg, t);
+            if (cap >= 0) memcpy(seg_capture_at(j->seg, cap, S), S, sizeof *S * (size_t)P * N);
         }
     }
 }
@@ -119,7 +118,7 @@ void mamba2_forward(const mamba2_layer *l, const segment *segs, int n_segs, int 
             vec_silu(r, r, cd);
         }
         float *S = seg_ssm(sg, l->rec_slot);
-        scan_job j = {.l = l, .seg = sg, .XBC = XBC, .DT = DT, .Y = Y, .S = S, .S_capture = seg_capture_at(sg, S)};
+        scan_job j = {.l = l, .seg = sg, .XBC = XBC, .DT = DT, .Y = Y, .S = S};
         pool_run(scan_heads, &j);
     }
 

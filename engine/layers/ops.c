@@ -326,9 +326,10 @@ void segs_conv_causal(const segment *segs, int n_segs, int slot, const float *w,
         const int n = n_segs - s0 < 16 ? n_segs - s0 : 16;
         for (int i = 0; i < n; i++) {
             const segment *sg = &segs[s0 + i];
-            float *state = seg_conv(sg, slot), *captured = seg_capture_at(sg, state);
+            float *state = seg_conv(sg, slot);
             const float *rows = in + (size_t)sg->row0 * in_stride;
-            if (captured) conv_state_after(captured, state, C, K, rows, in_stride, sg->capture);
+            for (int c = 0; c < sg->n_capture; c++)
+                conv_state_after(seg_capture_at(sg, c, state), state, C, K, rows, in_stride, sg->capture + c);
             q[i] = (conv_seq){state, rows, out + (size_t)sg->row0 * out_stride, sg->n};
         }
         conv_causal_seqs(q, n, w, C, K, in_stride, out_stride);

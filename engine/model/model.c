@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model/mtp.h"
 #include "engine/model/state.h"
 
 void model_free(model *m) {
@@ -14,6 +15,7 @@ void model_free(model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->blocks);
+    free(m->mtp);
     free(m->rec);
     free(m->kv_dim);
     tokenizer_free(m->tok);
@@ -88,6 +90,13 @@ int model_tensor_types(const model *m, uint32_t *types, uint64_t *counts, int ma
 
 /* ---------------------------------------------------------------- forward */
 
+void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a) {
+    if (b->moe.n_expert > 0)
+        moe_forward(&b->moe, rows, n_embd, x, y, a);
+    else
+        ffn_forward(&b->ffn, rows, n_embd, x, y, a);
+}
+
 /* each segment's last `keep` rows of buf moved to its front, one segment after the other;
  * returns their count */
 static int keep_logit_rows(float *buf, const segment *segs, int n_segs, int E) {
@@ -118,13 +127,14 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
 
     segment *segs = arena_alloc(a, (size_t)n_seqs * sizeof *segs);
     for (int i = 0, row = 0; i < n_seqs; i++) {
-        const int cap = seqs[i].capture > 0 && seqs[i].capture < seqs[i].n_tokens && seqs[i].capture_rec
-                            ? seqs[i].capture : 0;
-        const seq_state *s = seqs[i].state;
+        const batch_seq *b = &seqs[i];
+        const int n_cap = b->n_capture > 0 && b->capture > 0 && b->capture + b->n_capture <= b->n_tokens &&
+                                  b->capture_rec ? b->n_capture : 0;
+        const seq_state *s = b->state;
         segs[i] = (segment){.k = s->k, .v = s->v, .rec = s->rec, .rec_slots = m->rec, .row0 = row,
-                            .n = seqs[i].n_tokens, .pos0 = s->n_past, .capture = cap,
-                            .capture_rec = seqs[i].capture_rec, .keep = logit_rows(&seqs[i])};
-        row += seqs[i].n_tokens;
+                            .n = b->n_tokens, .pos0 = s->n_past, .capture = n_cap ? b->capture : 0,
+                            .n_capture = n_cap, .capture_rec = b->capture_rec, .keep = logit_rows(b)};
+        row += b->n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);
 
@@ -144,7 +154,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
          * every row. So its attention, output projection and FFN run on those rows alone
          * (llama.cpp drops the others there too, or later). A row's result does not depend
          * on the other rows of a batch, in every kernel, so the logits stay the same. */
-        const int trim = li == m->n_layer - 1 && n_logit_rows < N;
+        const int trim = li == m->n_layer - 1 && n_logit_rows < N && !m->mtp_on; /* the MTP head reads every row */
         if (b->mixer != MIX_NONE) {
             rmsnorm_rows(x, h, b->mixer_norm, N, E, m->eps);
             switch (b->mixer) {
@@ -165,24 +175,30 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         }
         if (b->ffn_norm && rows > 0) {
             rmsnorm_rows(x, h, b->ffn_norm, rows, E, m->eps);
-            if (b->moe.n_expert > 0)
-                moe_forward(&b->moe, rows, E, x, y, a);
-            else
-                ffn_forward(&b->ffn, rows, E, x, y, a);
+            block_ffn(b, rows, E, x, y, a);
             add_scaled(h, y, m->residual_scale, (size_t)rows * E);
         }
     }
+    /* the output-normed rows the LM head reads: only the rows asked for, which h starts
+     * with, in order (kept by the last layer, or every row when all give logits) - or, for
+     * the MTP head's catch-up, every row (then the logit rows are gathered after it) */
+    float *xo = NULL;
+    if (m->mtp_on) {
+        xo = arena_floats(a, (size_t)N * E);
+        rmsnorm_rows(xo, h, m->output_norm, N, E, m->eps);
+        mtp_catch_up(m, seqs, segs, n_seqs, N, xo, a);
+        if (n_logit_rows < N) keep_logit_rows(xo, segs, n_seqs, E);
+    } else if (n_logit_rows > 0) {
+        xo = arena_floats(a, (size_t)n_logit_rows * E);
+        rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
+    }
     for (int i = 0; i < n_seqs; i++) seqs[i].state->n_past += seqs[i].n_tokens;
 
-    /* logits only for the rows asked for: h starts with them, in order (kept by the last
-     * layer, or every row when all give logits) */
     if (n_logit_rows > 0) {
-        float *xo = arena_floats(a, (size_t)n_logit_rows * E);
         float *lo = arena_floats(a, (size_t)n_logit_rows * m->n_vocab);
         float **dst = arena_alloc(a, sizeof *dst * (size_t)n_logit_rows);
         for (int i = 0, r = 0; i < n_seqs; r += segs[i++].keep)
             for (int k = 0; k < segs[i].keep; k++) dst[r + k] = seqs[i].out + (size_t)k * m->n_vocab;
-        rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
         /* as llama.cpp, a logit scale is a multiplication by its reciprocal */
         matmul_scatter(&m->output, xo, n_logit_rows, lo, dst, 1.0f / m->logit_scale);
         if (m->output_bias)

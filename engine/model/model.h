@@ -40,6 +40,24 @@ typedef struct {
     moe_layer moe;             /* the FFN is a mixture of experts when moe.n_expert > 0 */
 } block;
 
+/* Qwen3.5's multi-token prediction head ("MTP", "NextN"; docs/engine-math.md §12): one
+ * more block after the trunk that guesses the token after next from a token and the
+ * trunk's final hidden row before it. Speculative decoding drafts with it (model/mtp.h).
+ *
+ *   c   = eh_proj · [RMSNorm(embed(x), enorm) ; RMSNorm(h, hnorm)]
+ *   c  += Attn(RMSNorm(c, attn_norm))      gated attention with its own KV cache
+ *   c  += FFN(RMSNorm(c, ffn_norm))        the block's FFN, dense or MoE
+ *   h'  = RMSNorm(c, head_norm)            the next draft row's h
+ *   logits = head · h' */
+typedef struct {
+    block blk;                   /* the attention and the FFN, bound like a trunk block's */
+    matrix eh_proj;              /* [2 n_embd -> n_embd] */
+    const float *enorm, *hnorm;  /* [n_embd] */
+    const float *head_norm;      /* nextn.shared_head_norm, else output_norm */
+    matrix embed, head;          /* nextn.embed_tokens / shared_head_head, else token_embd / output */
+    int draft_vocab;             /* draft rows score the first draft_vocab tokens only (mtp.h); n_vocab: all */
+} mtp_head;
+
 typedef struct model {
     gguf_file *gguf;
     char arch[32];
@@ -60,6 +78,13 @@ typedef struct model {
     rec_slot *rec;
     size_t rec_floats;           /* total recurrent floats per sequence */
     int trimmable;               /* 1 when every layer is attention (state can be cut back) */
+
+    /* the MTP head, when the file has one (NULL otherwise); mtp_on once model_enable_mtp
+     * gave it its place in the sequence state: its KV cache (slot mtp->blk.attn.kv_slot)
+     * and, at rec[mtp_h_off], the trunk's last hidden row (n_embd floats) */
+    mtp_head *mtp;
+    int mtp_on;
+    size_t mtp_h_off;
 
     tokenizer *tok;
     chat_template *tmpl;         /* the file's chat template, compiled (ChatML when it has none);
@@ -104,13 +129,19 @@ typedef struct {
     int n_tokens;
     int logits;       /* 0: none, 1: last token's logits, 2: every token's */
     float *out;       /* n_vocab (logits=1) or n_tokens*n_vocab (logits=2) floats */
-    /* optional: with 0 < capture < n_tokens, the recurrent blob (model->rec_floats
-     * floats) as it stands after the first `capture` tokens is written to capture_rec
-     * while the pass goes on: with the KV rows below that position, which the pass
-     * leaves as they are, it is the state there (a checkpoint inside a prefill slice) */
-    int capture;
-    float *capture_rec;
+    /* optional captures: with n_capture > 0 and 0 < capture, capture + n_capture <= n_tokens,
+     * the recurrent blob (model->rec_floats floats) as it stands after the first capture,
+     * capture + 1, ..., capture + n_capture - 1 tokens is written to capture_rec[0], [1], ...
+     * while the pass goes on: with the KV rows below that position, which the pass leaves
+     * as they are, each is the state there (a checkpoint inside a prefill slice; the states
+     * a speculative step rolls back to) */
+    int capture, n_capture;
+    float *const *capture_rec;
 } batch_seq;
+
+/* A block's FFN over `rows` rows of normalised input x into y: the one place that says
+ * which kind a block's FFN is, for the trunk and the MTP head alike. */
+void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a);
 
 /* Runs the model over the tokens of every sequence in the batch, advancing each
  * sequence's state. Returns 0, or -1 if a sequence would exceed its capacity

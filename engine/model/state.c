@@ -14,7 +14,7 @@ static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static seq_state *spare;
 
 static void state_destroy(seq_state *s) {
-    for (int i = 0; s->k && i < s->m->n_kv_slots; i++) {
+    for (int i = 0; s->k && i < s->n_slots; i++) {
         free(s->k[i]);
         free(s->v[i]);
     }
@@ -44,6 +44,7 @@ seq_state *state_new(const model *m, int n_ctx) {
     if (!s) return NULL;
     s->m = m;
     s->n_ctx = n_ctx;
+    s->n_slots = m->n_kv_slots;
     s->k = calloc((size_t)m->n_kv_slots + 1, sizeof *s->k);
     s->v = calloc((size_t)m->n_kv_slots + 1, sizeof *s->v);
     s->rec = calloc(m->rec_floats + 1, sizeof *s->rec);

@@ -16,7 +16,9 @@ typedef struct seq_state {
     int n_past;      /* tokens consumed */
     int n_ctx;       /* most tokens this sequence may hold */
     int cap;         /* KV rows allocated */
-    float **k, **v;  /* [m->n_kv_slots] -> cap * kv_dim floats */
+    float **k, **v;  /* [n_slots] -> cap * kv_dim floats */
+    int n_slots;     /* m->n_kv_slots when made: the kept spare is freed by whichever engine
+                        frees the next state, possibly while its own model is being freed */
     float *rec;      /* m->rec_floats */
 } seq_state;
 

@@ -24,11 +24,14 @@
 #include <time.h>
 
 #include "engine/arch/arch.h"
+#include "engine/model/mtp.h"
 #include "engine/runtime/chat_impl.h"
 #include "engine/base/threadpool.h"
 #include "store/hash.h"
 
 #define TEXT_CAP 4096
+
+_Static_assert(GEN_MAX_DRAFT == SPEC_MAX_DRAFT, "chat.h and speculative.h disagree on the longest draft");
 
 double now_ms(void) {
     struct timespec ts;
@@ -47,6 +50,7 @@ void gen_settings_defaults(gen_settings *s) {
     s->seed = p.seed;
     s->checkpoint_interval = 1024;
     s->checkpoints = 1;
+    s->speculative = -1; /* the engine's */
     s->enable_thinking = 1;
     s->thinking_budget = -1;
 }
@@ -144,6 +148,7 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_s
 }
 
 int engine_context(const chat_engine *e) { return e->n_ctx; }
+int engine_draft(const chat_engine *e) { return e->draft; }
 
 /* MemAvailable of /proc/meminfo in bytes; 0 when unknown */
 static size_t available_memory(void) {
@@ -457,6 +462,10 @@ void request_free(request *r) {
     free(r->strings);
     free(r->held);
     state_free(r->state);
+    if (r->spec) { /* not handed back to the engine's spares */
+        spec_free(r->spec);
+        free(r->spec);
+    }
     free(r->logits);
     sampler_free(&r->smp);
     if (r->msgs)
@@ -522,7 +531,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         s = &defaults;
     }
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
-        s->test_fail_after < 0 || s->thinking_budget < -1) {
+        s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT || s->thinking_budget < -1) {
         snprintf(err, errlen, "invalid generation settings");
         return refuse(EINVAL);
     }
@@ -638,6 +647,8 @@ void finish(chat_engine *e, request *r, int how, const char *error) {
     e->stats.generated_tokens += (uint64_t)r->r.generated_tokens;
     e->stats.computed_tokens += (uint64_t)r->r.computed_tokens;
     e->stats.prompt_tokens += (uint64_t)r->r.prompt_tokens;
+    e->stats.drafted += (uint64_t)r->r.drafted_tokens;
+    e->stats.accepted += (uint64_t)r->r.accepted_tokens;
     pthread_mutex_unlock(&e->lock);
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
@@ -653,6 +664,19 @@ int sample_token(chat_engine *e, request *r) {
     int tok = sampler_sample(&r->smp, r->logits);
     for (int i = 0; i < n; i++) r->logits[e->eog[i]] = kept[i];
     return tok;
+}
+
+int sample_step(chat_engine *e, request *r) {
+    spec_seq *sp = r->spec;
+    if (r->s.ignore_eog && e->n_eog) {
+        /* as sample_token: no verify row draws an end-of-generation token, so a drafted one
+         * is always rejected; the rows are scratch the next step overwrites, so nothing is
+         * put back */
+        const size_t V = (size_t)e->m->n_vocab;
+        for (int j = 0; j <= sp->n_draft; j++)
+            for (int i = 0; i < e->n_eog; i++) sp->logits[(size_t)j * V + (size_t)e->eog[i]] = -INFINITY;
+    }
+    return spec_accept(sp, &r->smp, r->step_tokens);
 }
 
 /* The thinking budget is spent: instead of the token drawn, the end of the reasoning as
@@ -703,6 +727,11 @@ static void engine_free(chat_engine *e) {
     free(e->row_ok);
     for (int i = 0; e->capture && i < e->max_batch; i++) free(e->capture[i]);
     free(e->capture);
+    for (int i = 0; i < e->n_spec_spare; i++) {
+        spec_free(e->spec_spare[i]);
+        free(e->spec_spare[i]);
+    }
+    free(e->spec_spare);
     model_free(e->m);
     free(e->model_path);
     free(e);
@@ -726,6 +755,13 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         engine_free(e);
         return NULL;
     }
+    /* the MTP head's share of the sequence state: before any state or checkpoint exists */
+    e->draft = spec_configure(e->m, cfg->draft == 0 ? -1 : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
+    if (e->draft < 0) {
+        engine_free(e);
+        return NULL;
+    }
+    mtp_set_draft_vocab(e->m, cfg->draft_vocab);
     for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
         if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
     find_think_markers(e->m->tok, &e->think_open, &e->think_close);
@@ -740,7 +776,8 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
     e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
     e->capture = calloc((size_t)e->max_batch, sizeof *e->capture);
-    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture) {
+    e->spec_spare = calloc((size_t)e->max_batch, sizeof *e->spec_spare);
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture || !e->spec_spare) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return NULL;
@@ -783,7 +820,7 @@ void engine_close(chat_engine *e) {
 void engine_forget_session(chat_engine *e, const char *session) { pc_forget_session(e->pc, session); }
 
 char *engine_stats_json(chat_engine *e) {
-    char *s = malloc(2048);
+    char *s = malloc(2304);
     if (!s) return NULL;
     /* what runs, for people: the file and the architecture (the path may need escapes) */
     cJSON *file = cJSON_CreateString(e->model_path ? e->model_path : "");
@@ -793,14 +830,15 @@ char *engine_stats_json(chat_engine *e) {
     /* busy: requests waiting or running, including a finished one's checkpoint job */
     int queued = 0;
     for (request *r = e->queue; r; r = r->next) queued++;
-    snprintf(s, 2048,
+    snprintf(s, 2304,
              "{\"model\":{\"file\":%s,\"architecture\":\"%s\",\"parameters\":%llu,\"context\":%d},"
              "\"requests\":%llu,\"completed\":%llu,\"cancelled\":%llu,\"failed\":%llu,"
              "\"prompt_tokens\":%llu,\"computed_tokens\":%llu,\"generated_tokens\":%llu,"
              "\"queued\":%d,\"active\":%d,\"max_batch\":%d,\"prefill_chunk\":%d,"
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
-             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"prompt_renders\":%llu}",
+             "\"post_jobs\":%llu,\"post_tokens\":%llu,\"prompt_renders\":%llu,\"draft\":%d,"
+             "\"speculative_steps\":%llu,\"drafted_tokens\":%llu,\"accepted_tokens\":%llu}",
              file_json && strlen(file_json) < 1000 ? file_json : "\"\"", e->m->arch, (unsigned long long)e->m->n_params, e->n_ctx,
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
@@ -811,7 +849,9 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.max_active, (unsigned long long)e->stats.flight_requests,
              (unsigned long long)e->stats.flight_tokens, (unsigned long long)e->stats.post_jobs,
              (unsigned long long)e->stats.post_tokens,
-             (unsigned long long)__atomic_load_n(&e->renders, __ATOMIC_RELAXED));
+             (unsigned long long)__atomic_load_n(&e->renders, __ATOMIC_RELAXED), e->draft,
+             (unsigned long long)e->stats.spec_steps, (unsigned long long)e->stats.drafted,
+             (unsigned long long)e->stats.accepted);
     pthread_mutex_unlock(&e->lock);
     cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */

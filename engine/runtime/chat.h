@@ -34,9 +34,16 @@ typedef struct {
     int max_batch;           /* most requests running at once (decoded together); 0: 8 */
     int no_single_flight;    /* 1: a request never waits for another one computing the same
                                 prefix, it computes the prefix itself (benchmarks) */
+    int draft;               /* speculative decoding with the model's MTP head (runtime/speculative.h):
+                                0 the default (SPEC_DEFAULT_DRAFT tokens a step when the model has the
+                                head, off otherwise), -1 off, N drafts of up to N tokens (the model must
+                                have the head) */
+    int draft_vocab;         /* drafts score only the tokens with ids below this (model/mtp.h
+                                mtp_set_draft_vocab); 0: the whole vocabulary, as llama.cpp */
 } engine_config;
 
 #define GEN_MAX_STOP 8
+#define GEN_MAX_DRAFT 8 /* most tokens a speculative step drafts (runtime/speculative.h) */
 
 typedef struct {
     float temperature;       /* 0 = greedy */
@@ -62,6 +69,8 @@ typedef struct {
                                 engine_forget_session; may be NULL */
     int test_fail_after;     /* tests only: after this many generated tokens the request's row
                                 breaks the model pass it is in, as a failing model would; 0: never */
+    int speculative;         /* drafts per step: -1 the engine's (the default), 0 none, N up to N; only
+                                where the engine speculates (engine_config.draft) */
 } gen_settings;
 
 void gen_settings_defaults(gen_settings *s);
@@ -96,6 +105,10 @@ typedef struct {
     const char *source;      /* where the reused state came from: "ram", "disk" or "none" */
     char miss_reason[96];    /* empty on a hit; else "none stored", "diverged at position X",
                                 "evicted", "fingerprint mismatch", "corrupt", "disabled" */
+    int drafted_tokens;      /* speculative decoding: tokens the MTP head drafted... */
+    int accepted_tokens;     /* ...and those the model accepted (each a token without a pass of its own) */
+    int decode_passes;       /* model passes after the first token (generated_tokens - 1 without
+                                speculation) */
     double ttft_ms;          /* submit to first generated token */
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
@@ -155,6 +168,8 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
 int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
+/* Drafts per speculative step this engine decodes with by default (0: it does not speculate). */
+int engine_draft(const chat_engine *e);
 /* The context a conversation gets unless told otherwise: the model's, capped so that one
  * conversation's KV cache at full length takes at most a quarter of the memory available
  * now (a multiple of 256). */

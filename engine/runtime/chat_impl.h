@@ -14,6 +14,7 @@
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/speculative.h"
 #include "engine/model/state.h"
 
 #define DEFAULT_CHUNK 512
@@ -48,6 +49,9 @@ typedef struct request {
                                  or the tokens that close the reasoning when its budget is spent */
     int n_feed;
     int drawn;                /* the token a step's sampling pass drew from logits */
+    spec_seq *spec;           /* speculative decoding (NULL: one token a step) */
+    int step_tokens[SPEC_MAX_DRAFT + 1]; /* a speculative step's tokens (spec_accept)... */
+    int n_step;               /* ...and their count */
     int max_stop;             /* longest stop string */
     char *held;               /* text held back because it may start a stop string */
     size_t n_held;
@@ -100,6 +104,11 @@ struct chat_engine {
     uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
+    int draft;                   /* drafts per speculative step by default; 0: the engine does not
+                                    speculate (the model's MTP head is off) */
+    spec_seq **spec_spare;       /* worker: speculation buffers of ended requests, for the next ones
+                                    (a few recurrent states each: fresh pages cost faults) */
+    int n_spec_spare;
     pthread_t worker;
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -136,6 +145,7 @@ struct chat_engine {
         uint64_t steps, decode_rows, prefill_rows, retried_steps, max_active;
         uint64_t flight_requests, flight_tokens; /* single flight: followers, tokens not computed */
         uint64_t post_jobs, post_tokens;         /* (c) jobs and the tokens they computed */
+        uint64_t spec_steps, drafted, accepted;  /* speculative decoding: verify rows, drafts, accepted */
     } stats;
 };
 
@@ -144,6 +154,9 @@ double now_ms(void);
 void progress(request *r);
 /* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token). */
 int sample_token(chat_engine *e, request *r);
+/* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
+ * ignore_eog, never an end-of-generation token). Returns their count. */
+int sample_step(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text (reasoning or answer), decide whether to stop,
  * and set r->feed to what the next decode row feeds - the token, or the end of the
  * reasoning instead of it when the thinking budget is spent. Returns a gen_finish value,
@@ -155,6 +168,8 @@ int decode_phase(const request *r);
 /* The end for the caller: the last text, the report, on_done (once). */
 void finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);
+/* scheduler.c: a request's speculation buffers go back to the engine's spares */
+void spec_release(chat_engine *e, request *r);
 
 /* scheduler.c: the worker thread */
 void *engine_worker(void *arg);

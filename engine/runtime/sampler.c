@@ -186,26 +186,6 @@ static void sort_gathered(sampler *s, struct sampler_cand *c, int n) {
     }
 }
 
-/* No filter at all: one draw from softmax(l / T) over the whole vocabulary, in id order
- * (nothing needs sorting). Returns -1 when the logits hold a NaN or an infinity. */
-static int draw_all(sampler *s, const float *logits) {
-    const int n = s->n_vocab;
-    float *e = s->e;
-    const float inv_temp = 1.0f / s->p.temperature;
-    for (int i = 0; i < n; i++) e[i] = logits[i] * inv_temp;
-    const double z = vec_softmax_exp(e, e, max_value(e, n), n);
-    if (!(z >= 1.0) || !isfinite(z)) return -1;
-    const double u = uniform(s) * z;
-    double cum = 0;
-    int last = 0;
-    for (int i = 0; i < n; i++) {
-        if (e[i] > 0) last = i;
-        cum += e[i];
-        if (u < cum) return i;
-    }
-    return last; /* u above the rounded total: the last token that can be drawn */
-}
-
 /* Without top-k, top-p and min-p keep a head of the whole vocabulary's distribution, so
  * only the candidates that can survive them are sorted (sorting all 248k took 83 ms a
  * token). e = exp(l - max) of every token in one vector pass; its sum is the softmax's.
@@ -249,9 +229,16 @@ static int head_of_vocabulary(sampler *s, const float *logits) {
     return k;
 }
 
-int sampler_sample(sampler *s, const float *logits) {
+/* What sampler_sample draws from: */
+enum {
+    DIST_ARGMAX, /* greedy, or no distribution at all (a NaN or an infinity): the argmax */
+    DIST_ALL,    /* no filter: s->e holds exp(l/T - max) of every token, *z their sum */
+    DIST_CANDS   /* *n > 0 candidates in s->cand, sorted, .p their probabilities */
+};
+
+static int distribution(sampler *s, const float *logits, int *n_out, double *z_out) {
     const sampler_params *p = &s->p;
-    if (p->temperature <= 0.0f) return argmax(logits, s->n_vocab);
+    if (p->temperature <= 0.0f) return DIST_ARGMAX;
     struct sampler_cand *c = s->cand;
     int n;
     if (p->top_k > 0 && p->top_k < s->n_vocab) {
@@ -259,10 +246,16 @@ int sampler_sample(sampler *s, const float *logits) {
         qsort(c, (size_t)n, sizeof *c, by_logit_desc);
         softmax(c, n, 1.0f);
     } else if (p->top_p >= 1.0f && p->min_p <= 0.0f) {
-        const int t = draw_all(s, logits);
-        return t >= 0 ? t : argmax(logits, s->n_vocab);
+        /* softmax(l / T) over the whole vocabulary, in id order (nothing needs sorting) */
+        float *e = s->e;
+        const float inv_temp = 1.0f / p->temperature;
+        for (int i = 0; i < s->n_vocab; i++) e[i] = logits[i] * inv_temp;
+        const double z = vec_softmax_exp(e, e, max_value(e, s->n_vocab), s->n_vocab);
+        if (!(z >= 1.0) || !isfinite(z)) return DIST_ARGMAX;
+        *z_out = z;
+        return DIST_ALL;
     } else if (!(n = head_of_vocabulary(s, logits)))
-        return argmax(logits, s->n_vocab); /* no distribution to draw from */
+        return DIST_ARGMAX;
     if (p->top_p < 1.0f) {
         double cum = 0;
         for (int i = 0; i < n; i++) {
@@ -280,10 +273,73 @@ int sampler_sample(sampler *s, const float *logits) {
         n = k;
     }
     softmax(c, n, 1.0f / p->temperature);
-    double u = uniform(s), cum = 0;
-    for (int i = 0; i < n; i++) {
-        cum += c[i].p;
-        if (u < cum) return c[i].id;
+    *n_out = n;
+    return DIST_CANDS;
+}
+
+int sampler_sample(sampler *s, const float *logits) {
+    int n = 0;
+    double z = 0;
+    switch (distribution(s, logits, &n, &z)) {
+    case DIST_ARGMAX:
+        return argmax(logits, s->n_vocab);
+    case DIST_ALL: { /* one draw in id order */
+        const float *e = s->e;
+        const double u = uniform(s) * z;
+        double cum = 0;
+        int last = 0;
+        for (int i = 0; i < s->n_vocab; i++) {
+            if (e[i] > 0) last = i;
+            cum += e[i];
+            if (u < cum) return i;
+        }
+        return last; /* u above the rounded total: the last token that can be drawn */
     }
-    return c[n - 1].id;
+    default: {
+        const struct sampler_cand *c = s->cand;
+        double u = uniform(s), cum = 0;
+        for (int i = 0; i < n; i++) {
+            cum += c[i].p;
+            if (u < cum) return c[i].id;
+        }
+        return c[n - 1].id;
+    }
+    }
+}
+
+void sampler_probs(sampler *s, const float *logits, float *out) {
+    int n = 0;
+    double z = 0;
+    memset(out, 0, sizeof *out * (size_t)s->n_vocab);
+    switch (distribution(s, logits, &n, &z)) {
+    case DIST_ARGMAX:
+        out[argmax(logits, s->n_vocab)] = 1.0f;
+        break;
+    case DIST_ALL:
+        for (int i = 0; i < s->n_vocab; i++) out[i] = (float)(s->e[i] / z);
+        break;
+    default:
+        for (int i = 0; i < n; i++) out[s->cand[i].id] = s->cand[i].p;
+    }
+}
+
+double sampler_uniform(sampler *s) { return uniform(s); }
+
+int sampler_draw(sampler *s, const float *w, int n) {
+    double total = 0;
+    int last = -1;
+    for (int i = 0; i < n; i++)
+        if (w[i] > 0) {
+            total += w[i];
+            last = i;
+        }
+    if (last < 0) return -1;
+    const double u = uniform(s) * total;
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(w[i] > 0)) continue;
+        cum += w[i];
+        if (u < cum) return i;
+    }
+    return last;
 }

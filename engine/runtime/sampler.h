@@ -30,6 +30,15 @@ void sampler_defaults(sampler_params *p);
 int sampler_init(sampler *s, const sampler_params *p, int n_vocab);
 void sampler_free(sampler *s);
 int sampler_sample(sampler *s, const float *logits);
+/* The distribution sampler_sample draws from for these logits, as n_vocab probabilities
+ * (zero outside what the filters keep; one-hot at the argmax when greedy). Speculative
+ * sampling compares the model's and the draft's (runtime/speculative.h). */
+void sampler_probs(sampler *s, const float *logits, float *p);
+/* A uniform draw in [0, 1) from the sampler's generator. */
+double sampler_uniform(sampler *s);
+/* An index drawn with probability w[i] / sum(w) (negative and NaN weights count as 0);
+ * -1 when no weight is positive. */
+int sampler_draw(sampler *s, const float *w, int n);
 /* index of the largest value, lowest index on ties */
 int argmax(const float *x, int n);
 

@@ -22,6 +22,14 @@
  * there), takes a copy of the leader's state and goes on by itself. Six conversations
  * sent at once with one system prompt compute it once.
  *
+ * Speculative decoding (speculative.h): a generating request with speculation first drafts
+ * its next tokens with the MTP head - every such request in the same head passes, before
+ * the plan - and its row in the step is then the verify row [last, drafts]; after the pass
+ * it takes the accepted drafts and the model's own token, one after the other as plain
+ * decoding would, and keeps the state's rows up to the last token it took. A rejected
+ * draft is never in the state, so checkpoints (taken from the state) hold accepted tokens
+ * only.
+ *
  * The post-generation checkpoint (c) is a job of its own: the finished request stays in
  * the batch without its caller, feeds the end of its turn (a few tokens; up to
  * POST_MAX_COMPUTE when the template drops reasoning from history) in slices like any
@@ -67,6 +75,39 @@ static void act_remove(chat_engine *e, request *r) {
         if (e->act[i] != r) e->act[k++] = e->act[i];
     e->n_act = k;
     pthread_mutex_unlock(&e->lock);
+}
+
+/* ---------------------------------------------------------------- speculation buffers */
+
+/* kept for the next requests: each holds n_max recurrent states (for Qwen3.5-0.8B 19 MB
+ * each), whose fresh pages would cost faults at every request's start */
+#define SPEC_SPARES 2
+
+/* Speculation buffers for drafts of up to n_max, a spare when one fits. NULL when out of
+ * memory (the request then decodes one token a step). */
+static spec_seq *spec_take(chat_engine *e, int n_max) {
+    for (int i = 0; i < e->n_spec_spare; i++)
+        if (e->spec_spare[i]->n_max == n_max) {
+            spec_seq *sp = e->spec_spare[i];
+            e->spec_spare[i] = e->spec_spare[--e->n_spec_spare];
+            sp->steps = sp->drafted = sp->accepted = 0;
+            return sp;
+        }
+    spec_seq *sp = calloc(1, sizeof *sp);
+    if (sp && spec_init(sp, e->m, n_max) == 0) return sp;
+    free(sp);
+    return NULL;
+}
+
+void spec_release(chat_engine *e, request *r) {
+    if (!r->spec) return;
+    if (e->n_spec_spare < SPEC_SPARES && e->n_spec_spare < e->max_batch) {
+        e->spec_spare[e->n_spec_spare++] = r->spec;
+    } else {
+        spec_free(r->spec);
+        free(r->spec);
+    }
+    r->spec = NULL;
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -119,11 +160,11 @@ static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
  * it, so the checkpoint cost no pass of its own): the checkpoint of that mark, from
  * the capture and the KV rows below it. */
 static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
-    if (row->capture <= 0 || !use_cache(e, r)) return;
+    if (row->n_capture <= 0 || !use_cache(e, r)) return;
     const int at = r->state->n_past - row->n_tokens + row->capture;
     const pc_mark *mk = take_mark(r, at);
     if (!mk) return;
-    int rc = pc_save_rec(e->pc, r->state, row->capture_rec, r->prompt, r->h, at, mk->kind, r->s.session);
+    int rc = pc_save_rec(e->pc, r->state, row->capture_rec[0], r->prompt, r->h, at, mk->kind, r->s.session);
     if (debug_ckpt())
         fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
                 (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
@@ -284,6 +325,8 @@ static int begin(chat_engine *e, request *r, const char **error) {
         *error = "out of memory for the sequence state";
         return FINISH_ERROR;
     }
+    const int draft = r->s.speculative < 0 ? e->draft : r->s.speculative;
+    if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
     r->t_prefill = now_ms();
     if (restore_prompt(e, r)) {
         r->r.phase = decode_phase(r);
@@ -299,6 +342,7 @@ static int begin(chat_engine *e, request *r, const char **error) {
 /* r ended: its caller hears it, its followers go on without it, its pin goes, and it
  * leaves the batch - or stays as the job of its post-generation checkpoint. */
 static void end_request(chat_engine *e, request *r, int how, const char *error) {
+    spec_release(e, r);
     finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
     release_followers(e, r);
     pc_release(e->pc, &r->hit);
@@ -352,21 +396,79 @@ static int capture_room(chat_engine *e, int i) {
     return e->capture[i] != NULL;
 }
 
-/* The rows of one step: every generating request's last token first, then prefill
- * slices round robin - starting after the request served last - until prefill_chunk
- * tokens. Returns the number of rows; the first *n_decode are decode rows. */
+/* test_fail_after: r's row breaks the pass it is in */
+static int failing(const request *r) {
+    return r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
+}
+
+/* r feeds the model one token a step, or more (its reasoning's forced end) */
+static int decoding(const request *r) { return r->r.phase == GEN_GENERATING || r->r.phase == GEN_THINKING; }
+
+/* r's next decode row is a verify row: it speculates and feeds one sampled token. The
+ * end of the reasoning that a spent thinking budget forces in goes in a plain row, and
+ * drafting resumes after it. */
+static int verifying(const request *r) { return r->spec && r->n_feed == 1; }
+
+/* How many tokens r may draft after its last one: n_max, as many as it may still generate
+ * after the step's own token, and, while a thinking budget counts, no draft past the
+ * budget: the drafts are the reasoning tokens the budget still allows, and the model's
+ * token after them is the one the budget replaces with the end of the reasoning
+ * (after_verify), so a step reaches the budget's end and no further. */
+static int draft_room(const request *r) {
+    int want = failing(r) ? 0 : r->spec->n_max;
+    if (r->s.max_tokens > 0 && r->s.max_tokens - r->r.generated_tokens - 1 < want)
+        want = r->s.max_tokens - r->r.generated_tokens - 1;
+    if (r->close_ids && r->think != THINK_OVER) {
+        /* inside the block, the step's token j is reasoning while think_tokens + j < budget;
+         * before it opens, its first token may be the opening marker, which does not count */
+        const int left = r->s.thinking_budget - r->think_tokens + (r->think == THINK_MAY_OPEN);
+        if (left < want) want = left;
+    }
+    return want > 0 ? want : 0;
+}
+
+/* The speculating decoding requests draft their next tokens, all of them in the same head
+ * passes (draft_room each). A failed pass leaves the drafts made before it. */
+static void draft_rows(chat_engine *e) {
+    int n = 0;
+    for (int i = 0; i < e->n_act; i++) n += decoding(e->act[i]) && verifying(e->act[i]);
+    if (n == 0) return;
+    spec_seq *sp[n];
+    seq_state *st[n];
+    sampler *smp[n];
+    int want[n];
+    n = 0;
+    for (int i = 0; i < e->n_act; i++) {
+        request *r = e->act[i];
+        if (!decoding(r) || !verifying(r)) continue;
+        r->spec->tokens[0] = r->feed[0];
+        want[n] = draft_room(r);
+        sp[n] = r->spec, st[n] = r->state, smp[n] = &r->smp;
+        n++;
+    }
+    spec_draft(sp, st, smp, want, n, &e->arena);
+}
+
+/* The rows of one step: every decoding request's feed (a speculating one's verify row: its
+ * last token and its drafts) first, then prefill slices round robin - starting
+ * after the request served last - until prefill_chunk tokens. Returns the number of rows;
+ * the first *n_decode are decode rows. */
 static int plan_rows(chat_engine *e, int *n_decode) {
     static const int broken = -1; /* test_fail_after: a token no model has */
     int n = 0;
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
-        if (r->r.phase != GEN_GENERATING && r->r.phase != GEN_THINKING) continue;
-        const int fail = r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
-        e->rows[n] = (batch_seq){.state = r->state,
-                                 .tokens = fail ? &broken : r->feed,
-                                 .n_tokens = fail ? 1 : r->n_feed,
-                                 .logits = 1,
-                                 .out = r->logits};
+        if (!decoding(r)) continue;
+        if (verifying(r)) {
+            e->rows[n] = spec_verify_row(r->spec, r->state);
+            if (failing(r)) e->rows[n].tokens = &broken; /* it drafted nothing */
+        } else {
+            e->rows[n] = (batch_seq){.state = r->state,
+                                     .tokens = failing(r) ? &broken : r->feed,
+                                     .n_tokens = failing(r) ? 1 : r->n_feed,
+                                     .logits = 1,
+                                     .out = r->logits};
+        }
         e->row_of[n++] = r;
     }
     *n_decode = n;
@@ -386,7 +488,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             if (capture > done && capture < done + k) {
                 if (capture_room(e, n)) {
                     e->rows[n].capture = capture - done;
-                    e->rows[n].capture_rec = e->capture[n];
+                    e->rows[n].n_capture = 1;
+                    e->rows[n].capture_rec = &e->capture[n];
                 } else { /* no memory for a capture: the slice stops at the mark */
                     k = capture - done;
                     e->rows[n].n_tokens = k;
@@ -414,26 +517,60 @@ static void forward_rows(chat_engine *e, int n) {
     for (int i = 0; i < n; i++) e->row_ok[i] = model_forward(e->m, &e->rows[i], 1, &e->arena) == 0;
 }
 
-/* A decode row: the tokens fed are kept for (c), the next one sampled and streamed. */
-static void after_decode(chat_engine *e, request *r) {
-    if (r->n_gen + r->n_feed > r->cap_gen) {
+/* Generated tokens fed to the model: kept for (c). */
+static void track_fed(request *r, const int *toks, int n) {
+    if (r->n_gen + n > r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        while (cap < r->n_gen + n) cap *= 2;
         int *g = realloc(r->gen, sizeof *g * (size_t)cap);
         if (g) r->gen = g, r->cap_gen = cap;
     }
-    if (r->n_gen + r->n_feed <= r->cap_gen) {
-        memcpy(r->gen + r->n_gen, r->feed, sizeof *r->feed * (size_t)r->n_feed);
-        r->n_gen += r->n_feed;
+    if (r->n_gen + n <= r->cap_gen) {
+        memcpy(r->gen + r->n_gen, toks, sizeof *toks * (size_t)n);
+        r->n_gen += n;
     } else { /* cannot track the tokens: no post-generation checkpoint */
         free(r->h);
         r->h = NULL;
     }
-    int how = accept_token(e, r, r->drawn);
+}
+
+static void decode_progress(request *r) {
+    r->r.decode_passes++;
     if (r->t_first > 0) {
         double ms = now_ms() - r->t_first;
         if (ms > 0 && r->r.generated_tokens > 1) r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (ms / 1e3);
     }
     progress(r);
+}
+
+/* A decode row: the tokens fed are kept for (c), the next one sampled and streamed. */
+static void after_decode(chat_engine *e, request *r) {
+    track_fed(r, r->feed, r->n_feed);
+    int how = accept_token(e, r, r->drawn);
+    decode_progress(r);
+    if (how != FINISH_NONE) end_request(e, r, how, NULL);
+}
+
+/* A verify row: the step's tokens one after the other, each as plain decoding takes it -
+ * the state had consumed verify rows 0..i when token i was chosen - through the same
+ * reasoning split and stops, until one ends the request or the thinking budget replaces
+ * it with the end of the reasoning (r->feed then holds that, for the next step's plain
+ * row); the state keeps those rows and no more. */
+static void after_verify(chat_engine *e, request *r) {
+    spec_seq *sp = r->spec;
+    int how = FINISH_NONE, keep = 1;
+    for (int i = 0; i < r->n_step; i++) {
+        track_fed(r, &sp->tokens[i], 1);
+        r->state->n_past = sp->pos0 + i + 1; /* what accept_token's context check sees */
+        how = accept_token(e, r, r->step_tokens[i]);
+        keep = i + 1;
+        if (how != FINISH_NONE) break;
+        if (r->n_feed != 1 || r->feed[0] != r->step_tokens[i]) break; /* the budget's forced end */
+    }
+    spec_keep(sp, r->state, keep);
+    r->r.drafted_tokens += sp->n_draft;
+    r->r.accepted_tokens += r->n_step - 1;
+    decode_progress(r);
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
 
@@ -485,25 +622,32 @@ static void sample_rows(void *arg, int ith, int nth) {
     chat_engine *e = arg;
     (void)nth;
     request *r = e->row_of[ith];
-    if (e->row_ok[ith]) r->drawn = sample_token(e, r);
+    if (!e->row_ok[ith]) return;
+    if (verifying(r)) r->n_step = sample_step(e, r);
+    else r->drawn = sample_token(e, r);
 }
 
 /* One step: plan, one model pass, then each row's request takes its result. Ending one
  * request touches no other row's request (followers are never in a step's rows). */
 static void step(chat_engine *e) {
-    int n_decode;
+    int n_decode, n_verify = 0;
+    draft_rows(e);
     const int n = plan_rows(e, &n_decode);
     if (n == 0) return;
     forward_rows(e, n);
     pool_run_n(sample_rows, e, n_decode); /* (one row runs on this thread, none is no job) */
+    int verify[n_decode > 0 ? n_decode : 1]; /* after_* changes what verifying() says */
+    for (int i = 0; i < n_decode; i++) n_verify += verify[i] = verifying(e->row_of[i]);
     pthread_mutex_lock(&e->lock);
     e->stats.steps++;
     e->stats.decode_rows += (uint64_t)n_decode;
     e->stats.prefill_rows += (uint64_t)(n - n_decode);
+    e->stats.spec_steps += (uint64_t)n_verify;
     pthread_mutex_unlock(&e->lock);
     for (int i = 0; i < n; i++) {
         request *r = e->row_of[i];
         if (!e->row_ok[i]) row_failed(e, r);
+        else if (i < n_decode && verify[i]) after_verify(e, r);
         else if (i < n_decode) after_decode(e, r);
         else {
             checkpoint_capture(e, r, &e->rows[i]);
