@@ -1,6 +1,8 @@
 /* arch_common.c - binding the layer kinds that several architectures share (arch_common.h):
- * attention with its rope settings, the Mamba-2 mixer, the FFNs. Every tensor's shape
- * is checked; a mismatch fails the load with one line naming the tensor. */
+ * attention with its rope settings, the Mamba-2 mixer, the FFNs, the pre-norm transformer
+ * block, mixture of experts, and what the architectures of one family share (Qwen3.5's
+ * mixers, Nemotron-H's blocks, LFM2's mixer). Every tensor's shape is checked; a mismatch
+ * fails the load with one line naming the tensor. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +22,22 @@ int ld_no_experts(loader *L) {
         return ld_fail(L, "architecture '%s' with mixture-of-experts layers (expert_count %u) is not supported",
                        L->m->arch, n_expert);
     return 1;
+}
+
+int ld_skip_nextn(loader *L) {
+    model *m = L->m;
+    const int nextn = (int)ld_u32(L, "nextn_predict_layers", 0, 0);
+    if (L->failed) return 0;
+    if (nextn < 0 || nextn >= m->n_layer) return ld_fail(L, "nextn_predict_layers %d of %d blocks", nextn, m->n_layer);
+    m->n_layer -= nextn;
+    return 1;
+}
+
+int ld_hybrid_head_dim(loader *L) {
+    const model *m = L->m;
+    int n_head0 = 0;
+    for (int i = 0; i < m->n_layer && !n_head0; i++) n_head0 = (int)ld_layer_i64(L, "attention.head_count", i, 0);
+    return (int)ld_u32(L, "attention.key_length", 0, n_head0 > 0 ? (uint32_t)(m->n_embd / n_head0) : 0);
 }
 
 int ld_rope(loader *L, attn_layer *at, int kind) {
@@ -136,6 +154,18 @@ int ld_ffn(loader *L, block *b, int i, int kind, int n_ff) {
     ld_matrix(L, &b->ffn.down, 1, n_ff, E, "blk.%d.ffn_down.weight", i);
     b->ffn.b_down = ld_vector(L, 0, E, "blk.%d.ffn_down.bias", i);
     return !L->failed;
+}
+
+int ld_transformer_block(loader *L, block *b, int i, const attn_layer *proto, int rope, int qk_norm) {
+    const int E = L->m->n_embd;
+    attn_layer at = *proto;
+    at.n_head_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, at.n_head);
+    b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
+    if (ld_rope(L, &at, rope) && at.n_rot != at.head_dim) /* as llama.cpp requires */
+        return ld_fail(L, "rope.dimension_count %d differs from the head size %d", at.n_rot, at.head_dim);
+    ld_attention(L, b, i, &at, qk_norm);
+    b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
+    return ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
 }
 
 /* ---------------------------------------------------------------- mixture of experts */
@@ -291,6 +321,51 @@ int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
     return !L->failed;
 }
 
+int ld_qwen35_mixer(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next) {
+    b->mixer_norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.attn_norm.weight", i);
+    if (qwen35_is_recurrent(L, i, L->m->n_layer, s->interval)) return ld_gdn(L, b, i, s, qwen3next);
+    return ld_gated_attention(L, b, i, s);
+}
+
+int ld_qwen35_moe_ffn(loader *L, block *b, int i) {
+    const int n_ff_shexp = (int)ld_u32(L, "expert_shared_feed_forward_length", 0, 0);
+    b->ffn_norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.post_attention_norm.weight", i);
+    moe_layer p;
+    if (!ld_moe_shape(L, i, &p)) return ld_fail(L, "expert_count is missing or 0");
+    p.norm_w = 1;
+    p.shared.kind = FFN_SWIGLU;
+    p.shared.n_ff = n_ff_shexp > 0 ? n_ff_shexp : (int)ld_layer_i64(L, "feed_forward_length", i, 0);
+    return ld_moe(L, b, i, &p, 0, 0, 1);
+}
+
+/* ---------------------------------------------------------------- Nemotron-H's blocks */
+
+int ld_nemotron_h_shape(loader *L, nemotron_h_shape *s) {
+    memset(s, 0, sizeof *s);
+    s->attn_scale = ld_f32(L, "attention.scale", 0, 0.0f);
+    if (!ld_mamba2_shape(L, &s->m2)) return 0;
+    s->head_dim = ld_hybrid_head_dim(L);
+    return !L->failed;
+}
+
+int ld_nemotron_h_block(loader *L, block *b, int i, const nemotron_h_shape *s) {
+    const int n_head = (int)ld_layer_i64(L, "attention.head_count", i, 0);
+    const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
+    const int n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
+    const float *norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.attn_norm.weight", i);
+    if (n_ff > 0) { /* '-': the norm feeds the MLP */
+        b->ffn_norm = norm;
+        return ld_ffn(L, b, i, FFN_RELU2, n_ff);
+    }
+    b->mixer_norm = norm;
+    if (n_kv == 0) return ld_mamba2(L, b, i, &s->m2);
+    const int hd = s->head_dim;
+    attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .eps = L->m->eps,
+                     .kq_scale = s->attn_scale != 0.0f ? s->attn_scale : 1.0f / sqrtf((float)hd)};
+    ld_rope(L, &at, ROPE_NONE);
+    return ld_attention(L, b, i, &at, 0);
+}
+
 /* ---------------------------------------------------------------- LFM2's short convolution */
 
 int ld_shortconv(loader *L, block *b, int i, int l_cache) {
@@ -304,4 +379,15 @@ int ld_shortconv(loader *L, block *b, int i, int l_cache) {
         sc->conv_w = ld_vector(L, 1, (int64_t)l_cache * E, "blk.%d.shortconv.conv.weight", i);
     if (!L->failed) sc->rec_slot = ld_rec_slot(L, shortconv_conv_floats(sc), 0);
     return !L->failed;
+}
+
+int ld_lfm2_mixer(loader *L, block *b, int i, int l_cache, int head_dim) {
+    const int n_head = (int)ld_layer_i64(L, "attention.head_count", i, 0);
+    const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
+    b->mixer_norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.attn_norm.weight", i);
+    if (n_kv == 0) return ld_shortconv(L, b, i, l_cache);
+    attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = head_dim, .eps = L->m->eps,
+                     .kq_scale = 1.0f / sqrtf((float)head_dim)};
+    ld_rope(L, &at, ROPE_NEOX);
+    return ld_attention(L, b, i, &at, 1);
 }

@@ -23,6 +23,18 @@ int ld_mamba2(loader *L, block *b, int i, const mamba2_layer *proto);
 int ld_ffn(loader *L, block *b, int i, int kind, int n_ff);
 /* Fails (naming the architecture) when <arch>.expert_count > 0: MoE is not supported. */
 int ld_no_experts(loader *L);
+/* nextn_predict_layers: the multi-token-prediction blocks are appended after the trunk
+ * and not run, so they are left out of m->n_layer. */
+int ld_skip_nextn(loader *L);
+/* The head size of a hybrid whose head_count is per layer (0 in its recurrent blocks):
+ * attention.key_length, by default n_embd / head_count of the first layer with heads. */
+int ld_hybrid_head_dim(loader *L);
+
+/* A pre-norm transformer block i (llama, qwen2, qwen3): attention behind attn_norm with
+ * proto's n_head, head_dim, eps and kq_scale, head_count_kv[i] KV heads, rope of the
+ * given kind over the whole head (as llama.cpp requires) and q/k norms when qk_norm;
+ * then a SwiGLU FFN behind ffn_norm. */
+int ld_transformer_block(loader *L, block *b, int i, const attn_layer *proto, int rope, int qk_norm);
 
 /* The mixture-of-experts FFN of block i (its norm is bound by the caller), with the
  * routing, activation and sizes already set in *proto (n_expert, n_used, n_ff, n_latent,
@@ -57,8 +69,33 @@ int ld_gdn(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next);
 int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s);
 /* The same weights into *at without a KV slot (Qwen3.5's MTP block: mtp_enable adds it). */
 int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_shape *s);
+/* The mixer of block i behind attn_norm: Gated DeltaNet (ld_gdn's qwen3next layouts when
+ * qwen3next) in a recurrent layer, else gated attention. */
+int ld_qwen35_mixer(loader *L, block *b, int i, const qwen35_shape *s, int qwen3next);
+/* The FFN of block i in qwen35moe and qwen3next, behind post_attention_norm: SwiGLU
+ * experts (softmax router, weights renormalised, no scale) plus a SwiGLU shared expert of
+ * width expert_shared_feed_forward_length (or feed_forward_length) gated by
+ * sigmoid(ffn_gate_inp_shexp . y). Every block must have experts. */
+int ld_qwen35_moe_ffn(loader *L, block *b, int i);
+
+/* Nemotron-H's hyper-parameters (nemotron_h, nemotron_h_moe). */
+typedef struct {
+    mamba2_layer m2;
+    int head_dim;
+    float attn_scale; /* attention.scale; 0: 1/sqrt(head_dim) */
+} nemotron_h_shape;
+/* Read after ld_skip_nextn (the head size comes from the trunk's layers). */
+int ld_nemotron_h_shape(loader *L, nemotron_h_shape *s);
+/* Block i of Nemotron-H, one layer behind the block's one norm attn_norm: a ReLU² MLP
+ * ('-') when feed_forward_length[i] > 0, else attention without rope ('*') when
+ * head_count_kv[i] > 0, else Mamba-2 ('M'). */
+int ld_nemotron_h_block(loader *L, block *b, int i, const nemotron_h_shape *s);
 
 /* LFM2's gated short convolution of block i (lfm2, lfm2moe). */
 int ld_shortconv(loader *L, block *b, int i, int l_cache);
+/* LFM2's mixer of block i behind attn_norm: the short convolution when
+ * head_count_kv[i] is 0, else attention with q/k norms and NEOX rope over heads of
+ * head_dim. */
+int ld_lfm2_mixer(loader *L, block *b, int i, int l_cache, int head_dim);
 
 #endif

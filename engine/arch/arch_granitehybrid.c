@@ -39,9 +39,7 @@ static int granitehybrid_load(loader *L) {
     if (m2.d_inner != 2 * E) /* as llama.cpp: only an expansion factor of 2 */
         return ld_fail(L, "ssm.inner_size %d is not twice embedding_length %d", m2.d_inner, E);
 
-    int n_head0 = 0;
-    for (int i = 0; i < m->n_layer && !n_head0; i++) n_head0 = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-    const int hd = (int)ld_u32(L, "attention.key_length", 0, n_head0 > 0 ? (uint32_t)(E / n_head0) : 0);
+    const int hd = ld_hybrid_head_dim(L);
 
     for (int i = 0; i < m->n_layer && !L->failed; i++) {
         block *b = &m->blocks[i];

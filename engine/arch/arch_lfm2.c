@@ -8,8 +8,6 @@
  *
  * (the final norm is stored as token_embd_norm.weight). Sliding-window attention
  * (attention.sliding_window) is not supported yet. */
-#include <math.h>
-
 #include "engine/arch/arch_common.h"
 
 static int lfm2_load(loader *L) {
@@ -20,24 +18,10 @@ static int lfm2_load(loader *L) {
     if (!ld_no_experts(L)) return 0;
     if (l_cache < 2 || l_cache > 64) return ld_fail(L, "shortconv.l_cache %d is not possible", l_cache);
     if (swa > 0) return ld_fail(L, "architecture 'lfm2' with sliding-window attention (%u) is not supported", swa);
-
-    int n_head0 = 0;
-    for (int i = 0; i < m->n_layer && !n_head0; i++) n_head0 = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-    const int hd = (int)ld_u32(L, "attention.key_length", 0, n_head0 > 0 ? (uint32_t)(E / n_head0) : 0);
-
+    const int hd = ld_hybrid_head_dim(L);
     for (int i = 0; i < m->n_layer && !L->failed; i++) {
         block *b = &m->blocks[i];
-        const int n_head = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-        const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
-        b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
-        if (n_kv == 0) {
-            ld_shortconv(L, b, i, l_cache);
-        } else {
-            attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .eps = m->eps,
-                             .kq_scale = 1.0f / sqrtf((float)hd)};
-            ld_rope(L, &at, ROPE_NEOX);
-            ld_attention(L, b, i, &at, 1);
-        }
+        ld_lfm2_mixer(L, b, i, l_cache, hd); /* attn_norm; short conv, or attention */
         b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
         ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
     }

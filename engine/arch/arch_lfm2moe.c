@@ -10,7 +10,6 @@
  * The router's gating comes from the file (expert_gating_func; the converter writes
  * sigmoid), with the selection bias exp_probs_b; weights renormalised, no scale, no
  * shared expert. */
-#include <math.h>
 #include <stdio.h>
 
 #include "engine/arch/arch_common.h"
@@ -30,24 +29,10 @@ static int lfm2moe_load(loader *L) {
     char key[160];
     snprintf(key, sizeof key, "%s.expert_feed_forward_length", m->arch);
     if (!gguf_find(m->gguf, key)) return ld_fail(L, "metadata '%s' is missing", key);
-
-    int n_head0 = 0;
-    for (int i = 0; i < m->n_layer && !n_head0; i++) n_head0 = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-    const int hd = (int)ld_u32(L, "attention.key_length", 0, n_head0 > 0 ? (uint32_t)(E / n_head0) : 0);
-
+    const int hd = ld_hybrid_head_dim(L);
     for (int i = 0; i < m->n_layer && !L->failed; i++) {
         block *b = &m->blocks[i];
-        const int n_head = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-        const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
-        b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
-        if (n_kv == 0) {
-            ld_shortconv(L, b, i, l_cache);
-        } else {
-            attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .eps = m->eps,
-                             .kq_scale = 1.0f / sqrtf((float)hd)};
-            ld_rope(L, &at, ROPE_NEOX);
-            ld_attention(L, b, i, &at, 1);
-        }
+        ld_lfm2_mixer(L, b, i, l_cache, hd); /* attn_norm; short conv, or attention */
         b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
         if (i < leading) {
             ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));

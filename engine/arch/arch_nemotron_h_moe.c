@@ -14,7 +14,6 @@
  * arrays: feed_forward_length[i] > 0 is an FFN block (a plain ReLU² MLP when the file has
  * no experts), else head_count_kv[i] > 0 attention, else Mamba-2. MTP blocks (nextn) are
  * appended after the trunk and not run. */
-#include <math.h>
 #include <stdio.h>
 
 #include "engine/arch/arch_common.h"
@@ -25,30 +24,19 @@ static int nemotron_h_moe_load(loader *L) {
     char key[160];
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", m->arch);
     if (!gguf_find(m->gguf, key)) m->eps = ld_f32(L, "attention.layer_norm_epsilon", 1, 1e-5f);
-    const int nextn = (int)ld_u32(L, "nextn_predict_layers", 0, 0);
-    const float attn_scale = ld_f32(L, "attention.scale", 0, 0.0f);
     const int latent = (int)ld_u32(L, "moe_latent_size", 0, 0);
     const int norm_w = ld_bool(L, "expert_weights_norm", 0);
     const float w_scale = ld_f32(L, "expert_weights_scale", 0, 0.0f);
     const int n_ff_shexp = (int)ld_u32(L, "expert_shared_feed_forward_length", 0, 0);
-    mamba2_layer m2;
-    if (!ld_mamba2_shape(L, &m2)) return 0;
-    if (nextn < 0 || nextn >= m->n_layer) return ld_fail(L, "nextn_predict_layers %d of %d blocks", nextn, m->n_layer);
-    m->n_layer -= nextn;
-
-    int n_head0 = 0;
-    for (int i = 0; i < m->n_layer && !n_head0; i++) n_head0 = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-    const int hd = (int)ld_u32(L, "attention.key_length", 0, n_head0 > 0 ? (uint32_t)(E / n_head0) : 0);
+    nemotron_h_shape s;
+    if (!ld_skip_nextn(L) || !ld_nemotron_h_shape(L, &s)) return 0;
 
     for (int i = 0; i < m->n_layer && !L->failed; i++) {
         block *b = &m->blocks[i];
-        const int n_head = (int)ld_layer_i64(L, "attention.head_count", i, 0);
-        const int n_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head);
         const int n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
-        const float *norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
         moe_layer p;
-        if (n_ff > 0 && ld_moe_shape(L, i, &p)) { /* 'E': the norm feeds the experts */
-            b->ffn_norm = norm;
+        if (n_ff > 0 && ld_moe_shape(L, i, &p)) { /* 'E': the block's norm feeds the experts */
+            b->ffn_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
             p.gating = MOE_SIGMOID;
             p.norm_w = norm_w;
             p.w_scale = w_scale;
@@ -57,18 +45,8 @@ static int nemotron_h_moe_load(loader *L) {
             p.shared.kind = FFN_RELU2;
             p.shared.n_ff = n_ff_shexp;
             ld_moe(L, b, i, &p, 1, 0, 0);
-        } else if (n_ff > 0) { /* a file without experts: Nemotron-H's MLP */
-            b->ffn_norm = norm;
-            ld_ffn(L, b, i, FFN_RELU2, n_ff);
-        } else if (n_kv > 0) {
-            attn_layer at = {.n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .eps = m->eps,
-                             .kq_scale = attn_scale != 0.0f ? attn_scale : 1.0f / sqrtf((float)hd)};
-            b->mixer_norm = norm;
-            ld_rope(L, &at, ROPE_NONE);
-            ld_attention(L, b, i, &at, 0);
-        } else {
-            b->mixer_norm = norm;
-            ld_mamba2(L, b, i, &m2);
+        } else { /* Nemotron-H's: Mamba-2, attention, or in a file without experts the MLP */
+            ld_nemotron_h_block(L, b, i, &s);
         }
     }
     if (L->failed) return 0;

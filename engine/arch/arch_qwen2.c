@@ -22,17 +22,9 @@ static int qwen2_load(loader *L) {
     if (!ld_no_experts(L)) return 0;
     if (n_head <= 0) return ld_fail(L, "attention.head_count %d", n_head);
     const int hd = (int)ld_u32(L, "attention.key_length", 0, (uint32_t)(E / n_head));
-    for (int i = 0; i < m->n_layer && !L->failed; i++) {
-        block *b = &m->blocks[i];
-        attn_layer at = {.n_head = n_head, .n_head_kv = (int)ld_layer_i64(L, "attention.head_count_kv", i, n_head),
-                         .head_dim = hd, .eps = m->eps, .kq_scale = 1.0f / sqrtf((float)hd)};
-        b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
-        if (ld_rope(L, &at, ROPE_NEOX) && at.n_rot != hd) /* as llama.cpp requires */
-            return ld_fail(L, "rope.dimension_count %d differs from the head size %d", at.n_rot, hd);
-        ld_attention(L, b, i, &at, 0); /* the q/k/v biases are optional there, as in llama.cpp */
-        b->ffn_norm = ld_vector(L, 1, E, "blk.%d.ffn_norm.weight", i);
-        ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
-    }
+    const attn_layer at = {.n_head = n_head, .head_dim = hd, .eps = m->eps, .kq_scale = 1.0f / sqrtf((float)hd)};
+    for (int i = 0; i < m->n_layer && !L->failed; i++) /* attention with NEOX rope (q/k/v biases optional, */
+        ld_transformer_block(L, &m->blocks[i], i, &at, ROPE_NEOX, 0); /* as in llama.cpp), SwiGLU FFN */
     if (L->failed || !ld_embeddings(L, "output_norm.weight")) return 0;
     m->output_bias = ld_vector(L, 0, m->n_vocab, "output.bias");
     return !L->failed;

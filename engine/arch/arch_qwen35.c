@@ -6,7 +6,7 @@
  *   h += FFN(RMSNorm(h, post_attention_norm))     and partial NEOX rope (IMROPE for text)
  *
  * The converter already added 1 to the norm weights, so they are used as stored. The
- * mixers' binders (ld_gdn, ld_gated_attention) are shared with qwen35moe and qwen3next.
+ * mixers' binder (ld_qwen35_mixer) is shared with qwen35moe and qwen3next.
  * A file converted with the multi-token-prediction weights also has the MTP head (§12). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,22 +62,13 @@ static int qwen35_mtp(loader *L, const qwen35_shape *s) {
 
 static int qwen35_load(loader *L) {
     model *m = L->m;
-    const int E = m->n_embd;
     qwen35_shape s;
     if (!ld_qwen35_shape(L, &s)) return 0;
     const int nextn = (int)ld_u32(L, "nextn_predict_layers", 0, 0);
-    if (L->failed) return 0;
-    if (nextn < 0 || nextn >= m->n_layer) return ld_fail(L, "inconsistent qwen35 hyper-parameters");
-    /* MTP blocks (nextn) are appended after the trunk: not part of its stack */
-    m->n_layer -= nextn;
-
+    if (!ld_skip_nextn(L)) return 0; /* the MTP blocks come after the trunk, not in its stack */
     for (int i = 0; i < m->n_layer; i++) {
         block *b = &m->blocks[i];
-        b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
-        if (qwen35_is_recurrent(L, i, m->n_layer, s.interval))
-            ld_gdn(L, b, i, &s, 0);
-        else
-            ld_gated_attention(L, b, i, &s);
+        ld_qwen35_mixer(L, b, i, &s, 0); /* attn_norm; GDN or gated attention */
         qwen35_ffn(L, b, i);
         if (L->failed) return 0;
     }

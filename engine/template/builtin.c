@@ -55,6 +55,18 @@ static const char chatml[] =
     "            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"                         \
     "        {%- endif %}\n"
 
+/* the generation prompt: the assistant header, then an empty think block when
+ * enable_thinking is false, else `thinking_on` (Qwen3 leaves thinking to the model,
+ * Qwen3.5 opens the think block) */
+#define QWEN_GENERATION_PROMPT(thinking_on)                                                                   \
+    "{%- if add_generation_prompt %}\n"                                                                       \
+    "    {{- '<|im_start|>assistant\\n' }}\n"                                                                 \
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"                                 \
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"                                                          \
+    thinking_on                                                                                               \
+    "    {%- endif %}\n"                                                                                      \
+    "{%- endif %}\n"
+
 static const char qwen3[] =
     QWEN_LAST_QUERY("message.content")
     "{%- for message in messages %}\n"
@@ -71,12 +83,7 @@ static const char qwen3[] =
     "        {{- '<|im_end|>\\n' }}\n"
     "    {%- endif %}\n"
     "{%- endfor %}\n"
-    "{%- if add_generation_prompt %}\n"
-    "    {{- '<|im_start|>assistant\\n' }}\n"
-    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
-    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
-    "    {%- endif %}\n"
-    "{%- endif %}\n";
+    QWEN_GENERATION_PROMPT("");
 
 static const char qwen35[] =
     QWEN_LAST_QUERY("message.content|trim")
@@ -95,14 +102,8 @@ static const char qwen35[] =
     "        {{- '<|im_end|>\\n' }}\n"
     "    {%- endif %}\n"
     "{%- endfor %}\n"
-    "{%- if add_generation_prompt %}\n"
-    "    {{- '<|im_start|>assistant\\n' }}\n"
-    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
-    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
-    "    {%- else %}\n"
-    "        {{- '<think>\\n' }}\n"
-    "    {%- endif %}\n"
-    "{%- endif %}\n";
+    QWEN_GENERATION_PROMPT("    {%- else %}\n"
+                           "        {{- '<think>\\n' }}\n");
 
 static const char llama3[] =
     "{{- bos_token }}\n"
