@@ -642,6 +642,23 @@ static void case_conv(float *out, size_t *n) {
     *n = k;
 }
 
+/* Mamba-2's state rows: whole blocks of 64, a tail, both; three tokens so the state carries */
+static void case_scan(float *out, size_t *n) {
+    size_t k = 0;
+    const int lens[] = {1, 7, 64, 100, 128, 256};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        const int len = lens[i];
+        float st[256];
+        for (int e = 0; e < len; e++) st[e] = vx[2000 + e] * 0.5f;
+        for (int tok = 0; tok < 3; tok++) {
+            out[k++] = ssm_scan_row(st, vx + 300 * tok, vg + 700 + 300 * tok, 0.93f - 0.2f * tok, vx[50 + tok], len);
+            memcpy(out + k, st, sizeof(float) * (size_t)len);
+            k += (size_t)len;
+        }
+    }
+    *n = k;
+}
+
 static void test_ops(void) {
     exp_in = malloc(sizeof(float) * EXP_N);
     for (uint32_t i = 0; i < EXP_N; i++) {
@@ -669,6 +686,7 @@ static void test_ops(void) {
     compare_isas("attn_scores_multi", case_scores_multi, 40000);
     compare_isas("attn_wsum_acc_multi", case_wsum_multi, 140000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
+    compare_isas("ssm_scan_row", case_scan, 3000);
     /* the ops agree with plain math */
     kernels_select("auto");
     float y[64];

@@ -30,35 +30,6 @@ static int conv_dim(const mamba2_layer *l) { return l->d_inner + 2 * l->n_group 
 size_t mamba2_conv_floats(const mamba2_layer *l) { return (size_t)(l->conv_k - 1) * (size_t)conv_dim(l); }
 size_t mamba2_ssm_floats(const mamba2_layer *l) { return (size_t)l->d_inner * (size_t)l->d_state; }
 
-/* One row of a head's state for one token: s = s dA + B x_dt, returns s · C. */
-static float scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
-    const int np = n & ~63;
-    float sum = 0;
-    if (np) {
-        float acc[4][16] = {{0}};
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                for (int k = 0; k < 16; k++) {
-                    const int e = i + 16 * j + k;
-                    const float st = fmaf(s[e], dA, B[e] * x_dt);
-                    acc[j][k] = fmaf(st, C[e], acc[j][k]);
-                    s[e] = st;
-                }
-        for (int k = 0; k < 16; k++) {
-            acc[0][k] += acc[2][k];
-            acc[1][k] += acc[3][k];
-        }
-        for (int k = 0; k < 16; k++) acc[0][k] += acc[1][k];
-        sum = reduce16_ref(acc[0]);
-    }
-    for (int e = np; e < n; e++) {
-        const float st = fmaf(s[e], dA, B[e] * x_dt);
-        sum = fmaf(st, C[e], sum);
-        s[e] = st;
-    }
-    return sum;
-}
-
 typedef struct {
     const mamba2_layer *l;
     const segment *seg;
@@ -87,7 +58,7 @@ static void scan_heads(void *arg, int ith, int nth) {
             const float dA = expf(dt * l->a[h]);
             float *y = j->Y + (size_t)row * l->d_inner + (size_t)h * P;
             float *S = j->S + (size_t)h * P * N;
-            for (int p = 0; p < P; p++) y[p] = scan_row(S + (size_t)p * N, B, C, dA, x[p] * dt, N);
+            for (int p = 0; p < P; p++) y[p] = ssm_scan_row(S + (size_t)p * N, B, C, dA, x[p] * dt, N);
             const int cap = seg_capture_after(j->seg, t);
             if (cap >= 0) memcpy(seg_capture_at(j->seg, cap, S), S, sizeof *S * (size_t)P * N);
         }

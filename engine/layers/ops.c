@@ -196,6 +196,31 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
     }
 }
 
+float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+    const layer_simd *ko = layer_simd_active();
+    if (ko->scan_row) return ko->scan_row(s, B, C, dA, x_dt, n);
+    const int np = n & ~63;
+    float sum = 0;
+    if (np) {
+        float acc[4][16] = {{0}};
+        for (int i = 0; i < np; i += 64)
+            for (int j = 0; j < 4; j++)
+                for (int k = 0; k < 16; k++) {
+                    const int e = i + 16 * j + k;
+                    const float st = fmaf(s[e], dA, B[e] * x_dt);
+                    acc[j][k] = fmaf(st, C[e], acc[j][k]);
+                    s[e] = st;
+                }
+        for (int k = 0; k < 16; k++) {
+            acc[0][k] += acc[2][k];
+            acc[1][k] += acc[3][k];
+        }
+        for (int k = 0; k < 16; k++) acc[0][k] += acc[1][k];
+        sum = reduce16_ref(acc[0]);
+    }
+    return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
+}
+
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
     const layer_simd *ko = layer_simd_active();
     if (ko->scores) {

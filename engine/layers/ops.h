@@ -66,6 +66,11 @@ void mad_ggml(float *y, const float *x, float v, int n);
  * only involves itself, so doing them row by row gives the same floats). */
 void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay, float beta,
                    float scale, float *o);
+/* One row of a Mamba-2 head's state for one token, as llama.cpp's ssm_scan forms it:
+ * s[e] = fma(s[e], dA, B[e] * x_dt) (the product rounded, then one fused multiply-add);
+ * returns s . C summed in four 16-lane fused multiply-add accumulators for whole blocks
+ * of 64, combined (0+2) + (1+3) and by reduce16_ref, then fused multiply-adds for the rest. */
+float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n);
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 /* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp

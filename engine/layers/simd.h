@@ -37,6 +37,8 @@ typedef struct {
                          float scale);
     void (*wsum_multi)(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                        int hd);
+    /* ssm_scan_row (ops.h): one row of a Mamba-2 head's state for one token */
+    float (*scan_row)(float *s, const float *B, const float *C, float dA, float x_dt, int n);
 } layer_simd;
 
 extern const layer_simd layer_simd_avx2, layer_simd_avx512;
@@ -54,6 +56,19 @@ static inline float dot_ggml_tail(float sum, const float *x, const float *y, int
     const int unfused = i + ((n - i) & ~7);
     for (; i < unfused; i++) sum += x[i] * y[i];
     for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+/* The end of ssm_scan_row after its blocks of 64 (sum so far, e = the first element
+ * left): each state element fma(s, dA, B x_dt) with the product rounded, then added to the
+ * sum by one more fused multiply-add. */
+static inline float ssm_scan_tail(float sum, float *s, const float *B, const float *C, float dA, float x_dt, int e,
+                                  int n) {
+    for (; e < n; e++) {
+        const float st = fmaf(s[e], dA, B[e] * x_dt);
+        sum = fmaf(st, C[e], sum);
+        s[e] = st;
+    }
     return sum;
 }
 

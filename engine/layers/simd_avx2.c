@@ -88,6 +88,31 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
         conv_transposed(state, w, C, K, in, in_stride, out, out_stride, n, conv_row);
 }
 
+/* ssm_scan_row: per element fma(s, dA, B x_dt) with the product rounded, into the four
+ * 16-lane accumulators (two registers each: acc j = a[2j] lanes 0-7, a[2j+1] lanes 8-15) */
+static float op_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+    const int np = n & ~63;
+    float sum = 0;
+    if (np) {
+        const __m256 da = _mm256_set1_ps(dA), xd = _mm256_set1_ps(x_dt);
+        __m256 a[8];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        for (int i = 0; i < np; i += 64)
+            #pragma GCC unroll 16
+            for (int j = 0; j < 8; j++) {
+                const int e = i + 8 * j;
+                const __m256 st = _mm256_fmadd_ps(_mm256_loadu_ps(s + e), da, _mm256_mul_ps(_mm256_loadu_ps(B + e), xd));
+                a[j] = _mm256_fmadd_ps(st, _mm256_loadu_ps(C + e), a[j]);
+                _mm256_storeu_ps(s + e, st);
+            }
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+        sum = reduce16(lo, hi);
+    }
+    return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
+}
+
 /* attn_wsum_acc for hd % 16 == 0: per 8 columns and 8 of the 16 partial sums at a time */
 static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     for (int c0 = 0; c0 < hd; c0 += 8) {
@@ -113,4 +138,5 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
 
 const layer_simd layer_simd_avx2 = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
                                     op_gdn_step, op_conv, NULL /* scores: ops.c loops op_dot */,
-                                    op_wsum_acc, NULL, NULL /* multi: ops.c loops the above */};
+                                    op_wsum_acc, NULL, NULL /* multi: ops.c loops the above */,
+                                    op_scan_row};

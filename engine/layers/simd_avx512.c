@@ -378,5 +378,29 @@ static void op_conv(float *state, const float *w, int C, int K, const float *in,
     }
 }
 
+/* ssm_scan_row: per element fma(s, dA, B x_dt) with the product rounded, into the four
+ * 16-lane accumulators, (0+2) + (1+3), reduce16, then the scalar tail */
+static float op_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+    const int np = n & ~63;
+    float sum = 0;
+    if (np) {
+        const __m512 da = _mm512_set1_ps(dA), xd = _mm512_set1_ps(x_dt);
+        __m512 a[4];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 4; j++) a[j] = _mm512_setzero_ps();
+        for (int i = 0; i < np; i += 64)
+            #pragma GCC unroll 16
+            for (int j = 0; j < 4; j++) {
+                const int e = i + 16 * j;
+                const __m512 st = _mm512_fmadd_ps(_mm512_loadu_ps(s + e), da, _mm512_mul_ps(_mm512_loadu_ps(B + e), xd));
+                a[j] = _mm512_fmadd_ps(st, _mm512_loadu_ps(C + e), a[j]);
+                _mm512_storeu_ps(s + e, st);
+            }
+        sum = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+    }
+    return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
+}
+
 const layer_simd layer_simd_avx512 = {op_dot,  op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
-                                       op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi};
+                                       op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi,
+                                       op_scan_row};
