@@ -220,6 +220,19 @@ static void finish_thinking(gen *g) {
     g->ts->done = 1;
 }
 
+/* the reply's turn grew (its answer or its reasoning): its times move, and it is saved at
+ * most every SAVE_INTERVAL_NS while it generates. fs->mu held. */
+static void turn_grew(chatfs *fs, gen *g) {
+    conv *c = g->c;
+    if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
+    c->mtime_hist = cfs_now_ns();
+    int64_t t = cfs_mono_ns();
+    if (t - g->last_save >= SAVE_INTERVAL_NS) {
+        g->last_save = t;
+        save_due(fs, c, g->turn);
+    }
+}
+
 static void on_text(void *ud, const char *raw, size_t raw_len) {
     gen *g = ud;
     chatfs *fs = g->fs;
@@ -228,18 +241,11 @@ static void on_text(void *ud, const char *raw, size_t raw_len) {
     if (!text) return;
     pthread_mutex_lock(&fs->mu);
     if (!g->detached) {
-        conv *c = g->c;
         int woke = fs->wake_pending;
         finish_thinking(g); /* the answer began: `thinking` reaches its end */
         fs->wake_pending = woke; /* (cfs_notify below wakes them) */
         cfs_stream_add(g->s, text, len);
-        if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
-        c->mtime_hist = cfs_now_ns();
-        int64_t t = cfs_mono_ns();
-        if (t - g->last_save >= SAVE_INTERVAL_NS) {
-            g->last_save = t;
-            save_due(fs, c, g->turn);
-        }
+        turn_grew(fs, g);
     }
     pthread_mutex_unlock(&fs->mu);
     free(text);
@@ -255,15 +261,8 @@ static void on_reasoning(void *ud, const char *raw, size_t raw_len) {
     if (!text) return;
     pthread_mutex_lock(&fs->mu);
     if (!g->detached && !g->ts->done) { /* reasoning after the answer began is not the thinking file's */
-        conv *c = g->c;
         cfs_stream_add(g->ts, text, len);
-        if (g->turn < c->n_turns) c->turns[g->turn].mtime = cfs_now_ns();
-        c->mtime_hist = cfs_now_ns();
-        int64_t t = cfs_mono_ns();
-        if (t - g->last_save >= SAVE_INTERVAL_NS) {
-            g->last_save = t;
-            save_due(fs, c, g->turn);
-        }
+        turn_grew(fs, g);
     }
     pthread_mutex_unlock(&fs->mu);
     free(text);
