@@ -13,18 +13,10 @@
 
 #include "engine/arch/arch_common.h"
 
-/* The dense SwiGLU FFN of block i and the norm before it. */
+/* The dense SwiGLU FFN of block i and the norm before it (the trunk's blocks and the MTP block). */
 static void qwen35_ffn(loader *L, block *b, int i) {
-    const int E = L->m->n_embd, n_ff = (int)ld_layer_i64(L, "feed_forward_length", i, 0);
-    if (!L->failed && (n_ff <= 0 || n_ff > (1 << 20))) {
-        ld_fail(L, "layer %d: feed_forward_length %d", i, n_ff);
-        return;
-    }
-    b->ffn_norm = ld_vector(L, 1, E, "blk.%d.post_attention_norm.weight", i);
-    b->ffn = (ffn_layer){.kind = FFN_SWIGLU, .n_ff = n_ff};
-    ld_matrix(L, &b->ffn.gate, 1, E, n_ff, "blk.%d.ffn_gate.weight", i);
-    ld_matrix(L, &b->ffn.up, 1, E, n_ff, "blk.%d.ffn_up.weight", i);
-    ld_matrix(L, &b->ffn.down, 1, n_ff, E, "blk.%d.ffn_down.weight", i);
+    b->ffn_norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.post_attention_norm.weight", i);
+    ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
 }
 
 /* The MTP head (model.h), block n_layer - the first of the nextn blocks after the trunk
