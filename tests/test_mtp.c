@@ -2,8 +2,10 @@
 /* test_mtp.c - Qwen3.5's MTP head against llama.cpp (issue "Speculative decoding",
  * acceptance: parity on the oracle's MTP model).
  *
- * The fixture qwen35-tiny-mtp-f32 carries llama.cpp's own MTP context's results for the
- * short prompt plus its 16 greedy tokens (S, 25 rows) and for the long prompt plus 32:
+ * The fixtures qwen35-tiny-mtp-f32 (dense) and qwen35moe-tiny-mtp-f32 (the head's block
+ * has the trunk's experts and gated shared expert) carry llama.cpp's own MTP context's
+ * results for the short prompt plus its 16 greedy tokens (S, 25 rows) and for the long
+ * prompt plus 32; for each:
  *   - the trunk's hidden rows h_p (the head's input at p + 1): ours, kept by the head's
  *     catch-up in the sequence state, within 1e-5 of .mtp_hin.f32;
  *   - teacher-forced head at every position p: (S[p], h_{p-1}, zeros at p = 0) with the
@@ -24,12 +26,18 @@
 #include "engine/runtime/sampler.h"
 #include "tests/parity.h"
 
-#define NAME "qwen35-tiny-mtp-f32"
+/* The MTP model under test (main runs every one) and its fixture files. */
+static const char *NAME;
+static const char *fixture(const char *suffix) {
+    static char path[256];
+    snprintf(path, sizeof path, FIXTURES "%s%s", NAME, suffix);
+    return path;
+}
 
 static float *read_rows(const char *suffix, int rows, int width) {
     char path[256];
     size_t len;
-    snprintf(path, sizeof path, FIXTURES NAME ".%s", suffix);
+    snprintf(path, sizeof path, FIXTURES "%s.%s", NAME, suffix);
     float *x = (float *)read_file(path, &len);
     REQUIRE(x && len == sizeof(float) * (size_t)rows * (size_t)width, "bad %s (%zu bytes)", path, x ? len : 0);
     return x;
@@ -85,7 +93,7 @@ static void teacher_forced(const model *m, const int *S, int R, const float *h, 
 }
 
 static void short_prompt(const model *m, arena *a) {
-    cJSON *ref = read_json(FIXTURES NAME ".json");
+    cJSON *ref = read_json(fixture(".json"));
     REQUIRE(ref, "cannot read the reference");
     const cJSON *mt = cJSON_GetObjectItem(ref, "mtp");
     const int R = cJSON_GetObjectItem(mt, "rows")->valueint, E = m->n_embd, V = m->n_vocab;
@@ -161,7 +169,7 @@ static void short_prompt(const model *m, arena *a) {
 
 /* the long prompt + 32 tokens: the head's argmax at every one of its 635 positions */
 static void long_prompt(const model *m, arena *a) {
-    cJSON *ref = read_json(FIXTURES NAME ".long.json");
+    cJSON *ref = read_json(fixture(".long.json"));
     REQUIRE(ref, "cannot read the long reference");
     const cJSON *mt = cJSON_GetObjectItem(ref, "mtp");
     const int R = cJSON_GetObjectItem(mt, "rows")->valueint, E = m->n_embd, V = m->n_vocab;
@@ -190,30 +198,35 @@ static void long_prompt(const model *m, arena *a) {
 }
 
 /* A damaged head fails the load with its tensor's name; a file without nextn.eh_proj has no
- * head (converted without it) and loads as the trunk alone. */
-static void damaged(void) {
+ * head (converted without it) and loads as the trunk alone. ffn_down: the name of the head
+ * block's FFN down projection (the dense one, or the experts'). */
+static void damaged(int n_layer, const char *ffn_down) {
     size_t len;
-    char *bytes = read_file(FIXTURES NAME ".gguf", &len), err[256] = "";
+    char *bytes = read_file(fixture(".gguf"), &len), err[256] = "";
     REQUIRE(bytes, "cannot read the fixture");
-    static const struct {
-        const char *from, *to, *expect;
-    } cases[] = {{"blk.8.nextn.enorm.weight", "blk.8.nextn.enxrm.weight", "'blk.8.nextn.enorm.weight' is missing"},
-                 {"blk.8.ffn_down.weight", "blk.8.ffn_dxwn.weight", "'blk.8.ffn_down.weight' is missing"},
-                 {"blk.8.nextn.eh_proj.weight", "blk.8.nextn.eh_prxj.weight", NULL}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    /* each case: a tensor's name, the same name damaged */
+    char names[3][2][64], expect[2][96];
+    snprintf(names[0][0], 64, "blk.%d.nextn.enorm.weight", n_layer);
+    snprintf(names[0][1], 64, "blk.%d.nextn.enxrm.weight", n_layer);
+    snprintf(names[1][0], 64, "blk.%d.%s.weight", n_layer, ffn_down);
+    snprintf(names[1][1], 64, "blk.%d.ffn_dxwn%s.weight", n_layer, ffn_down + strlen("ffn_down"));
+    snprintf(names[2][0], 64, "blk.%d.nextn.eh_proj.weight", n_layer);
+    snprintf(names[2][1], 64, "blk.%d.nextn.eh_prxj.weight", n_layer);
+    for (int c = 0; c < 2; c++) snprintf(expect[c], sizeof expect[c], "'%s' is missing", names[c][0]);
+    for (int c = 0; c < 3; c++) {
         char *copy = malloc(len), path[] = "/tmp/chatfs-mtp-XXXXXX";
         REQUIRE(copy, "out of memory");
         memcpy(copy, bytes, len);
-        char *at = memmem(copy, len, cases[c].from, strlen(cases[c].from));
-        REQUIRE(at, "no %s in the fixture", cases[c].from);
-        memcpy(at, cases[c].to, strlen(cases[c].to));
+        char *at = memmem(copy, len, names[c][0], strlen(names[c][0]));
+        REQUIRE(at, "no %s in the fixture", names[c][0]);
+        memcpy(at, names[c][1], strlen(names[c][1]));
         const int fd = mkstemp(path);
         REQUIRE(fd >= 0 && write(fd, copy, len) == (ssize_t)len && close(fd) == 0, "cannot write %s", path);
         model *m = model_load(path, err, sizeof err);
-        if (cases[c].expect)
-            CHECK(!m && strstr(err, cases[c].expect), "%s renamed: %s", cases[c].from, m ? "loaded" : err);
+        if (c < 2)
+            CHECK(!m && strstr(err, expect[c]), "%s renamed: %s", names[c][0], m ? "loaded" : err);
         else
-            CHECK(m && !m->mtp && m->n_layer == 8, "without nextn.eh_proj: %s", m ? "a head" : err);
+            CHECK(m && !m->mtp && m->n_layer == n_layer, "without nextn.eh_proj: %s", m ? "a head" : err);
         model_free(m);
         unlink(path);
         free(copy);
@@ -222,16 +235,11 @@ static void damaged(void) {
     free(bytes);
 }
 
-int main(void) {
+/* Every check above on one MTP model; ffn_down names its head block's down projection. */
+static void one_model(const char *name, const char *ffn_down, arena *a) {
+    NAME = name;
+    printf("%s:\n", NAME);
     pool_set_threads(2);
-    arena a = {0};
-    char err[256];
-
-    model *plain = model_load(FIXTURES "qwen35-tiny-f32.gguf", err, sizeof err);
-    REQUIRE(plain, "%s", err);
-    CHECK(!plain->mtp && mtp_enable(plain) == -1, "a model without the head enabled one");
-    model_free(plain);
-
     model *m = parity_load(NAME);
     REQUIRE(m->mtp, "the head was not loaded");
     const int kv_slots = m->n_kv_slots;
@@ -245,10 +253,10 @@ int main(void) {
         int n, *ids = parity_encode(m, "Hello world! The quick brown fox", &n);
         float *lg = malloc(sizeof(float) * m->n_vocab);
         size_t len;
-        float *ref = (float *)read_file(FIXTURES NAME ".last.f32", &len);
+        float *ref = (float *)read_file(fixture(".last.f32"), &len);
         seq_state *s = state_new(m, 0);
         REQUIRE(ids && lg && ref && s && len == sizeof(float) * (size_t)m->n_vocab, "setup failed");
-        CHECK(model_prefill(m, s, ids, n, 0, lg, &a) == 0, "prefill failed");
+        CHECK(model_prefill(m, s, ids, n, 0, lg, a) == 0, "prefill failed");
         const float d = max_abs_diff(lg, ref, m->n_vocab);
         printf("  trunk with the head on: last logits max |diff| %.3g\n", d);
         CHECK(d <= 1e-4f, "trunk logits differ by %g with the head on", d);
@@ -257,13 +265,25 @@ int main(void) {
         free(lg);
         free(ids);
     }
-    short_prompt(m, &a);
-    long_prompt(m, &a);
-    damaged();
+    short_prompt(m, a);
+    long_prompt(m, a);
+    damaged(m->n_layer, ffn_down);
     printf("  with 1 thread:\n");
     pool_set_threads(1);
-    short_prompt(m, &a);
+    short_prompt(m, a);
     model_free(m);
+}
+
+int main(void) {
+    arena a = {0};
+    char err[256];
+    model *plain = model_load(FIXTURES "qwen35-tiny-f32.gguf", err, sizeof err);
+    REQUIRE(plain, "%s", err);
+    CHECK(!plain->mtp && mtp_enable(plain) == -1, "a model without the head enabled one");
+    model_free(plain);
+
+    one_model("qwen35-tiny-mtp-f32", "ffn_down", &a);         /* dense FFN in the head's block */
+    one_model("qwen35moe-tiny-mtp-f32", "ffn_down_exps", &a); /* experts + gated shared expert */
     arena_free(&a);
     pool_shutdown();
     return check_report("test_mtp");

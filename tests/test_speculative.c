@@ -1,5 +1,7 @@
 /* test_speculative.c - speculative decoding with the MTP head (issue "Speculative
- * decoding", acceptance), on llama.cpp's MTP fixture:
+ * decoding", acceptance), on each of llama.cpp's MTP fixtures - qwen35-tiny-mtp-f32 (a
+ * dense FFN in the head's block) and qwen35moe-tiny-mtp-f32 (8 experts, top 2, and a gated
+ * shared expert, as the trunk's blocks):
  *   - llama.cpp's speculative run (drafts of up to 3): every step's position, last token,
  *     drafts, the model's tokens over the verify rows and the accepted count, the totals,
  *     and the tokens (= plain greedy), for the short and the long prompt;
@@ -24,7 +26,13 @@
 #include "store/hash.h"
 #include "tests/parity.h"
 
-#define NAME "qwen35-tiny-mtp-f32"
+/* The MTP model under test (main runs every one) and its fixture files. */
+static const char *NAME;
+static const char *fixture(const char *suffix) {
+    static char path[256];
+    snprintf(path, sizeof path, FIXTURES "%s%s", NAME, suffix);
+    return path;
+}
 
 /* ---------------------------------------------------------------- one sequence */
 
@@ -91,7 +99,7 @@ static void spec_run(const model *m, seq_state *st, spec_seq *sp, sampler *smp, 
 
 static void oracle_trace(const model *m, const char *suffix, arena *a) {
     char path[256];
-    snprintf(path, sizeof path, FIXTURES NAME "%s.json", suffix);
+    snprintf(path, sizeof path, FIXTURES "%s%s.json", NAME, suffix);
     cJSON *ref = read_json(path);
     REQUIRE(ref, "cannot read %s", path);
     const cJSON *mt = cJSON_GetObjectItem(ref, "mtp"), *spec = cJSON_GetObjectItem(mt, "spec");
@@ -182,7 +190,7 @@ static int split_case(const model *m, const int *S, int K, int N, int gen, arena
 
 static void splits(const model *m, const char *suffix, int every, int gen, arena *a) {
     char path[256];
-    snprintf(path, sizeof path, FIXTURES NAME "%s.json", suffix);
+    snprintf(path, sizeof path, FIXTURES "%s%s.json", NAME, suffix);
     cJSON *ref = read_json(path);
     REQUIRE(ref, "cannot read %s", path);
     int nS;
@@ -202,7 +210,7 @@ static void splits(const model *m, const char *suffix, int every, int gen, arena
 /* Drafting over the first 300 token ids only (mtp_set_draft_vocab): every draft is one of
  * them, and the tokens are still plain greedy's. */
 static void draft_vocab(model *m, arena *a) {
-    cJSON *ref = read_json(FIXTURES NAME ".long.json");
+    cJSON *ref = read_json(fixture(".long.json"));
     REQUIRE(ref, "cannot read the long reference");
     int nS;
     int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
@@ -232,7 +240,7 @@ static void draft_vocab(model *m, arena *a) {
 /* A checkpoint between steps: saved into the checkpoint store, restored into a fresh
  * state, continued - the same drafts, acceptances and tokens as without the break. */
 static void checkpoint_midway(model *m, arena *a) {
-    cJSON *ref = read_json(FIXTURES NAME ".long.json");
+    cJSON *ref = read_json(fixture(".long.json"));
     REQUIRE(ref, "cannot read the long reference");
     int nS;
     int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
@@ -572,22 +580,30 @@ static void model_sampling(const model *m, arena *a) {
     free(ids);
 }
 
-int main(void) {
-    pool_set_threads(2);
-    arena a = {0};
+/* Every check above on one MTP model. */
+static void one_model(const char *name, arena *a) {
+    NAME = name;
+    printf("%s:\n", NAME);
     model *m = parity_load(NAME);
     char err[256];
     REQUIRE(spec_configure(m, -1, err, sizeof err) == SPEC_DEFAULT_DRAFT, "%s", err);
-    oracle_trace(m, "", &a);
-    oracle_trace(m, ".long", &a);
-    splits(m, "", 1, 24, &a);
-    splits(m, ".long", 25, 24, &a);
-    draft_vocab(m, &a);
-    checkpoint_midway(m, &a);
-    six_together(m, &a);
-    toy_rule();
-    model_sampling(m, &a);
+    oracle_trace(m, "", a);
+    oracle_trace(m, ".long", a);
+    splits(m, "", 1, 24, a);
+    splits(m, ".long", 25, 24, a);
+    draft_vocab(m, a);
+    checkpoint_midway(m, a);
+    six_together(m, a);
+    model_sampling(m, a);
     model_free(m);
+}
+
+int main(void) {
+    pool_set_threads(2);
+    arena a = {0};
+    one_model("qwen35-tiny-mtp-f32", &a);    /* dense FFN in the head's block */
+    one_model("qwen35moe-tiny-mtp-f32", &a); /* experts + gated shared expert */
+    toy_rule();
     arena_free(&a);
     pool_shutdown();
     return check_report("test_speculative");

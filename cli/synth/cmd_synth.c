@@ -490,9 +490,13 @@ static void build_qwen35(builder *b) {
         mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
         ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
         ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
-        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
-        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
-        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+        if (c->n_expert) {
+            moe_tensors(b, i, 1, 0, 1); /* qwen35moe: the trunk's MoE FFN */
+        } else {
+            mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+            mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+            mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+        }
         mat(b, W("blk.%d.nextn.eh_proj.weight", i), 2 * E, E);
         ones(b, W("blk.%d.nextn.enorm.weight", i), E);
         ones(b, W("blk.%d.nextn.hnorm.weight", i), E);
@@ -788,7 +792,7 @@ int cmd_synth(int argc, char **argv) {
         usage_lists();
         return 1;
     }
-    if (mtp && strcmp(c->arch, "qwen35")) {
+    if (mtp && strcmp(c->arch, "qwen35") && strcmp(c->arch, "qwen35moe")) {
         cli_error("synth: --mtp is for Qwen3.5 shapes (%s is %s)", c->name, c->arch);
         return 1;
     }

@@ -5,6 +5,7 @@
  * fails the load with one line naming the tensor. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/arch/arch_common.h"
@@ -336,6 +337,44 @@ int ld_qwen35_moe_ffn(loader *L, block *b, int i) {
     p.shared.kind = FFN_SWIGLU;
     p.shared.n_ff = n_ff_shexp > 0 ? n_ff_shexp : (int)ld_layer_i64(L, "feed_forward_length", i, 0);
     return ld_moe(L, b, i, &p, 0, 0, 1);
+}
+
+int ld_qwen35_ffn(loader *L, block *b, int i) {
+    b->ffn_norm = ld_vector(L, 1, L->m->n_embd, "blk.%d.post_attention_norm.weight", i);
+    return ld_ffn(L, b, i, FFN_SWIGLU, (int)ld_layer_i64(L, "feed_forward_length", i, 0));
+}
+
+/* The MTP head (model.h), block n_layer - the first of the nextn blocks after the trunk
+ * (llama.cpp runs only one): a gated attention block with the trunk's shape and its FFN,
+ * plus nextn.eh_proj, enorm, hnorm and the optional shared_head_norm, embed_tokens and
+ * shared_head_head (Qwen3.5 has none of those three: then output_norm, token_embd and the
+ * output head). Its KV slot is registered only by mtp_enable, so that a model that does not
+ * speculate keeps the state layout (and the checkpoints) it has without the head. A file
+ * converted without the head (no nextn.eh_proj) just has none. */
+int ld_qwen35_mtp(loader *L, const qwen35_shape *s, int (*ffn)(loader *L, block *b, int i)) {
+    model *m = L->m;
+    const int i = m->n_layer, E = m->n_embd;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", i);
+    if (!gguf_find_tensor(m->gguf, name)) return 1;
+    mtp_head *p = calloc(1, sizeof *p);
+    if (!p) return ld_fail(L, "out of memory");
+    m->mtp = p;
+    block *b = &p->blk;
+    b->mixer = MIX_ATTN;
+    b->mixer_norm = ld_vector(L, 1, E, "blk.%d.attn_norm.weight", i);
+    ld_gated_attention_weights(L, &b->attn, i, s);
+    b->attn.kv_slot = -1;
+    ffn(L, b, i);
+    ld_matrix(L, &p->eh_proj, 1, 2 * E, E, "blk.%d.nextn.eh_proj.weight", i);
+    p->enorm = ld_vector(L, 1, E, "blk.%d.nextn.enorm.weight", i);
+    p->hnorm = ld_vector(L, 1, E, "blk.%d.nextn.hnorm.weight", i);
+    p->head_norm = ld_vector(L, 0, E, "blk.%d.nextn.shared_head_norm.weight", i);
+    if (!p->head_norm) p->head_norm = m->output_norm;
+    if (!ld_matrix(L, &p->embed, 0, E, m->n_vocab, "blk.%d.nextn.embed_tokens.weight", i)) p->embed = m->tok_embd;
+    if (!ld_matrix(L, &p->head, 0, E, m->n_vocab, "blk.%d.nextn.shared_head_head.weight", i)) p->head = m->output;
+    p->draft_vocab = m->n_vocab;
+    return !L->failed;
 }
 
 /* ---------------------------------------------------------------- Nemotron-H's blocks */

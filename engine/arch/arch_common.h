@@ -77,6 +77,13 @@ int ld_qwen35_mixer(loader *L, block *b, int i, const qwen35_shape *s, int qwen3
  * width expert_shared_feed_forward_length (or feed_forward_length) gated by
  * sigmoid(ffn_gate_inp_shexp . y). Every block must have experts. */
 int ld_qwen35_moe_ffn(loader *L, block *b, int i);
+/* The dense SwiGLU FFN of block i in qwen35, behind post_attention_norm. */
+int ld_qwen35_ffn(loader *L, block *b, int i);
+/* Qwen3.5's MTP head (model.h), when the file has one (blk.<n_layer>.nextn.eh_proj): the
+ * block after the trunk, a gated attention block with the trunk's shape whose FFN `ffn`
+ * binds (ld_qwen35_ffn in qwen35, ld_qwen35_moe_ffn in qwen35moe), and the nextn
+ * projections. Returns 1 without a head when the file has none. */
+int ld_qwen35_mtp(loader *L, const qwen35_shape *s, int (*ffn)(loader *L, block *b, int i));
 
 /* Nemotron-H's hyper-parameters (nemotron_h, nemotron_h_moe). */
 typedef struct {
