@@ -145,6 +145,62 @@ static void test_gemm_bits(void) {
     }
 }
 
+/* The K-quants at their extremes: every weight at its largest value (Q4_K 15, Q5_K 31, Q6_K
+ * 63 and the same with the sign of the scales flipped) against activations that quantize to
+ * -127 or +127 in runs of 4, so that a lane of 4 products reaches 4 * 63 * 127 = 32004 and the
+ * lanes do not cancel each other out: the
+ * one-token kernels hold such a lane in a 16-bit word (word_pairs in kernels_avx512.c), and a
+ * wider lane or a saturating step would show here. 1, 2 and 3 tokens, every set against the
+ * scalar reference. */
+static void test_kquant_extremes(void) {
+    const uint32_t wts[] = {GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+    const int64_t n = 2 * QK_K, rows = 6;
+    for (size_t k = 0; k < sizeof wts / sizeof wts[0]; k++) {
+        const uint32_t wt = wts[k];
+        const size_t rb = quant_row_bytes(wt, n);
+        uint8_t *data = malloc(rb * (size_t)rows);
+        memset(data, 0xFF, rb * (size_t)rows); /* every quant bit and packed scale/min at its maximum */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                uint8_t *blk = data + (size_t)r * rb + (size_t)b * ggml_type_size(wt);
+                const fp16_t one = 0x3C00, half = 0x3800;
+                if (wt == GGML_Q6_K) {
+                    block_q6_K *q = (block_q6_K *)blk;
+                    q->d = one;
+                    for (int j = 0; j < QK_K / 16; j++) q->scales[j] = (int8_t)(r % 2 ? -128 : 127);
+                } else {
+                    memcpy(blk, &one, 2); /* d */
+                    memcpy(blk + 2, &half, 2); /* dmin */
+                }
+            }
+        matrix W = {data, wt, n, rows, rb};
+        for (int T = 1; T <= 3; T++) {
+            float *X = malloc(sizeof(float) * (size_t)n * (size_t)T);
+            for (int t = 0; t < T; t++)
+                for (int64_t i = 0; i < n; i++) /* all +1, all -1, then runs of 4 of mostly +1 */
+                    X[(size_t)t * (size_t)n + (size_t)i] = t == 1 || (t == 2 && i / 4 % 3 == 0) ? -1.0f : 1.0f;
+            void *buf = malloc(kact_bytes(wt, n, T) + 64);
+            kact x;
+            kact_prepare(&x, wt, X, n, T, buf);
+            float ref[3 * 6], got[3 * 6];
+            kernels_select("scalar");
+            kernels_gemm(&W, 0, rows, &x, ref, rows);
+            for (const char *const *isa = kernels_available(); *isa; isa++) {
+                kernels_select(*isa);
+                if (kernels_blockint(wt)) continue;
+                kernels_gemm(&W, 0, rows, &x, got, rows);
+                size_t at = 0;
+                CHECK(same_bits(ref, got, (size_t)rows * (size_t)T, &at), "%s %s extremes T=%d: token %zu row %zu: %.9g vs %.9g",
+                      *isa, ggml_type_name(wt), T, at / rows, at % rows, got[at], ref[at]);
+            }
+            kernels_select("auto");
+            free(buf);
+            free(X);
+        }
+        free(data);
+    }
+}
+
 /* activation preparation (quantize_activation + aux) is identical on every path */
 static void test_prep(void) {
     const uint32_t wts[] = {GGML_Q8_0, GGML_Q4_K, GGML_Q4_1, GGML_F16, GGML_BF16, GGML_F32};
@@ -708,6 +764,7 @@ int main(void) {
     test_ref_is_dot();
     test_prep();
     test_gemm_bits();
+    test_kquant_extremes();
     test_matmul_threads();
     test_matmul_parts();
     test_sum();

@@ -880,10 +880,14 @@ INLINE __m512 khead_factor(__m256i head, int w, int n) {
 }
 
 /* permutation indices, as tables so the compiler loads them instead of building them
- * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8] */
+ * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8];
+ * the one-token kernels' word pairs (see word_pairs): pair2[c] = [2c, 2c+1 (x 8) | 16+2c, 17+2c
+ * (x 8)]; q6p[p] = [k, k+2 (x 4), k+1, k+3 (x 4) | the same + 16], k = 4p */
 static const struct {
     _Alignas(64) int16_t pair16[8][32];
     _Alignas(64) int16_t q6[16][32];
+    _Alignas(64) int16_t pair2[4][32];
+    _Alignas(64) int16_t q6p[4][32];
 } perm = {
 #define P16(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, \
                 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
@@ -895,7 +899,27 @@ static const struct {
     {Q6(0), Q6(1), Q6(2), Q6(3), Q6(4), Q6(5), Q6(6), Q6(7), Q6(8), Q6(9), Q6(10), Q6(11), Q6(12), Q6(13), Q6(14),
      Q6(15)},
 #undef Q6
+#define P2(j) {j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, 16 + j, 17 + j, 16 + j, \
+               17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j}
+    {P2(0), P2(2), P2(4), P2(6)},
+#undef P2
+#define Q6P(k) {k, k + 2, k, k + 2, k, k + 2, k, k + 2, k + 1, k + 3, k + 1, k + 3, k + 1, k + 3, k + 1, k + 3,     \
+                16 + k, 18 + k, 16 + k, 18 + k, 16 + k, 18 + k, 16 + k, 18 + k, 17 + k, 19 + k, 17 + k, 19 + k, \
+                17 + k, 19 + k, 17 + k, 19 + k}
+    {Q6P(0), Q6P(4), Q6P(8), Q6P(12)},
+#undef Q6P
 };
+
+/* One token's two groups of 32 products at once, for the one-token kernels. A and B are
+ * VPDPBUSD sums (each lane 4 products of a group, |sum| < 2^15, so it fits a word); A goes to
+ * the low word of each lane, B to the high word, and one VPDPWSSD with the word pairs of
+ * scales s adds sc_A * A + sc_B * B to the lane: 2 VPDPBUSD + 1 VPDPWSSD per two groups
+ * instead of 2 VPMADDUBSW + 2 VPDPWSSD, and one scale vector instead of two. Integers, so the
+ * lanes are the reference's whatever the grouping. */
+INLINE __m512i word_pairs(__m512i isum, __m512i a, __m512i b, __m512i s) {
+    return _mm512_dpwssd_epi32(isum, _mm512_mask_blend_epi16(0xAAAAAAAA, a, _mm512_slli_epi32(b, 16)), s);
+}
+INLINE __m512i pick_perm(const int16_t *idx, __m512i v) { return _mm512_permutexvar_epi16(_mm512_load_si512(idx), v); }
 
 /* int16 vector [v[j] x 16 | v[16 + j] x 16] */
 INLINE __m512i pick_pair16(__m512i v, int j) {
@@ -1005,6 +1029,13 @@ INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int6
             const __mmask64 bhi = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * c + 1))));
             lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
             hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
+        }
+        if (C == 1) { /* sub-blocks 2c and 2c + 1 as a word pair (|lane| <= 4 * 31 * 127) */
+            const int8_t *x = (const int8_t *)p + 64 * c;
+            const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast256(x));
+            const __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast256(x + 32));
+            isum[0] = word_pairs(isum[0], a, b, pick_perm(perm.pair2[c], scm));
+            continue;
         }
         const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
         #pragma GCC unroll 16
@@ -1210,6 +1241,32 @@ INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x
     }
 }
 
+/* Super-block i of the row pair w0/w1 times one token xq, added to acc: q6k_superblock's
+ * sums by word_pairs (|lane| <= 4 * 63 * 127 < 2^15) */
+INLINE void q6k_superblock_one(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const block_q8_K *xq,
+                               size_t ahead, __m512 *acc) {
+    const block_q6_K *a = w0 + i, *c = w1 + i;
+    prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
+    const __m512i sc = q6k_scales(a, c);
+    const int8_t *x = xq[i].qs;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i isum = q6k_offset(&xq[i], sc);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i q[4];
+        q6k_unpack(a, c, h, q);
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) { /* groups g = 2p and 2p + 1 of half h */
+            const int g = 2 * p, e = 128 * h + 32 * g;
+            const __m512i ga = _mm512_dpbusd_epi32(zero, q[g], bcast256(x + e));
+            const __m512i gb = _mm512_dpbusd_epi32(zero, q[g + 1], bcast256(x + e + 32));
+            isum = word_pairs(isum, ga, gb, pick_perm(perm.q6p[2 * h + p], sc));
+        }
+    }
+    const __m512 dw = half_pair(a->d, c->d);
+    *acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[i].d), dw), _mm512_cvtepi32_ps(isum), *acc);
+}
+
 /* One token: two row pairs at once, rows[0..2P) (n of them real), like k_q80_one: two
  * independent chains and four plain streams when the pairs come from the range's quarters */
 INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *rows, const int P, int n) {
@@ -1218,13 +1275,13 @@ INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *r
 #pragma GCC unroll 4
     for (int k = 0; k < 2 * P; k++)
         w[k] = (const block_q6_K *)((const uint8_t *)W->data + (size_t)rows[k < n ? k : n - 1] * W->row_bytes);
-    const block_q8_K *xq[1] = {(const block_q8_K *)kact_row(x, 0)};
+    const block_q8_K *xq = (const block_q8_K *)kact_row(x, 0);
     __m512 acc[2];
 #pragma GCC unroll 2
     for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++)
 #pragma GCC unroll 2
-        for (int p = 0; p < P; p++) q6k_superblock(w[2 * p], w[2 * p + 1], i, xq, 1, PF_AHEAD / (2 * P), &acc[p]);
+        for (int p = 0; p < P; p++) q6k_superblock_one(w[2 * p], w[2 * p + 1], i, xq, PF_AHEAD / (2 * P), &acc[p]);
 #pragma GCC unroll 2
     for (int p = 0; p < P; p++) {
         if (2 * p < n) Y[rows[2 * p]] = hsum8_lo(acc[p]);
