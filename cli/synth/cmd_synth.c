@@ -425,10 +425,55 @@ static void attn_common(builder *b) {
     if (c->rope_base > 0) kv_f32(b, ".rope.freq_base", c->rope_base);
 }
 
-static void build_qwen35(builder *b) {
+/* Block i's FFN in Qwen3.5: dense SwiGLU, or (qwen35moe) the softmax-routed experts and
+ * the sigmoid-gated shared expert */
+static void qwen35_ffn(builder *b, int i) {
+    const shape *c = b->c;
+    const int E = c->n_embd;
+    char nm[128];
+    if (c->n_expert) {
+        moe_tensors(b, i, 1, 0, 1);
+        return;
+    }
+    mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
+    mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
+    mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
+}
+
+/* Block i of Qwen3.5: its two norms, the mixer - Gated DeltaNet, or (attention) gated
+ * attention with attn_q holding [q, gate] per head and q/k norms - and its FFN. The trunk's
+ * every fourth block and the MTP block are attention blocks. */
+static void qwen35_block(builder *b, int i, int attention) {
     const shape *c = b->c;
     const int E = c->n_embd, hd = c->head_dim, key_dim = c->lin_k * c->lin_dk, value_dim = c->lin_v * c->lin_dk;
     const int conv_dim = 2 * key_dim + value_dim;
+    char nm[128];
+    ones(b, W("blk.%d.attn_norm.weight", i), E);
+    ones(b, W("blk.%d.post_attention_norm.weight", i), E);
+    if (attention) {
+        mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
+        mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
+        mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
+        ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
+        ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
+    } else {
+        mat(b, W("blk.%d.attn_qkv.weight", i), E, conv_dim);
+        mat(b, W("blk.%d.attn_gate.weight", i), E, value_dim);
+        tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, c->conv_k, conv_dim, I_NORMAL, 1.0f / sqrtf((float)c->conv_k), 0);
+        tensor(b, W("blk.%d.ssm_dt.bias", i), 1, c->lin_v, 1, I_CONST, 1, 0);
+        tensor(b, W("blk.%d.ssm_a", i), 1, c->lin_v, 1, I_UNIFORM, -0.5f, -0.02f);
+        mat(b, W("blk.%d.ssm_beta.weight", i), E, c->lin_v);
+        mat(b, W("blk.%d.ssm_alpha.weight", i), E, c->lin_v);
+        ones(b, W("blk.%d.ssm_norm.weight", i), c->lin_dk);
+        mat(b, W("blk.%d.ssm_out.weight", i), value_dim, E);
+    }
+    qwen35_ffn(b, i);
+}
+
+static void build_qwen35(builder *b) {
+    const shape *c = b->c;
+    const int E = c->n_embd, hd = c->head_dim, value_dim = c->lin_v * c->lin_dk;
     char nm[128];
     attn_common(b);
     kv_u32(b, ".block_count", (uint32_t)(b->n_layer + (b->mtp ? 1 : 0)));
@@ -450,53 +495,10 @@ static void build_qwen35(builder *b) {
     kv_u32(b, ".full_attention_interval", 4);
     if (tokenizer_kv(b, "qwen35")) b->failed = 1;
     embeddings(b, "output_norm.weight", c->tied ? 0.3f : 1.0f, 3.0f);
-    for (int i = 0; i < b->n_layer; i++) {
-        ones(b, W("blk.%d.attn_norm.weight", i), E);
-        ones(b, W("blk.%d.post_attention_norm.weight", i), E);
-        if ((i + 1) % 4 != 0) {
-            mat(b, W("blk.%d.attn_qkv.weight", i), E, conv_dim);
-            mat(b, W("blk.%d.attn_gate.weight", i), E, value_dim);
-            tensor(b, W("blk.%d.ssm_conv1d.weight", i), 2, c->conv_k, conv_dim, I_NORMAL,
-                   1.0f / sqrtf((float)c->conv_k), 0);
-            tensor(b, W("blk.%d.ssm_dt.bias", i), 1, c->lin_v, 1, I_CONST, 1, 0);
-            tensor(b, W("blk.%d.ssm_a", i), 1, c->lin_v, 1, I_UNIFORM, -0.5f, -0.02f);
-            mat(b, W("blk.%d.ssm_beta.weight", i), E, c->lin_v);
-            mat(b, W("blk.%d.ssm_alpha.weight", i), E, c->lin_v);
-            ones(b, W("blk.%d.ssm_norm.weight", i), c->lin_dk);
-            mat(b, W("blk.%d.ssm_out.weight", i), value_dim, E);
-        } else {
-            mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
-            mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
-            mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
-            mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
-            ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
-            ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
-        }
-        if (c->n_expert) {
-            moe_tensors(b, i, 1, 0, 1); /* softmax router, sigmoid-gated shared expert */
-            continue;
-        }
-        mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
-        mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
-        mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
-    }
-    if (b->mtp) { /* the MTP block: a gated attention block, its FFN, and nextn.* */
+    for (int i = 0; i < b->n_layer; i++) qwen35_block(b, i, (i + 1) % 4 == 0);
+    if (b->mtp) { /* the MTP block: a gated attention block with the trunk's FFN, and nextn.* */
         const int i = b->n_layer;
-        ones(b, W("blk.%d.attn_norm.weight", i), E);
-        ones(b, W("blk.%d.post_attention_norm.weight", i), E);
-        mat(b, W("blk.%d.attn_q.weight", i), E, 2 * hd * c->n_head);
-        mat(b, W("blk.%d.attn_k.weight", i), E, hd * c->n_head_kv);
-        mat(b, W("blk.%d.attn_v.weight", i), E, hd * c->n_head_kv);
-        mat(b, W("blk.%d.attn_output.weight", i), hd * c->n_head, E);
-        ones(b, W("blk.%d.attn_q_norm.weight", i), hd);
-        ones(b, W("blk.%d.attn_k_norm.weight", i), hd);
-        if (c->n_expert) {
-            moe_tensors(b, i, 1, 0, 1); /* qwen35moe: the trunk's MoE FFN */
-        } else {
-            mat(b, W("blk.%d.ffn_gate.weight", i), E, c->n_ff);
-            mat(b, W("blk.%d.ffn_up.weight", i), E, c->n_ff);
-            mat(b, W("blk.%d.ffn_down.weight", i), c->n_ff, E);
-        }
+        qwen35_block(b, i, 1);
         mat(b, W("blk.%d.nextn.eh_proj.weight", i), 2 * E, E);
         ones(b, W("blk.%d.nextn.enorm.weight", i), E);
         ones(b, W("blk.%d.nextn.hnorm.weight", i), E);
