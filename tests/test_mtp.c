@@ -35,9 +35,8 @@ static const char *fixture(const char *suffix) {
 }
 
 static float *read_rows(const char *suffix, int rows, int width) {
-    char path[256];
+    const char *path = fixture(suffix);
     size_t len;
-    snprintf(path, sizeof path, FIXTURES "%s.%s", NAME, suffix);
     float *x = (float *)read_file(path, &len);
     REQUIRE(x && len == sizeof(float) * (size_t)rows * (size_t)width, "bad %s (%zu bytes)", path, x ? len : 0);
     return x;
@@ -100,8 +99,8 @@ static void short_prompt(const model *m, arena *a) {
     int nS, nd;
     int *S = json_ints(mt, "tokens", &nS), *dam = json_ints(mt, "draft_argmax", &nd);
     REQUIRE(nS == R + 1 && nd == R, "unexpected reference layout");
-    float *ref_hin = read_rows("mtp_hin.f32", R, E), *ref_lg = read_rows("mtp.f32", R, V);
-    float *ref_hout = read_rows("mtp_hout.f32", R, E);
+    float *ref_hin = read_rows(".mtp_hin.f32", R, E), *ref_lg = read_rows(".mtp.f32", R, V);
+    float *ref_hout = read_rows(".mtp_hout.f32", R, E);
     float *lg = malloc(sizeof(float) * (size_t)R * V), *hout = malloc(sizeof(float) * (size_t)R * E);
 
     float *h = trunk_rows(m, S, R, a);
@@ -124,7 +123,7 @@ static void short_prompt(const model *m, arena *a) {
     /* every draft chain of the speculative run, from the state the trunk has at its start */
     const cJSON *steps = cJSON_GetObjectItem(cJSON_GetObjectItem(mt, "spec"), "steps");
     const int draft_rows = cJSON_GetObjectItem(cJSON_GetObjectItem(mt, "spec"), "draft_rows")->valueint;
-    float *ref_spec = read_rows("spec.f32", draft_rows, V);
+    float *ref_spec = read_rows(".spec.f32", draft_rows, V);
     float *lo = malloc(sizeof(float) * V), *hc = malloc(sizeof(float) * E), *lt = malloc(sizeof(float) * V);
     float worst = 0;
     int rows = 0, tokens_same = 1;

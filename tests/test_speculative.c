@@ -207,13 +207,20 @@ static void splits(const model *m, const char *suffix, int every, int gen, arena
     cJSON_Delete(ref);
 }
 
+/* The long run's tokens (llama.cpp's prompt + greedy), n of them; the caller frees them */
+static int *long_tokens(int *n) {
+    cJSON *ref = read_json(fixture(".long.json"));
+    REQUIRE(ref, "cannot read the long reference");
+    int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", n);
+    cJSON_Delete(ref);
+    return S;
+}
+
 /* Drafting over the first 300 token ids only (mtp_set_draft_vocab): every draft is one of
  * them, and the tokens are still plain greedy's. */
 static void draft_vocab(model *m, arena *a) {
-    cJSON *ref = read_json(fixture(".long.json"));
-    REQUIRE(ref, "cannot read the long reference");
     int nS;
-    int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
+    int *S = long_tokens(&nS);
     REQUIRE(mtp_set_draft_vocab(m, 300) == 300, "mtp_set_draft_vocab");
     const int before = check_failures;
     int accepted = 0, outside = 0;
@@ -234,16 +241,13 @@ static void draft_vocab(model *m, arena *a) {
     free(lg);
     free(h);
     free(S);
-    cJSON_Delete(ref);
 }
 
 /* A checkpoint between steps: saved into the checkpoint store, restored into a fresh
  * state, continued - the same drafts, acceptances and tokens as without the break. */
 static void checkpoint_midway(model *m, arena *a) {
-    cJSON *ref = read_json(fixture(".long.json"));
-    REQUIRE(ref, "cannot read the long reference");
     int nS;
-    int *S = json_ints(cJSON_GetObjectItem(ref, "mtp"), "tokens", &nS);
+    int *S = long_tokens(&nS);
     const int K = 200, N = 3, gen = 48;
     char err[256] = "";
     prefix_cache *pc = pc_open(m, NULL, err, sizeof err); /* a store of its own, in RAM */
@@ -307,7 +311,6 @@ static void checkpoint_midway(model *m, arena *a) {
     free(lg);
     free(S);
     pc_close(pc);
-    cJSON_Delete(ref);
 }
 
 /* Six sequences draft in the same passes and are verified in one model pass, beside a
