@@ -202,16 +202,36 @@ out:
 int fs_handle_nonblock(const fs_handle *h) { return (h->flags & O_NONBLOCK) != 0; }
 uint64_t fs_handle_ino(const fs_handle *h) { return h->ino; }
 
+/* A rendered view (stats.json, status, transcript.md, ...) changes while it is read. A
+ * reader that needs several read() calls must still get one text: a later read takes
+ * the new rendering only if it continues what this handle has already returned (the
+ * text grew, as transcript.md does under `tail -f`); otherwise it reads on in the
+ * rendering the earlier reads came from, so a counter that moved cannot splice two
+ * versions of stats.json. A read at offset 0 always starts over. Takes `fresh`. */
+static ssize_t read_view(fs_handle *h, char *fresh, size_t fresh_len, off_t off, size_t size, char *buf) {
+    size_t seen = (size_t)off < h->view_len ? (size_t)off : h->view_len;
+    if (off == 0 || !h->view || seen == 0 ||
+        (fresh_len >= seen && memcmp(fresh, h->view, seen) == 0)) {
+        free(h->view);
+        h->view = fresh, h->view_len = fresh_len;
+    } else {
+        free(fresh);
+    }
+    size_t n = (size_t)off < h->view_len ? h->view_len - off : 0;
+    if (n > size) n = size;
+    if (n) memcpy(buf, h->view + off, n);
+    return (ssize_t)n;
+}
+
 ssize_t fs_read(chatfs *fs, fs_handle *h, off_t off, size_t size, char *buf) {
     if (h->kind == K_STATS) {
         size_t len = 0;
-        char *t = cfs_stats_text(fs, &len);
+        char *t = cfs_stats_text(fs, &len); /* takes fs->mu itself */
         if (!t) return -ENOMEM;
-        size_t n = (size_t)off < len ? len - off : 0;
-        if (n > size) n = size;
-        memcpy(buf, t + (n ? off : 0), n);
-        free(t);
-        return (ssize_t)n;
+        pthread_mutex_lock(&fs->mu);
+        ssize_t n = read_view(h, t, len, off, size, buf);
+        pthread_mutex_unlock(&fs->mu);
+        return n;
     }
     pthread_mutex_lock(&fs->mu);
     ssize_t rc;
@@ -231,11 +251,8 @@ ssize_t fs_read(chatfs *fs, fs_handle *h, off_t off, size_t size, char *buf) {
         rc = cfs_resolve(fs, h->ino, &nd);
         sbuf b = {0};
         if (!rc) rc = cfs_render(fs, &nd, &b);
-        if (!rc) {
-            rc = (size_t)off < b.len ? (ssize_t)(b.len - off < size ? b.len - off : size) : 0;
-            if (rc > 0) memcpy(buf, b.p + off, rc);
-        }
-        free(b.p);
+        if (!rc) rc = read_view(h, b.p, b.len, off, size, buf);
+        else free(b.p);
     }
     if (rc >= 0) h->pos = off + rc;
     pthread_mutex_unlock(&fs->mu);
@@ -369,6 +386,7 @@ void fs_release(chatfs *fs, fs_handle *h) {
     cfs_stream_unref(h->s);
     cfs_conv_unref(h->c);
     free(h->buf);
+    free(h->view);
     free(h);
     cfs_unlock(fs);
 }

@@ -478,6 +478,36 @@ def test_view_mtimes():
             check(read(os.path.join(out, f)) == read(m.p("a", f)), "rsync's quick check skipped %s" % f)
 
 
+def test_views_read_in_pieces():
+    """A view read in several read() calls is one text even when it changes in between
+    (CI once read stats.json as one rendering's head and a longer one's tail, which is not
+    JSON); a view that only grew continues with what was appended (`tail -f`)."""
+    with Mount("pieces") as m:
+        fd = os.open(m.p("stats.json"), os.O_RDONLY)
+        try:
+            first = os.pread(fd, 1 << 16, 0)
+            for i in range(12):  # "conversations": 0 -> 12, one byte longer
+                os.mkdir(m.p("p%d" % i))
+            mid = first.index(b'"generating"')  # after the counter that moved
+            rest = os.pread(fd, 1 << 16, mid)
+            check(rest == first[mid:], "a second read spliced two renderings: %r" % rest[:40])
+            check(os.pread(fd, 1 << 16, len(first)) == b"", "more bytes after the end of the text")
+            again = json.loads(os.pread(fd, 1 << 16, 0))
+            check(again["filesystem"]["conversations"] == json.loads(first)["filesystem"]["conversations"] + 12,
+                  "a read at offset 0 starts over: %s" % again["filesystem"])
+        finally:
+            os.close(fd)
+        fd = os.open(m.p("p0", "transcript.md"), os.O_RDONLY)
+        try:
+            before = os.pread(fd, 1 << 16, 0)
+            check(sh("echo hello > p0/message && cat p0/reply >/dev/null", cwd=m.mnt)[0] == 0, "a reply")
+            grown = os.pread(fd, 1 << 16, len(before))
+            check(grown and before + grown == read(m.p("p0", "transcript.md")).encode(),
+                  "transcript.md grew, the same handle reads on: %r %r" % (before, grown))
+        finally:
+            os.close(fd)
+
+
 def test_tail_f():
     with Mount("tail", fake="delay=100") as m:
         os.mkdir(m.p("a"))
