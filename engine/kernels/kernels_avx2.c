@@ -467,12 +467,13 @@ INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, const int R, const kac
     for (int64_t i = 0; i < nsb; i++) {
         const block_q6_K *a = w + i;
         if (C <= 8) prefetch_row((const uint8_t *)w, (size_t)i * sizeof *a, sizeof *a);
+        /* -32 * scales as int16 (|.| <= 4096): each token's offset is one VPMADDWD, the same
+         * integers as -32 * madd(bsums, scales) */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+        const __m256i nsc32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
         __m256i isum[6];
         #pragma GCC unroll 16
-        for (int t = 0; t < C; t++)
-            isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(load256(xq[t][i].bsums), sc16), 5));
+        for (int t = 0; t < C; t++) isum[t] = _mm256_madd_epi16(load256(xq[t][i].bsums), nsc32);
         #pragma GCC unroll 16
         for (int h = 0; h < 2; h++) {
             const __m256i qla = load256(a->ql + 64 * h), qlb = load256(a->ql + 64 * h + 32);

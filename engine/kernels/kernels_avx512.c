@@ -1182,10 +1182,13 @@ INLINE void q6k_unpack(const block_q6_K *a, const block_q6_K *c, int h, __m512i 
                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
 }
 
-/* the -32 offset of the weights: -32 * madd(bsums, scales) per lane */
-INLINE __m512i q6k_offset(const block_q8_K *x, __m512i sc) {
-    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(bcast256(x->bsums), sc), 5));
-}
+/* -32 * the scales, int16 (|-32 sc| <= 4096): once per super-block pair, so that each
+ * token's offset is one VPMADDWD */
+INLINE __m512i q6k_offset_scales(__m512i sc) { return _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc, 5)); }
+
+/* the -32 offset of the weights per lane, madd(bsums, -32 sc): the reference's
+ * -32 * madd(bsums, sc) as the same integers (|bsum| <= 2032, so no lane overflows) */
+INLINE __m512i q6k_offset(const block_q8_K *x, __m512i nsc32) { return _mm512_madd_epi16(bcast256(x->bsums), nsc32); }
 
 /* half h of the super-block pair times x, added to isum */
 INLINE __m512i q6k_half(const __m512i q[4], __m512i sc, const block_q8_K *x, int h, __m512i isum) {
@@ -1202,10 +1205,10 @@ INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i
                            const int C, size_t ahead, __m512 *acc) {
     const block_q6_K *a = w0 + i, *c = w1 + i;
     if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
-    const __m512i sc = q6k_scales(a, c);
+    const __m512i sc = q6k_scales(a, c), nsc32 = q6k_offset_scales(sc);
     __m512i isum[8];
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], sc);
+    for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], nsc32);
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m512i q[4];
@@ -1250,7 +1253,7 @@ INLINE void q6k_superblock_one(const block_q6_K *w0, const block_q6_K *w1, int64
     const __m512i sc = q6k_scales(a, c);
     const int8_t *x = xq[i].qs;
     const __m512i zero = _mm512_setzero_si512();
-    __m512i isum = q6k_offset(&xq[i], sc);
+    __m512i isum = q6k_offset(&xq[i], q6k_offset_scales(sc));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m512i q[4];
