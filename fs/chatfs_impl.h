@@ -194,9 +194,9 @@ struct fs_handle {
     stream *s;    /* K_REPLY, K_THINKING: the stream this handle reads */
     off_t pos;    /* where the last read ended */
     scratch *sc;
-    /* a rendered view (stats.json, status, transcript.md, ...) as a read at offset 0 saw it:
-     * later offsets are served from this copy, so a reader that needs several read()
-     * calls gets one consistent text even while the counters move (procfs does the same) */
+    /* the rendering of a view (stats.json, status, transcript.md, ...) this handle's
+     * reads have come from, so that several read() calls return one text (files.c
+     * read_view) */
     char *view;
     size_t view_len;
 };
