@@ -359,9 +359,9 @@ INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, in
  * (k_q80_one: a copy of its row, small next to the weights) and the many-token kernel;
  * 2 to 12 tokens have their own layout (pair_panels). */
 #define Q80_PANEL_TOKEN 64
-static __thread uint8_t *q80_panel_buf, *pair_panel_buf, *q8k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
-static __thread size_t q80_panel_cap, pair_panel_cap, q8k_panel_cap, r16_cap;
-static __thread uint64_t q8k_panel_serial, q80_panel_serial, pair_panel_serial; /* the preparation a buffer holds (0: none) */
+static __thread uint8_t *q80_panel_buf, *pair_panel_buf, *q8k_panel_buf, *q6k_panel_buf, *r16_buf; /* r16: the many-token Q8_0 kernel's weights */
+static __thread size_t q80_panel_cap, pair_panel_cap, q8k_panel_cap, q6k_panel_cap, r16_cap;
+static __thread uint64_t q8k_panel_serial, q80_panel_serial, pair_panel_serial, q6k_panel_serial; /* the preparation a buffer holds (0: none) */
 static __thread int q80_panel_tile, pair_panel_tile;                           /* and the tile size it was built for */
 
 /* Each thread's panel buffers live as long as the thread: a key's destructor frees them
@@ -373,10 +373,11 @@ static void panel_free(void *unused) {
     free(q80_panel_buf);
     free(pair_panel_buf);
     free(q8k_panel_buf);
+    free(q6k_panel_buf);
     free(r16_buf);
-    q80_panel_buf = pair_panel_buf = q8k_panel_buf = r16_buf = NULL;
-    q80_panel_cap = pair_panel_cap = q8k_panel_cap = r16_cap = 0;
-    q8k_panel_serial = q80_panel_serial = pair_panel_serial = 0;
+    q80_panel_buf = pair_panel_buf = q8k_panel_buf = q6k_panel_buf = r16_buf = NULL;
+    q80_panel_cap = pair_panel_cap = q8k_panel_cap = q6k_panel_cap = r16_cap = 0;
+    q8k_panel_serial = q80_panel_serial = pair_panel_serial = q6k_panel_serial = 0;
 }
 static void panel_key_make(void) { pthread_key_create(&panel_key, panel_free); }
 
@@ -1190,22 +1191,46 @@ INLINE __m512i q6k_offset_scales(__m512i sc) { return _mm512_sub_epi16(_mm512_se
  * -32 * madd(bsums, sc) as the same integers (|bsum| <= 2032, so no lane overflows) */
 INLINE __m512i q6k_offset(const block_q8_K *x, __m512i nsc32) { return _mm512_madd_epi16(bcast256(x->bsums), nsc32); }
 
-/* half h of the super-block pair times x, added to isum */
-INLINE __m512i q6k_half(const __m512i q[4], __m512i sc, const block_q8_K *x, int h, __m512i isum) {
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++)
-        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[g], bcast256(x->qs + 128 * h + 32 * g)),
-                                   pick_q6(sc, 8 * h + 2 * g));
-    return isum;
+/* The activations of the many-token kernel, per token and super-block (Q6K_PANEL_SB bytes):
+ * for half h and pair p of groups (2p, 2p+1), the two groups' 32 bytes with their dwords
+ * interleaved (VPUNPCKLDQ, VPUNPCKHDQ: lanes 0, 1, 4, 5 | 2, 3, 6, 7 of both), each stored
+ * twice so that one plain 512-bit load serves both rows of a pair. A loop of these
+ * products alone ran 0.53 ns per token and two groups with the activations broadcast from
+ * memory (VBROADCASTI64X4) whatever the multiplies, 0.41 ns with plain loads (docs/performance.md).
+ * A 512-token chunk over n_in 2048 takes 2 MB; like the other panels, each thread keeps its
+ * buffer for the next call. */
+#define Q6K_PANEL_SB 512
+static const uint8_t *q6k_panels(const kact *x, int64_t nsb) {
+    if (x->serial && q6k_panel_serial == x->serial && q6k_panel_buf) return q6k_panel_buf;
+    q6k_panel_serial = 0;
+    if (!panel_room(&q6k_panel_buf, &q6k_panel_cap, (size_t)x->T * (size_t)nsb * Q6K_PANEL_SB)) return NULL;
+    for (int t = 0; t < x->T; t++) {
+        const block_q8_K *xq = (const block_q8_K *)kact_row(x, t);
+        for (int64_t i = 0; i < nsb; i++) {
+            uint8_t *dst = q6k_panel_buf + ((size_t)t * (size_t)nsb + (size_t)i) * Q6K_PANEL_SB;
+            for (int k = 0; k < 4; k++) { /* k = 2h + p: groups 2p, 2p+1 of half h at qs + 64k */
+                const __m256i g0 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k));
+                const __m256i g1 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k + 32));
+                const __m256i lo = _mm256_unpacklo_epi32(g0, g1), hi = _mm256_unpackhi_epi32(g0, g1);
+                _mm512_store_si512(dst + 128 * k, _mm512_inserti64x4(_mm512_castsi256_si512(lo), lo, 1));
+                _mm512_store_si512(dst + 128 * k + 64, _mm512_inserti64x4(_mm512_castsi256_si512(hi), hi, 1));
+            }
+        }
+    }
+    q6k_panel_serial = x->serial;
+    return q6k_panel_buf;
 }
 
-/* Super-block i of the row pair w0/w1 times the C tokens xq[t], added to acc[t]; the
- * weights prefetched ahead bytes ahead in each row */
+/* Super-block i of the row pair w0/w1 times the C tokens xq[t] (their panels xp[t]), added
+ * to acc[t]; the weights prefetched ahead bytes ahead in each row. Per two groups and token:
+ * two VPDPBUSD over the interleaved dwords (lane L of both groups side by side), VPACKSSDW
+ * to words (|lane| <= 4 * 63 * 127 < 2^15: exact), one VPDPWSSD with the word pairs of
+ * scales (perm.q6p: the one-token kernels' word pairs), so the lanes are the reference's. */
 INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const block_q8_K *const *xq,
-                           const int C, size_t ahead, __m512 *acc) {
+                           const uint8_t *const *xp, const int C, size_t ahead, __m512 *acc) {
     const block_q6_K *a = w0 + i, *c = w1 + i;
     if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
-    const __m512i sc = q6k_scales(a, c), nsc32 = q6k_offset_scales(sc);
+    const __m512i sc = q6k_scales(a, c), nsc32 = q6k_offset_scales(sc), zero = _mm512_setzero_si512();
     __m512i isum[8];
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], nsc32);
@@ -1213,8 +1238,20 @@ INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i
     for (int h = 0; h < 2; h++) {
         __m512i q[4];
         q6k_unpack(a, c, h, q);
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) isum[t] = q6k_half(q, sc, &xq[t][i], h, isum[t]);
+        #pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const int k = 2 * h + p;
+            const __m512i qa = _mm512_unpacklo_epi32(q[2 * p], q[2 * p + 1]);
+            const __m512i qb = _mm512_unpackhi_epi32(q[2 * p], q[2 * p + 1]);
+            const __m512i s = pick_perm(perm.q6p[k], sc);
+            #pragma GCC unroll 16
+            for (int t = 0; t < C; t++) {
+                const uint8_t *x = xp[t] + (size_t)i * Q6K_PANEL_SB + 128 * k;
+                const __m512i A = _mm512_dpbusd_epi32(zero, qa, _mm512_load_si512(x));
+                const __m512i B = _mm512_dpbusd_epi32(zero, qb, _mm512_load_si512(x + 64));
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_packs_epi32(A, B), s);
+            }
+        }
     }
     const __m512 dw = half_pair(a->d, c->d);
     #pragma GCC unroll 16
@@ -1222,20 +1259,22 @@ INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
 }
 
-/* rows r and r2 (r alone when !two) times C tokens */
-INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, int t0, const int C, float *Y,
-                  int64_t ldy) {
+/* rows r and r2 (r alone when !two) times C tokens; panels: q6k_panels */
+INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, const uint8_t *panels, int t0,
+                  const int C, float *Y, int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
     const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
     const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)W->data + (size_t)r2 * W->row_bytes) : w0;
     const block_q8_K *xq[8];
+    const uint8_t *xp[8];
     __m512 acc[8];
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
+        xp[t] = panels + (size_t)(t0 + t) * (size_t)nsb * Q6K_PANEL_SB;
         acc[t] = _mm512_setzero_ps();
     }
-    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, xq, C, PF_AHEAD / 2, acc);
+    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, xq, xp, C, PF_AHEAD / 2, acc);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy;
@@ -1292,16 +1331,36 @@ INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *r
     }
 }
 
-GEMM_DRIVER(gemm_q6_k_tiles, k_q6k, 8)
-
-/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x) */
-static void gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    if (x->T > 1) {
-        gemm_q6_k_tiles(W, r0, r1, x, Y, ldy);
-        return;
+#define Q6K_TILE 8
+#define Q6K_CASE(k) \
+    case k: if (k <= Q6K_TILE) k_q6k(W, r, r2, two, x, panels, t0, k <= Q6K_TILE ? k : 1, Y, ldy); break;
+/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x), several
+ * in tiles of up to Q6K_TILE tokens over row pairs (as GEMM_DRIVER); 0 without writing when
+ * there is no memory for the panels (the reference runs then) */
+static int gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
+    const int T = x->T;
+    if (T == 1) {
+        FOR_QUARTER_GROUPS(r0, r1, k_q6k_one, W, x, Y)
+        return 1;
     }
-    FOR_QUARTER_GROUPS(r0, r1, k_q6k_one, W, x, Y)
+    const uint8_t *panels = q6k_panels(x, W->n_in / QK_K);
+    if (!panels) return 0;
+    const int64_t rc = chunk_rows(W->row_bytes, T, Q6K_TILE);
+    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
+        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
+        for (int t0 = 0; t0 < T; t0 += Q6K_TILE) {
+            const int c = T - t0 < Q6K_TILE ? T - t0 : Q6K_TILE;
+            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
+                int64_t r2;
+                int two;
+                const int64_t r = row_pair(c0, c1, T <= Q6K_TILE, i, &r2, &two);
+                switch (c) { Q6K_CASE(1) Q6K_CASE(2) Q6K_CASE(3) Q6K_CASE(4) Q6K_CASE(5) Q6K_CASE(6) Q6K_CASE(7) Q6K_CASE(8) }
+            }
+        }
+    }
+    return 1;
 }
+#undef Q6K_CASE
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
@@ -1397,7 +1456,7 @@ static int avx512_gemm(const matrix *W, int64_t r0, int64_t r1, const kact *x, f
     case GGML_Q5_1: gemm_q5_1(W, r0, r1, x, Y, ldy); return 1;
     case GGML_Q4_K: return gemm_q4_k(W, r0, r1, x, Y, ldy);
     case GGML_Q5_K: return gemm_q5_k(W, r0, r1, x, Y, ldy);
-    case GGML_Q6_K: gemm_q6_k(W, r0, r1, x, Y, ldy); return 1;
+    case GGML_Q6_K: return gemm_q6_k(W, r0, r1, x, Y, ldy);
     default: return 0;
     }
 }
