@@ -170,11 +170,12 @@ INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int
     }
 
 /* the driver of the types without their own: chunks of rows, tiles of up to TT tokens,
- * pairs of rows (row_pair) */
-#define TILE_CASE(k, KERNEL, TT) \
-    case k: if (k <= TT) KERNEL(W, r, r2, two, x, t0, (k <= TT ? k : 1), Y, ldy); break;
-#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
-    static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
+ * pairs of rows (row_pair). GEMM_TILES is its loop, a statement over W, r0, r1, x, Y and
+ * ldy in scope; the kernel gets any further arguments (...) right after x. */
+#define TILE_CASE(k, KERNEL, TT, ...) \
+    case k: if (k <= TT) KERNEL(W, r, r2, two, x, ##__VA_ARGS__, t0, (k <= TT ? k : 1), Y, ldy); break;
+#define GEMM_TILES(KERNEL, TT, ...)                                                                     \
+    do {                                                                                                \
         const int T = x->T;                                                                         \
         const int64_t rc = chunk_rows(W->row_bytes, T, TT);                                         \
         for (int64_t c0 = r0; c0 < r1; c0 += rc) {                                                  \
@@ -186,16 +187,22 @@ INLINE int quarter_group(int64_t r0, int64_t r1, int64_t i, int64_t rows[4], int
                     int two;                                                                        \
                     const int64_t r = row_pair(c0, c1, T <= TT, i, &r2, &two);                      \
                     switch (c) {                                                                    \
-                        TILE_CASE(1, KERNEL, TT) TILE_CASE(2, KERNEL, TT) TILE_CASE(3, KERNEL, TT)  \
-                        TILE_CASE(4, KERNEL, TT) TILE_CASE(5, KERNEL, TT) TILE_CASE(6, KERNEL, TT)  \
-                        TILE_CASE(7, KERNEL, TT) TILE_CASE(8, KERNEL, TT) TILE_CASE(9, KERNEL, TT)  \
-                        TILE_CASE(10, KERNEL, TT) TILE_CASE(11, KERNEL, TT) TILE_CASE(12, KERNEL, TT) \
-                        TILE_CASE(13, KERNEL, TT) TILE_CASE(14, KERNEL, TT) TILE_CASE(15, KERNEL, TT) \
-                        TILE_CASE(16, KERNEL, TT)                                                   \
+                        TILE_CASE(1, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(2, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(3, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(4, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(5, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(6, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(7, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(8, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(9, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(10, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(11, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(12, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(13, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(14, KERNEL, TT, ##__VA_ARGS__) \
+                        TILE_CASE(15, KERNEL, TT, ##__VA_ARGS__) TILE_CASE(16, KERNEL, TT, ##__VA_ARGS__) \
                     }                                                                               \
                 }                                                                                   \
             }                                                                                       \
         }                                                                                           \
+    } while (0)
+#define GEMM_DRIVER(fname, KERNEL, TT)                                                                  \
+    static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
+        GEMM_TILES(KERNEL, TT);                                                                     \
     }
 
 /* ---------------------------------------------------------------- F32, F16, BF16
@@ -1331,36 +1338,19 @@ INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *r
     }
 }
 
-#define Q6K_TILE 8
-#define Q6K_CASE(k) \
-    case k: if (k <= Q6K_TILE) k_q6k(W, r, r2, two, x, panels, t0, k <= Q6K_TILE ? k : 1, Y, ldy); break;
-/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x), several
- * in tiles of up to Q6K_TILE tokens over row pairs (as GEMM_DRIVER); 0 without writing when
- * there is no memory for the panels (the reference runs then) */
+/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x),
+ * several in GEMM_TILES of up to 8 tokens; 0 without writing when there is no memory for
+ * the panels (the reference runs then) */
 static int gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    const int T = x->T;
-    if (T == 1) {
+    if (x->T == 1) {
         FOR_QUARTER_GROUPS(r0, r1, k_q6k_one, W, x, Y)
         return 1;
     }
     const uint8_t *panels = q6k_panels(x, W->n_in / QK_K);
     if (!panels) return 0;
-    const int64_t rc = chunk_rows(W->row_bytes, T, Q6K_TILE);
-    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
-        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
-        for (int t0 = 0; t0 < T; t0 += Q6K_TILE) {
-            const int c = T - t0 < Q6K_TILE ? T - t0 : Q6K_TILE;
-            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
-                int64_t r2;
-                int two;
-                const int64_t r = row_pair(c0, c1, T <= Q6K_TILE, i, &r2, &two);
-                switch (c) { Q6K_CASE(1) Q6K_CASE(2) Q6K_CASE(3) Q6K_CASE(4) Q6K_CASE(5) Q6K_CASE(6) Q6K_CASE(7) Q6K_CASE(8) }
-            }
-        }
-    }
+    GEMM_TILES(k_q6k, 8, panels);
     return 1;
 }
-#undef Q6K_CASE
 
 /* ---------------------------------------------------------------- activation rows
  * quantize_activation's Q8_0 and Q8_K (quant.c) with the same arithmetic: max of |x|,
