@@ -888,12 +888,11 @@ INLINE __m512 khead_factor(__m256i head, int w, int n) {
 }
 
 /* permutation indices, as tables so the compiler loads them instead of building them
- * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; q6[k] = [k x 8, k+1 x 8 | 16+k x 8, 17+k x 8];
- * the one-token kernels' word pairs (see word_pairs): pair2[c] = [2c, 2c+1 (x 8) | 16+2c, 17+2c
- * (x 8)]; q6p[p] = [k, k+2 (x 4), k+1, k+3 (x 4) | the same + 16], k = 4p */
+ * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; the one-token kernels' word pairs (see
+ * word_pairs): pair2[c] = [2c, 2c+1 (x 8) | 16+2c, 17+2c (x 8)]; q6p[p] = [k, k+2 (x 4),
+ * k+1, k+3 (x 4) | the same + 16], k = 4p */
 static const struct {
     _Alignas(64) int16_t pair16[8][32];
-    _Alignas(64) int16_t q6[16][32];
     _Alignas(64) int16_t pair2[4][32];
     _Alignas(64) int16_t q6p[4][32];
 } perm = {
@@ -901,12 +900,6 @@ static const struct {
                 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
     {P16(0), P16(1), P16(2), P16(3), P16(4), P16(5), P16(6), P16(7)},
 #undef P16
-#define Q6(k) {k, k, k, k, k, k, k, k, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, 16 + k, 16 + k, \
-               16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 16 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, 17 + k, \
-               17 + k, 17 + k}
-    {Q6(0), Q6(1), Q6(2), Q6(3), Q6(4), Q6(5), Q6(6), Q6(7), Q6(8), Q6(9), Q6(10), Q6(11), Q6(12), Q6(13), Q6(14),
-     Q6(15)},
-#undef Q6
 #define P2(j) {j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, 16 + j, 17 + j, 16 + j, \
                17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j}
     {P2(0), P2(2), P2(4), P2(6)},
@@ -1167,9 +1160,6 @@ static int gemm_q5_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, flo
  * sc[8h + 2g] for its first 16 elements and sc[8h + 2g + 1] for the rest; lanes minus
  * 32 * madd(bsums, sc) (lane L: sub-blocks 2L and 2L+1); acc[L] = fma(d, lane, acc[L]). */
 
-/* int16 [v[k] x 8, v[k+1] x 8 | v[16+k] x 8, v[16+k+1] x 8] */
-INLINE __m512i pick_q6(__m512i v, int k) { return _mm512_permutexvar_epi16(_mm512_load_si512(perm.q6[k]), v); }
-
 /* the 8-bit scales of super-blocks a and c as int16 [a's 16 | c's 16] */
 INLINE __m512i q6k_scales(const block_q6_K *a, const block_q6_K *c) {
     return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
@@ -1195,32 +1185,48 @@ INLINE void q6k_unpack(const block_q6_K *a, const block_q6_K *c, int h, __m512i 
 INLINE __m512i q6k_offset_scales(__m512i sc) { return _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc, 5)); }
 
 /* the -32 offset of the weights per lane, madd(bsums, -32 sc): the reference's
- * -32 * madd(bsums, sc) as the same integers (|bsum| <= 2032, so no lane overflows) */
-INLINE __m512i q6k_offset(const block_q8_K *x, __m512i nsc32) { return _mm512_madd_epi16(bcast256(x->bsums), nsc32); }
+ * -32 * madd(bsums, sc) as the same integers (|bsum| <= 2032, so no lane overflows);
+ * bsums: the 16 sums in both halves */
+INLINE __m512i q6k_offset(__m512i bsums, __m512i nsc32) { return _mm512_madd_epi16(bsums, nsc32); }
 
-/* The activations of the many-token kernel, per token and super-block (Q6K_PANEL_SB bytes):
- * for half h and pair p of groups (2p, 2p+1), the two groups' 32 bytes with their dwords
- * interleaved (VPUNPCKLDQ, VPUNPCKHDQ: lanes 0, 1, 4, 5 | 2, 3, 6, 7 of both), each stored
- * twice so that one plain 512-bit load serves both rows of a pair. A loop of these
+/* The activations of the many-token kernel. Per tile of up to Q6K_TILE tokens and super-block,
+ * a block (q6k_block) of each token's Q6K_PANEL_TOKEN bytes, then the tile's scales d_x, so
+ * that the kernel for C tokens finds token t at a constant offset (against a pointer per
+ * token: 1.03-1.12x at 2 to 512 tokens). A token's bytes: for half h and pair p of groups
+ * (2p, 2p + 1), k = 2h + p, the two groups' 32 bytes with their dwords interleaved
+ * (VPUNPCKLDQ, VPUNPCKHDQ: lanes 0, 1, 4, 5 | 2, 3, 6, 7 of both), then the 16 bsums; each
+ * stored twice, so that one plain 512-bit load serves both rows of a pair. A loop of these
  * products alone ran 0.53 ns per token and two groups with the activations broadcast from
- * memory (VBROADCASTI64X4) whatever the multiplies, 0.41 ns with plain loads (docs/performance.md).
- * A 512-token chunk over n_in 2048 takes 2 MB; like the other panels, each thread keeps its
- * buffer for the next call. */
-#define Q6K_PANEL_SB 512
+ * memory (VBROADCASTI64X4) whatever the multiplies, 0.41 ns with plain loads
+ * (docs/performance.md). 512 tokens over n_in 2048 take 2.4 MB; like the other panels,
+ * each thread keeps its buffer for the next call. */
+#define Q6K_TILE 8 /* tokens per tile */
+#define Q6K_PANEL_TOKEN 576
+INLINE size_t q6k_block(int C) { return (size_t)C * Q6K_PANEL_TOKEN + ((size_t)C * sizeof(float) + 63) / 64 * 64; }
+INLINE size_t q6k_tile_offset(int t0, int64_t nsb) { return (size_t)(t0 / Q6K_TILE) * (size_t)nsb * q6k_block(Q6K_TILE); }
+
+INLINE void dup256_store(uint8_t *dst, __m256i v) { _mm512_store_si512(dst, _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1)); }
+
 static const uint8_t *q6k_panels(const kact *x, int64_t nsb) {
     if (x->serial && q6k_panel_serial == x->serial && q6k_panel_buf) return q6k_panel_buf;
     q6k_panel_serial = 0;
-    if (!panel_room(&q6k_panel_buf, &q6k_panel_cap, (size_t)x->T * (size_t)nsb * Q6K_PANEL_SB)) return NULL;
-    for (int t = 0; t < x->T; t++) {
-        const block_q8_K *xq = (const block_q8_K *)kact_row(x, t);
-        for (int64_t i = 0; i < nsb; i++) {
-            uint8_t *dst = q6k_panel_buf + ((size_t)t * (size_t)nsb + (size_t)i) * Q6K_PANEL_SB;
-            for (int k = 0; k < 4; k++) { /* k = 2h + p: groups 2p, 2p+1 of half h at qs + 64k */
-                const __m256i g0 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k));
-                const __m256i g1 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k + 32));
-                const __m256i lo = _mm256_unpacklo_epi32(g0, g1), hi = _mm256_unpackhi_epi32(g0, g1);
-                _mm512_store_si512(dst + 128 * k, _mm512_inserti64x4(_mm512_castsi256_si512(lo), lo, 1));
-                _mm512_store_si512(dst + 128 * k + 64, _mm512_inserti64x4(_mm512_castsi256_si512(hi), hi, 1));
+    const int tiles = (x->T + Q6K_TILE - 1) / Q6K_TILE;
+    if (!panel_room(&q6k_panel_buf, &q6k_panel_cap, (size_t)tiles * (size_t)nsb * q6k_block(Q6K_TILE))) return NULL;
+    for (int t0 = 0; t0 < x->T; t0 += Q6K_TILE) {
+        const int C = x->T - t0 < Q6K_TILE ? x->T - t0 : Q6K_TILE;
+        uint8_t *panel = q6k_panel_buf + q6k_tile_offset(t0, nsb);
+        for (int t = 0; t < C; t++) {
+            const block_q8_K *xq = (const block_q8_K *)kact_row(x, t0 + t);
+            for (int64_t i = 0; i < nsb; i++) {
+                uint8_t *block = panel + (size_t)i * q6k_block(C), *dst = block + (size_t)t * Q6K_PANEL_TOKEN;
+                for (int k = 0; k < 4; k++) { /* k = 2h + p: groups 2p, 2p + 1 of half h at qs + 64k */
+                    const __m256i g0 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k));
+                    const __m256i g1 = _mm256_loadu_si256((const __m256i *)(xq[i].qs + 64 * k + 32));
+                    dup256_store(dst + 128 * k, _mm256_unpacklo_epi32(g0, g1));
+                    dup256_store(dst + 128 * k + 64, _mm256_unpackhi_epi32(g0, g1));
+                }
+                dup256_store(dst + 512, _mm256_loadu_si256((const __m256i *)xq[i].bsums));
+                ((float *)(block + (size_t)C * Q6K_PANEL_TOKEN))[t] = xq[i].d;
             }
         }
     }
@@ -1228,19 +1234,19 @@ static const uint8_t *q6k_panels(const kact *x, int64_t nsb) {
     return q6k_panel_buf;
 }
 
-/* Super-block i of the row pair w0/w1 times the C tokens xq[t] (their panels xp[t]), added
+/* Super-block i of the row pair w0/w1 times the C tokens of its q6k_panels block xp, added
  * to acc[t]; the weights prefetched ahead bytes ahead in each row. Per two groups and token:
  * two VPDPBUSD over the interleaved dwords (lane L of both groups side by side), VPACKSSDW
  * to words (|lane| <= 4 * 63 * 127 < 2^15: exact), one VPDPWSSD with the word pairs of
  * scales (perm.q6p: the one-token kernels' word pairs), so the lanes are the reference's. */
-INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const block_q8_K *const *xq,
-                           const uint8_t *const *xp, const int C, size_t ahead, __m512 *acc) {
+INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i, const uint8_t *xp, const int C,
+                           size_t ahead, __m512 *acc) {
     const block_q6_K *a = w0 + i, *c = w1 + i;
     if (C <= 8) prefetch_pair((const uint8_t *)w0, (const uint8_t *)w1, (size_t)i * sizeof *a, sizeof *a, ahead);
     const __m512i sc = q6k_scales(a, c), nsc32 = q6k_offset_scales(sc), zero = _mm512_setzero_si512();
-    __m512i isum[8];
+    __m512i isum[Q6K_TILE];
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) isum[t] = q6k_offset(&xq[t][i], nsc32);
+    for (int t = 0; t < C; t++) isum[t] = q6k_offset(_mm512_load_si512(xp + (size_t)t * Q6K_PANEL_TOKEN + 512), nsc32);
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m512i q[4];
@@ -1253,7 +1259,7 @@ INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i
             const __m512i s = pick_perm(perm.q6p[k], sc);
             #pragma GCC unroll 16
             for (int t = 0; t < C; t++) {
-                const uint8_t *x = xp[t] + (size_t)i * Q6K_PANEL_SB + 128 * k;
+                const uint8_t *x = xp + (size_t)t * Q6K_PANEL_TOKEN + 128 * k;
                 const __m512i A = _mm512_dpbusd_epi32(zero, qa, _mm512_load_si512(x));
                 const __m512i B = _mm512_dpbusd_epi32(zero, qb, _mm512_load_si512(x + 64));
                 isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_packs_epi32(A, B), s);
@@ -1261,9 +1267,10 @@ INLINE void q6k_superblock(const block_q6_K *w0, const block_q6_K *w1, int64_t i
         }
     }
     const __m512 dw = half_pair(a->d, c->d);
+    const float *dx = (const float *)(xp + (size_t)C * Q6K_PANEL_TOKEN);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++)
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xq[t][i].d), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dx[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
 }
 
 /* rows r and r2 (r alone when !two) times C tokens; panels: q6k_panels */
@@ -1272,16 +1279,11 @@ INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x
     const int64_t nsb = W->n_in / QK_K;
     const block_q6_K *w0 = (const block_q6_K *)((const uint8_t *)W->data + (size_t)r * W->row_bytes);
     const block_q6_K *w1 = two ? (const block_q6_K *)((const uint8_t *)W->data + (size_t)r2 * W->row_bytes) : w0;
-    const block_q8_K *xq[8];
-    const uint8_t *xp[8];
-    __m512 acc[8];
+    const uint8_t *tile = panels + q6k_tile_offset(t0, nsb);
+    __m512 acc[Q6K_TILE];
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) {
-        xq[t] = (const block_q8_K *)kact_row(x, t0 + t);
-        xp[t] = panels + (size_t)(t0 + t) * (size_t)nsb * Q6K_PANEL_SB;
-        acc[t] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, xq, xp, C, PF_AHEAD / 2, acc);
+    for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) q6k_superblock(w0, w1, i, tile + (size_t)i * q6k_block(C), C, PF_AHEAD / 2, acc);
     #pragma GCC unroll 16
     for (int t = 0; t < C; t++) {
         float *y = Y + (size_t)(t0 + t) * ldy;
@@ -1299,7 +1301,7 @@ INLINE void q6k_superblock_one(const block_q6_K *w0, const block_q6_K *w1, int64
     const __m512i sc = q6k_scales(a, c);
     const int8_t *x = xq[i].qs;
     const __m512i zero = _mm512_setzero_si512();
-    __m512i isum = q6k_offset(&xq[i], q6k_offset_scales(sc));
+    __m512i isum = q6k_offset(bcast256(xq[i].bsums), q6k_offset_scales(sc));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         __m512i q[4];
@@ -1348,7 +1350,7 @@ static int gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, flo
     }
     const uint8_t *panels = q6k_panels(x, W->n_in / QK_K);
     if (!panels) return 0;
-    GEMM_TILES(k_q6k, 8, panels);
+    GEMM_TILES(k_q6k, Q6K_TILE, panels);
     return 1;
 }
 
