@@ -715,6 +715,42 @@ static void case_scan(float *out, size_t *n) {
     *n = k;
 }
 
+/* Mamba-1's channels: d_state 16 and an odd 5, dt across softplus's threshold (20), A
+ * negative as -exp(A_log); three tokens so the state carries; the plain formula's float
+ * math is the check of the reference (below), the same bits on every set this one */
+static void case_scan1(float *out, size_t *n) {
+    size_t k = 0;
+    const int states[] = {16, 5};
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        const int N = states[i], D = 40;
+        float S[40 * 16], A[40 * 16], dt[40], y[40];
+        for (int e = 0; e < D * N; e++) S[e] = vx[3000 + e] * 0.5f, A[e] = -expf(vg[4000 + e]);
+        for (int tok = 0; tok < 3; tok++) {
+            for (int d = 0; d < D; d++) dt[d] = vx[5000 + 40 * tok + d] * (d == 7 ? 12.f : 1.f);
+            ssm_scan1(S, A, vx + 6000 + 50 * tok, vg + 6000 + 50 * tok, dt, vx + 7000 + 50 * tok, y, 3, D, N);
+            memcpy(out + k, y + 3, sizeof(float) * (D - 3));
+            k += D - 3;
+            memcpy(out + k, S, sizeof(float) * (size_t)(D * N));
+            k += (size_t)(D * N);
+        }
+    }
+    *n = k;
+}
+
+/* ssm_scan1's exponentials over a sweep like exp_vec's: with state 1, B = 0 and dt = 32
+ * (softplus passes it through) a channel's new state is expf(32 a) for each of its a */
+#define SCAN1_EXP_D 65536
+static void case_scan1_exp(float *out, size_t *n) {
+    const int N = 16, D = SCAN1_EXP_D;
+    float *A = malloc(sizeof(float) * (size_t)(D * N)), *dt = malloc(sizeof(float) * D), *x = malloc(sizeof(float) * D);
+    float B[16] = {0}, C[16] = {0};
+    for (int i = 0; i < D * N; i++) A[i] = exp_in[i % EXP_N] / 32.f, out[i] = 1.0f;
+    for (int d = 0; d < D; d++) dt[d] = 32.f, x[d] = 1.f;
+    ssm_scan1(out, A, B, C, dt, x, out + D * N, 0, D, N);
+    *n = (size_t)(D * N + D);
+    free(A), free(dt), free(x);
+}
+
 static void test_ops(void) {
     exp_in = malloc(sizeof(float) * EXP_N);
     for (uint32_t i = 0; i < EXP_N; i++) {
@@ -743,6 +779,8 @@ static void test_ops(void) {
     compare_isas("attn_wsum_acc_multi", case_wsum_multi, 140000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
     compare_isas("ssm_scan_row", case_scan, 3000);
+    compare_isas("ssm_scan1", case_scan1, 3 * (40 * 16 + 40) + 3 * (40 * 5 + 40));
+    compare_isas("ssm_scan1's exponentials", case_scan1_exp, SCAN1_EXP_D * 17);
     /* the ops agree with plain math */
     kernels_select("auto");
     float y[64];

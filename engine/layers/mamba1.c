@@ -15,7 +15,8 @@
  *
  * State per sequence: conv [d_inner][K-1], ssm [d_inner][N] (N fastest). As in
  * llama.cpp's ssm_scan each state element is fma(S, exp(Δ A), B·xΔ) and the sum over N
- * is a chain of fused multiply-adds. */
+ * is a chain of fused multiply-adds (ssm_scan1, ops.h; its vector forms run 16 channels
+ * side by side and compute the exponentials as libm does, simd_avx512.c). */
 #include <math.h>
 #include <string.h>
 
@@ -47,18 +48,7 @@ static void scan_channels(void *arg, int ith, int nth) {
         const float *x = j->X + (size_t)row * D, *dt = j->DT + (size_t)row * D;
         const float *B = j->XDB + (size_t)row * xdb + l->dt_rank, *C = B + N;
         float *y = j->Y + (size_t)row * D;
-        for (int d = (int)c0; d < (int)c1; d++) {
-            const float delta = softplus(dt[d]), x_dt = x[d] * delta;
-            const float *A = l->a + (size_t)d * N;
-            float *S = j->S + (size_t)d * N;
-            float sum = 0;
-            for (int n = 0; n < N; n++) {
-                const float st = fmaf(S[n], expf(delta * A[n]), B[n] * x_dt);
-                sum = fmaf(st, C[n], sum);
-                S[n] = st;
-            }
-            y[d] = sum;
-        }
+        ssm_scan1(j->S, l->a, B, C, dt, x, y, (int)c0, (int)c1, N);
         const int cap = seg_capture_after(j->seg, t);
         if (cap >= 0)
             memcpy(seg_capture_at(j->seg, cap, j->S + c0 * N), j->S + c0 * N, sizeof(float) * (size_t)(c1 - c0) * N);

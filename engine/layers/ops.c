@@ -196,6 +196,13 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
     }
 }
 
+void ssm_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x, float *y,
+               int d0, int d1, int n) {
+    const layer_simd *ko = layer_simd_active();
+    if (ko->scan1) ko->scan1(S, A, B, C, dt, x, y, d0, d1, n);
+    else ssm_scan1_ref(S, A, B, C, dt, x, y, d0, d1, n);
+}
+
 float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
     const layer_simd *ko = layer_simd_active();
     if (ko->scan_row) return ko->scan_row(s, B, C, dA, x_dt, n);

@@ -71,6 +71,12 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
  * returns s . C summed in four 16-lane fused multiply-add accumulators for whole blocks
  * of 64, combined (0+2) + (1+3) and by reduce16_ref, then fused multiply-adds for the rest. */
 float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n);
+/* Channels [d0, d1) of a Mamba-1 layer's state for one token, as llama.cpp's ssm_scan forms
+ * them: delta = softplus(dt[d]); for the channel's n state elements (S and A rows of n)
+ * s = fma(s, expf(delta * a), B * (x[d] * delta)) with the product rounded; y[d] = the sum
+ * of s * C by fused multiply-adds in element order. */
+void ssm_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x, float *y,
+               int d0, int d1, int n);
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 /* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp

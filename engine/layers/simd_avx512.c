@@ -5,9 +5,10 @@
  *
  * Sections: exp's last step, dot_ggml, the ops shared with the AVX2 set (simd_lanes.h),
  * softmax's exponentials, the attention scores and weighted sums (one and several pairs per cache row), the update and
- * the delta rule, the causal convolution. */
+ * the delta rule, the causal convolution, the Mamba-2 and Mamba-1 scans (libm's expf for 16 floats). */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "engine/layers/simd.h"
 
@@ -401,6 +402,110 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
 }
 
+/* The 16 x 16 floats r[0..15] transposed in place (unpack, shuffle, then 128-bit lanes twice) */
+INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* u[4i + j], lane L: column 4L + j of rows 4i..4i+3 */
+        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512 w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        const __m512 x0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(w0, x0, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(w1, x1, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(w0, x0, 0xDD);
+        r[12 + j] = _mm512_shuffle_f32x4(w1, x1, 0xDD);
+    }
+}
+
+/* expf of 16 floats, bit for bit glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc
+ * 2.28, as its FMA build compiles it: the reference's libm): x N/ln2 = k + r in double,
+ * 2^(k/N) from its table of N = 32 and 2^(r/N) by its cubic, the same fused multiply-adds,
+ * then one rounding to float. Lanes outside that path (|x| >= 88 or so, infinities, NaNs:
+ * bits 20-30 above 0x42a, as glibc tests) take libm's expf. Against Debian 12's glibc 2.36
+ * every one of the 2^32 floats gave the same bits; test_kernels compares a million of them
+ * with the libm at hand (through ssm_scan1). */
+static const uint64_t expf_table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+INLINE __m256 expf8_libm(__m512d xd) {
+    const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
+    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
+    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
+    __m512d kd = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
+    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_table), ki, _mm512_loadu_si512(expf_table + 8));
+    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_table + 16), ki, _mm512_loadu_si512(expf_table + 24));
+    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r);
+    const __m512d y = _mm512_fmadd_pd(z, r2, _mm512_fmadd_pd(c2, r, one));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
+}
+
+INLINE __m512 expf16_libm(__m512 x) {
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf8_libm(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
+                                  expf8_libm(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
+    __mmask16 off = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(0x42a));
+    if (off) {
+        float v[16], e[16];
+        _mm512_storeu_ps(v, x);
+        _mm512_storeu_ps(e, y);
+        for (int k = 0; k < 16; k++)
+            if (off >> k & 1) e[k] = expf(v[k]);
+        y = _mm512_loadu_ps(e);
+    }
+    return y;
+}
+
+/* ssm_scan1 with a state of 16: 16 channels at a time, one per lane, so that each lane's
+ * sum runs over the state in element order as the reference's does, without waiting on the
+ * chain of one channel's fused multiply-adds; the channels' rows of S and A are transposed
+ * in, S's back out. The exponentials: expf16_libm, libm's to the bit.
+ * Other state sizes and the channels left over take the reference. */
+static void op_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x,
+                     float *y, int d0, int d1, int n) {
+    int d = d0;
+    for (; n == 16 && d + 16 <= d1; d += 16) {
+        float delta[16];
+        for (int k = 0; k < 16; k++) delta[k] = softplus(dt[d + k]);
+        const __m512 dl = _mm512_loadu_ps(delta), xdt = _mm512_mul_ps(_mm512_loadu_ps(x + d), dl);
+        __m512 a[16], s[16];
+        for (int k = 0; k < 16; k++) {
+            a[k] = _mm512_loadu_ps(A + (size_t)(d + k) * 16);
+            s[k] = _mm512_loadu_ps(S + (size_t)(d + k) * 16);
+        }
+        transpose16(a);
+        transpose16(s);
+        __m512 sum = _mm512_setzero_ps();
+        for (int e = 0; e < 16; e++) {
+            const __m512 ex = expf16_libm(_mm512_mul_ps(dl, a[e]));
+            s[e] = _mm512_fmadd_ps(s[e], ex, _mm512_mul_ps(_mm512_set1_ps(B[e]), xdt));
+            sum = _mm512_fmadd_ps(s[e], _mm512_set1_ps(C[e]), sum);
+        }
+        transpose16(s);
+        for (int k = 0; k < 16; k++) _mm512_storeu_ps(S + (size_t)(d + k) * 16, s[k]);
+        _mm512_storeu_ps(y + d, sum);
+    }
+    ssm_scan1_ref(S, A, B, C, dt, x, y, d, d1, n);
+}
+
 const layer_simd layer_simd_avx512 = {op_dot,  op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
                                        op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi,
-                                       op_scan_row};
+                                       op_scan_row, op_scan1};
