@@ -432,14 +432,6 @@ INLINE void transpose16(__m512 r[16]) {
  * bits 20-30 above 0x42a, as glibc tests) take libm's expf. Against Debian 12's glibc 2.36
  * every one of the 2^32 floats gave the same bits; test_kernels compares a million of them
  * with the libm at hand (through ssm_scan1). */
-static const uint64_t expf_table[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
 
 INLINE __m256 expf8_libm(__m512d xd) {
     const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
@@ -449,8 +441,8 @@ INLINE __m256 expf8_libm(__m512d xd) {
     const __m512i ki = _mm512_castpd_si512(kd);
     kd = _mm512_sub_pd(kd, shift);
     const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
-    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_table), ki, _mm512_loadu_si512(expf_table + 8));
-    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_table + 16), ki, _mm512_loadu_si512(expf_table + 24));
+    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table), ki, _mm512_loadu_si512(expf_libm_table + 8));
+    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table + 16), ki, _mm512_loadu_si512(expf_libm_table + 24));
     const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
     const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
     const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r);
