@@ -172,17 +172,8 @@ INLINE __m256 expf8_libm(__m256 x) {
 
 /* The 8 x 8 floats r[0..7] transposed in place */
 INLINE void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) { /* u[4i + j], half L: column 4L + j of rows 4i..4i+3 */
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
+    __m256 u[8];
+    transpose_in_lanes(r, u);
     for (int j = 0; j < 4; j++) {
         r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
         r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);

@@ -402,19 +402,10 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
 }
 
-/* The 16 x 16 floats r[0..15] transposed in place (unpack, shuffle, then 128-bit lanes twice) */
+/* The 16 x 16 floats r[0..15] transposed in place (transpose_in_lanes, then 128-bit lanes twice) */
 INLINE void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) { /* u[4i + j], lane L: column 4L + j of rows 4i..4i+3 */
-        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
+    __m512 u[16];
+    transpose_in_lanes(r, u);
     for (int j = 0; j < 4; j++) {
         const __m512 w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
         const __m512 x0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);

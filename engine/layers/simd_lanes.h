@@ -3,8 +3,8 @@
  * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
  * it differently) and dot_v (dot_ggml), and get: exp_vec and SiLU of one vector, SiLU and
  * SwiGLU of n floats (n % 16 == 0), mad_ggml's update, one token of the transposed
- * convolution, and the delta rule's loop over the rows of the state. Each is the
- * arithmetic of ops.c's scalar code, lane by lane. */
+ * convolution, the delta rule's loop over the rows of the state, and the in-lane half of
+ * a transpose. Each is the arithmetic of ops.c's scalar code, lane by lane. */
 #if SIMD_LANES == 16
 #define VF __m512
 #define vf_load _mm512_loadu_ps
@@ -17,6 +17,9 @@
 #define vf_div _mm512_div_ps
 #define vf_fnmadd _mm512_fnmadd_ps
 #define vf_fmadd _mm512_fmadd_ps
+#define vf_unpacklo _mm512_unpacklo_ps
+#define vf_unpackhi _mm512_unpackhi_ps
+#define vf_shuffle _mm512_shuffle_ps
 #elif SIMD_LANES == 8
 #define VF __m256
 #define vf_load _mm256_loadu_ps
@@ -29,6 +32,9 @@
 #define vf_div _mm256_div_ps
 #define vf_fnmadd _mm256_fnmadd_ps
 #define vf_fmadd _mm256_fmadd_ps
+#define vf_unpacklo _mm256_unpacklo_ps
+#define vf_unpackhi _mm256_unpackhi_ps
+#define vf_shuffle _mm256_shuffle_ps
 #else
 #error "SIMD_LANES is 8 or 16"
 #endif
@@ -92,6 +98,22 @@ INLINE void gdn_rows(float *S, int dk, int dv, const float *q, const float *k, c
     }
 }
 
+/* The first half of transposing SIMD_LANES rows r: u[4i + j] holds, in its 128-bit lane L,
+ * column 4L + j of rows 4i..4i+3 (what is left is moving 128-bit lanes) */
+INLINE void transpose_in_lanes(const VF *r, VF *u) {
+    VF t[SIMD_LANES];
+    for (int i = 0; i < SIMD_LANES / 2; i++) {
+        t[2 * i] = vf_unpacklo(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = vf_unpackhi(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < SIMD_LANES / 4; i++) {
+        u[4 * i] = vf_shuffle(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = vf_shuffle(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = vf_shuffle(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = vf_shuffle(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+}
+
 #undef VF
 #undef vf_load
 #undef vf_store
@@ -103,3 +125,6 @@ INLINE void gdn_rows(float *S, int dk, int dv, const float *q, const float *k, c
 #undef vf_div
 #undef vf_fnmadd
 #undef vf_fmadd
+#undef vf_unpacklo
+#undef vf_unpackhi
+#undef vf_shuffle
