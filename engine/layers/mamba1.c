@@ -15,8 +15,8 @@
  *
  * State per sequence: conv [d_inner][K-1], ssm [d_inner][N] (N fastest). As in
  * llama.cpp's ssm_scan each state element is fma(S, exp(Δ A), B·xΔ) and the sum over N
- * is a chain of fused multiply-adds (ssm_scan1, ops.h; its vector forms run 16 channels
- * side by side and compute the exponentials as libm does, simd_avx512.c). */
+ * is a chain of fused multiply-adds (ssm_scan1, ops.h; its vector forms run 16 or 8
+ * channels side by side and compute the exponentials as libm does, simd_avx*.c). */
 #include <math.h>
 #include <string.h>
 

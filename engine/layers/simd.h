@@ -78,11 +78,10 @@ static inline float ssm_scan_tail(float sum, float *s, const float *B, const flo
     return sum;
 }
 
-/* ssm_scan1 (ops.h), one channel after the other. The vector sets compile this same code
- * with FMA, where fmaf is one instruction instead of a call into libm (a Mamba-1 prompt
- * spent 17 % of its time in those calls); the exponentials are libm's expf as in the
- * reference. The AVX2 set runs it as it is, the AVX-512 set for what its 16-channel form
- * leaves. */
+/* ssm_scan1 (ops.h), one channel after the other. The vector sets run it, compiled with
+ * FMA (fmaf one instruction instead of a call into libm, where a Mamba-1 prompt spent 17 %
+ * of its time), for what their forms of 16 or 8 channels side by side leave: state sizes
+ * other than 16, the last channels. */
 static inline void ssm_scan1_ref(float *S, const float *A, const float *B, const float *C, const float *dt,
                                  const float *x, float *y, int d0, int d1, int n) {
     for (int d = d0; d < d1; d++) {

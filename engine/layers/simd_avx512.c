@@ -8,7 +8,6 @@
  * the delta rule, the causal convolution, the Mamba-2 and Mamba-1 scans (libm's expf for 16 floats). */
 #include <immintrin.h>
 #include <math.h>
-#include <stdint.h>
 
 #include "engine/layers/simd.h"
 
@@ -422,8 +421,7 @@ INLINE void transpose16(__m512 r[16]) {
  * then one rounding to float. Lanes outside that path (|x| >= 88 or so, infinities, NaNs:
  * bits 20-30 above 0x42a, as glibc tests) take libm's expf. Against Debian 12's glibc 2.36
  * every one of the 2^32 floats gave the same bits; test_kernels compares a million of them
- * with the libm at hand (through ssm_scan1). */
-
+ * with the libm at hand (through ssm_scan1). The table: simd.h's expf_libm_table. */
 INLINE __m256 expf8_libm(__m512d xd) {
     const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
     const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
