@@ -35,6 +35,11 @@ MOE_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen35moe-tiny-f32.gguf")
 QWEN2_MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen2-tiny-f32.gguf")  # attention only
 DEFAULT_MODEL = "default"  # Mount(model=DEFAULT_MODEL): no -m, chatfs finds models/chatfs-default.gguf
 VERBOSE = "-v" in sys.argv
+# The Ctrl-C tests signal cat as a terminal would. A runner started in the background by
+# a shell without job control ignores SIGINT, and an ignored signal stays ignored in the
+# programs it starts (cat then waited for the reply's end: 7.2 s); with a handler of
+# Python's own, they start with the default.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 NUMBERS = {}
 MOUNTS = []  # every Mount started, stopped again after each test whatever happened
 
