@@ -58,7 +58,7 @@ static void scan_heads(void *arg, int ith, int nth) {
             const float dA = expf(dt * l->a[h]);
             float *y = j->Y + (size_t)row * l->d_inner + (size_t)h * P;
             float *S = j->S + (size_t)h * P * N;
-            for (int p = 0; p < P; p++) y[p] = ssm_scan_row(S + (size_t)p * N, B, C, dA, x[p] * dt, N);
+            ssm_scan_head(S, B, C, dA, x, dt, P, N, y);
             const int cap = seg_capture_after(j->seg, t);
             if (cap >= 0) memcpy(seg_capture_at(j->seg, cap, S), S, sizeof *S * (size_t)P * N);
         }

@@ -203,9 +203,7 @@ void ssm_scan1(float *S, const float *A, const float *B, const float *C, const f
     else ssm_scan1_ref(S, A, B, C, dt, x, y, d0, d1, n);
 }
 
-float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
-    const layer_simd *ko = layer_simd_active();
-    if (ko->scan_row) return ko->scan_row(s, B, C, dA, x_dt, n);
+static float ssm_scan_row_ref(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
     const int np = n & ~63;
     float sum = 0;
     if (np) {
@@ -226,6 +224,18 @@ float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_d
         sum = reduce16_ref(acc[0]);
     }
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
+}
+
+float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+    const layer_simd *ko = layer_simd_active();
+    return (ko->scan_row ? ko->scan_row : ssm_scan_row_ref)(s, B, C, dA, x_dt, n);
+}
+
+void ssm_scan_head(float *S, const float *B, const float *C, float dA, const float *x, float dt, int P, int n,
+                   float *y) {
+    const layer_simd *ko = layer_simd_active();
+    float (*row)(float *, const float *, const float *, float, float, int) = ko->scan_row ? ko->scan_row : ssm_scan_row_ref;
+    for (int p = 0; p < P; p++) y[p] = row(S + (size_t)p * n, B, C, dA, x[p] * dt, n);
 }
 
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {

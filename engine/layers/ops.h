@@ -71,6 +71,10 @@ void gdn_head_step(float *S, int dk, int dv, const float *q, const float *k, con
  * returns s . C summed in four 16-lane fused multiply-add accumulators for whole blocks
  * of 64, combined (0+2) + (1+3) and by reduce16_ref, then fused multiply-adds for the rest. */
 float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n);
+/* A Mamba-2 head's P rows (S: P rows of n): y[p] = ssm_scan_row(S + p n, B, C, dA, x[p] * dt, n),
+ * the instruction set chosen once for the head instead of once a row */
+void ssm_scan_head(float *S, const float *B, const float *C, float dA, const float *x, float dt, int P, int n,
+                   float *y);
 /* Channels [d0, d1) of a Mamba-1 layer's state for one token, as llama.cpp's ssm_scan forms
  * them: delta = softplus(dt[d]); for the channel's n state elements (S and A rows of n)
  * s = fma(s, expf(delta * a), B * (x[d] * delta)) with the product rounded; y[d] = the sum
