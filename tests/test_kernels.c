@@ -715,9 +715,10 @@ static void case_scan(float *out, size_t *n) {
     *n = k;
 }
 
-/* Mamba-1's channels: d_state 16 and an odd 5, dt across softplus's threshold (20), A
- * negative as -exp(A_log); three tokens so the state carries; the plain formula's float
- * math is the check of the reference (below), the same bits on every set this one */
+/* Mamba-1's channels: d_state 16 (the vector sets' own form, 37 channels: two blocks of 16
+ * or four of 8 and a rest) and an odd 5 (the reference everywhere), dt across softplus's
+ * threshold (20), A negative as -exp(A_log); three tokens so the state carries. The same
+ * bits on every set; the reference against llama.cpp is test_parity_archs' mamba fixture. */
 static void case_scan1(float *out, size_t *n) {
     size_t k = 0;
     const int states[] = {16, 5};

@@ -226,15 +226,21 @@ static float ssm_scan_row_ref(float *s, const float *B, const float *C, float dA
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
 }
 
-float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+typedef float (*scan_row_fn)(float *s, const float *B, const float *C, float dA, float x_dt, int n);
+
+/* the active set's ssm_scan_row, or the reference */
+static scan_row_fn scan_row_active(void) {
     const layer_simd *ko = layer_simd_active();
-    return (ko->scan_row ? ko->scan_row : ssm_scan_row_ref)(s, B, C, dA, x_dt, n);
+    return ko->scan_row ? ko->scan_row : ssm_scan_row_ref;
+}
+
+float ssm_scan_row(float *s, const float *B, const float *C, float dA, float x_dt, int n) {
+    return scan_row_active()(s, B, C, dA, x_dt, n);
 }
 
 void ssm_scan_head(float *S, const float *B, const float *C, float dA, const float *x, float dt, int P, int n,
                    float *y) {
-    const layer_simd *ko = layer_simd_active();
-    float (*row)(float *, const float *, const float *, float, float, int) = ko->scan_row ? ko->scan_row : ssm_scan_row_ref;
+    const scan_row_fn row = scan_row_active();
     for (int p = 0; p < P; p++) y[p] = row(S + (size_t)p * n, B, C, dA, x[p] * dt, n);
 }
 

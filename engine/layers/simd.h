@@ -109,6 +109,21 @@ static const uint64_t expf_libm_table[32] = {
     0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
     0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+/* the rest of its main path: k = round(x N/ln2) by adding 1.5 * 2^52, the cubic in r */
+#define EXPF_LIBM_INV_LN2_N 0x1.71547652b82fep+5
+#define EXPF_LIBM_SHIFT 0x1.8p+52
+#define EXPF_LIBM_C0 0x1.c6af84b912394p-20
+#define EXPF_LIBM_C1 0x1.ebfce50fac4f3p-13
+#define EXPF_LIBM_C2 0x1.62e42ff0c52d6p-6
+/* a float's bits 20-30 above this: off that path (|x| >= 88 or so, infinities, NaNs) */
+#define EXPF_LIBM_TOP 0x42a
+
+/* the lanes of off (bit k: lane k) of the n floats v, whose vector results are e: libm's
+ * expf, as glibc's own special cases give */
+static inline void expf_libm_fixup(const float *v, float *e, unsigned off, int n) {
+    for (int k = 0; k < n; k++)
+        if (off >> k & 1) e[k] = expf(v[k]);
+}
 
 /* conv_causal (ops.h) for channels [c0, C) of n tokens, one channel at a time: per channel
  * the K-1 state values (oldest first) then the input, times its K weights in one chain of

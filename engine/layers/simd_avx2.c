@@ -54,9 +54,50 @@ INLINE float dot_ggml8(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml8(x, y, n); }
 
-/* exp, SiLU, SwiGLU, the update, the convolution's row and the delta rule's rows */
+/* expf of 8 floats, bit for bit libm's: as simd_avx512.c's expf16_libm (the algorithm and
+ * its checks are told there), 4 doubles a register, the table read by a gather */
+INLINE __m128 expf4_libm(__m256d xd) {
+    const __m256d inv_ln2_n = _mm256_set1_pd(EXPF_LIBM_INV_LN2_N), shift = _mm256_set1_pd(EXPF_LIBM_SHIFT);
+    __m256d kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
+    const __m256i t = _mm256_i64gather_epi64((const long long *)expf_libm_table,
+                                             _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(EXPF_LIBM_C0), r, _mm256_set1_pd(EXPF_LIBM_C1));
+    const __m256d y = _mm256_fmadd_pd(z, _mm256_mul_pd(r, r), _mm256_fmadd_pd(_mm256_set1_pd(EXPF_LIBM_C2), r, _mm256_set1_pd(1.0)));
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
+}
+
+INLINE __m256 expf8_libm(__m256 x) {
+    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf4_libm(_mm256_cvtps_pd(_mm256_castps256_ps128(x)))),
+                                    expf4_libm(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), 1);
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff));
+    const int off = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(EXPF_LIBM_TOP))));
+    if (off) {
+        float v[8], e[8];
+        _mm256_storeu_ps(v, x);
+        _mm256_storeu_ps(e, y);
+        expf_libm_fixup(v, e, (unsigned)off, 8);
+        y = _mm256_loadu_ps(e);
+    }
+    return y;
+}
+
+/* the second half of transposing 8 rows (simd_lanes.h transpose_v): u[4i + j] holds in
+ * its 128-bit half L column 4L + j of rows 4i..4i+3, and the halves move into place */
+INLINE void transpose_across(const __m256 *u, __m256 *r) {
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* exp, SiLU, SwiGLU, the update, the convolution's row, the delta rule's rows and Mamba-1's scan */
 #define SIMD_LANES 8
 #define dot_v dot_ggml8
+#define expf_libm_v expf8_libm
 #include "engine/layers/simd_lanes.h"
 
 static double op_softmax_exp(float *y, const float *x, float max, int n) {
@@ -134,83 +175,6 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
                                                  _mm256_loadu_ps(ak)));
         }
     }
-}
-
-/* expf of 8 floats, bit for bit libm's: as simd_avx512.c's expf16_libm (the algorithm and
- * its checks are told there), 4 doubles a register, the table read by a gather */
-INLINE __m128 expf4_libm(__m256d xd) {
-    const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep+5), shift = _mm256_set1_pd(0x1.8p+52);
-    const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-20), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-13);
-    const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm256_set1_pd(1.0);
-    __m256d kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
-    const __m256i ki = _mm256_castpd_si256(kd);
-    kd = _mm256_sub_pd(kd, shift);
-    const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
-    const __m256i t = _mm256_i64gather_epi64((const long long *)expf_libm_table,
-                                             _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
-    const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
-    const __m256d z = _mm256_fmadd_pd(c0, r, c1), r2 = _mm256_mul_pd(r, r);
-    const __m256d y = _mm256_fmadd_pd(z, r2, _mm256_fmadd_pd(c2, r, one));
-    return _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
-}
-
-INLINE __m256 expf8_libm(__m256 x) {
-    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf4_libm(_mm256_cvtps_pd(_mm256_castps256_ps128(x)))),
-                                    expf4_libm(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), 1);
-    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff));
-    const int off = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a))));
-    if (off) {
-        float v[8], e[8];
-        _mm256_storeu_ps(v, x);
-        _mm256_storeu_ps(e, y);
-        for (int k = 0; k < 8; k++)
-            if (off >> k & 1) e[k] = expf(v[k]);
-        y = _mm256_loadu_ps(e);
-    }
-    return y;
-}
-
-/* The 8 x 8 floats r[0..7] transposed in place */
-INLINE void transpose8(__m256 r[8]) {
-    __m256 u[8];
-    transpose_in_lanes(r, u);
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-}
-
-/* ssm_scan1 with a state of 16 as simd_avx512.c's op_scan1, 8 channels at a time: each
- * channel's 16 state values are two 8 x 8 blocks (elements 0-7, 8-15) */
-static void op_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x,
-                     float *y, int d0, int d1, int n) {
-    int d = d0;
-    for (; n == 16 && d + 8 <= d1; d += 8) {
-        float delta[8];
-        for (int k = 0; k < 8; k++) delta[k] = softplus(dt[d + k]);
-        const __m256 dl = _mm256_loadu_ps(delta), xdt = _mm256_mul_ps(_mm256_loadu_ps(x + d), dl);
-        __m256 a[16], s[16];
-        for (int h = 0; h < 2; h++) {
-            for (int k = 0; k < 8; k++) {
-                a[8 * h + k] = _mm256_loadu_ps(A + (size_t)(d + k) * 16 + 8 * h);
-                s[8 * h + k] = _mm256_loadu_ps(S + (size_t)(d + k) * 16 + 8 * h);
-            }
-            transpose8(a + 8 * h);
-            transpose8(s + 8 * h);
-        }
-        __m256 sum = _mm256_setzero_ps();
-        for (int e = 0; e < 16; e++) {
-            const __m256 ex = expf8_libm(_mm256_mul_ps(dl, a[e]));
-            s[e] = _mm256_fmadd_ps(s[e], ex, _mm256_mul_ps(_mm256_set1_ps(B[e]), xdt));
-            sum = _mm256_fmadd_ps(s[e], _mm256_set1_ps(C[e]), sum);
-        }
-        for (int h = 0; h < 2; h++) {
-            transpose8(s + 8 * h);
-            for (int k = 0; k < 8; k++) _mm256_storeu_ps(S + (size_t)(d + k) * 16 + 8 * h, s[8 * h + k]);
-        }
-        _mm256_storeu_ps(y + d, sum);
-    }
-    ssm_scan1_ref(S, A, B, C, dt, x, y, d, d1, n);
 }
 
 const layer_simd layer_simd_avx2 = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,

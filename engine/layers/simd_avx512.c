@@ -47,9 +47,59 @@ INLINE float dot_ggml16(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
 
-/* exp, SiLU, SwiGLU, the update, the convolution's row and the delta rule's rows */
+/* expf of 16 floats, bit for bit glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc
+ * 2.28, as its FMA build compiles it: the reference's libm): x N/ln2 = k + r in double,
+ * 2^(k/N) from its table of N = 32 (simd.h) and 2^(r/N) by its cubic, the same fused
+ * multiply-adds, then one rounding to float. Lanes off that path take libm's expf.
+ * Against Debian 12's glibc 2.36 every one of the 2^32 floats gave the same bits;
+ * test_kernels compares a million of them with the libm at hand (through ssm_scan1). */
+INLINE __m256 expf8_libm(__m512d xd) {
+    const __m512d inv_ln2_n = _mm512_set1_pd(EXPF_LIBM_INV_LN2_N), shift = _mm512_set1_pd(EXPF_LIBM_SHIFT);
+    __m512d kd = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
+    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table), ki, _mm512_loadu_si512(expf_libm_table + 8));
+    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table + 16), ki, _mm512_loadu_si512(expf_libm_table + 24));
+    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(EXPF_LIBM_C0), r, _mm512_set1_pd(EXPF_LIBM_C1));
+    const __m512d y = _mm512_fmadd_pd(z, _mm512_mul_pd(r, r), _mm512_fmadd_pd(_mm512_set1_pd(EXPF_LIBM_C2), r, _mm512_set1_pd(1.0)));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
+}
+
+INLINE __m512 expf16_libm(__m512 x) {
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf8_libm(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
+                                  expf8_libm(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
+    const __mmask16 off = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(EXPF_LIBM_TOP));
+    if (off) {
+        float v[16], e[16];
+        _mm512_storeu_ps(v, x);
+        _mm512_storeu_ps(e, y);
+        expf_libm_fixup(v, e, off, 16);
+        y = _mm512_loadu_ps(e);
+    }
+    return y;
+}
+
+/* the second half of transposing 16 rows (simd_lanes.h transpose_v): u[4i + j] holds in
+ * its 128-bit lane L column 4L + j of rows 4i..4i+3, and the lanes move into place */
+INLINE void transpose_across(const __m512 *u, __m512 *r) {
+    for (int j = 0; j < 4; j++) {
+        const __m512 w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        const __m512 x0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(w0, x0, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(w1, x1, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(w0, x0, 0xDD);
+        r[12 + j] = _mm512_shuffle_f32x4(w1, x1, 0xDD);
+    }
+}
+
+/* exp, SiLU, SwiGLU, the update, the convolution's row, the delta rule's rows and Mamba-1's scan */
 #define SIMD_LANES 16
 #define dot_v dot_ggml16
+#define expf_libm_v expf16_libm
 #include "engine/layers/simd_lanes.h"
 
 static double op_softmax_exp(float *y, const float *x, float max, int n) {
@@ -399,92 +449,6 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
         sum = reduce16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
     }
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
-}
-
-/* The 16 x 16 floats r[0..15] transposed in place (transpose_in_lanes, then 128-bit lanes twice) */
-INLINE void transpose16(__m512 r[16]) {
-    __m512 u[16];
-    transpose_in_lanes(r, u);
-    for (int j = 0; j < 4; j++) {
-        const __m512 w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
-        const __m512 x0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), x1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_f32x4(w0, x0, 0x88);
-        r[4 + j] = _mm512_shuffle_f32x4(w1, x1, 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(w0, x0, 0xDD);
-        r[12 + j] = _mm512_shuffle_f32x4(w1, x1, 0xDD);
-    }
-}
-
-/* expf of 16 floats, bit for bit glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc
- * 2.28, as its FMA build compiles it: the reference's libm): x N/ln2 = k + r in double,
- * 2^(k/N) from its table of N = 32 and 2^(r/N) by its cubic, the same fused multiply-adds,
- * then one rounding to float. Lanes outside that path (|x| >= 88 or so, infinities, NaNs:
- * bits 20-30 above 0x42a, as glibc tests) take libm's expf. Against Debian 12's glibc 2.36
- * every one of the 2^32 floats gave the same bits; test_kernels compares a million of them
- * with the libm at hand (through ssm_scan1). The table: simd.h's expf_libm_table. */
-INLINE __m256 expf8_libm(__m512d xd) {
-    const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
-    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
-    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
-    __m512d kd = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
-    const __m512i ki = _mm512_castpd_si512(kd);
-    kd = _mm512_sub_pd(kd, shift);
-    const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
-    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table), ki, _mm512_loadu_si512(expf_libm_table + 8));
-    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(expf_libm_table + 16), ki, _mm512_loadu_si512(expf_libm_table + 24));
-    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
-    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
-    const __m512d z = _mm512_fmadd_pd(c0, r, c1), r2 = _mm512_mul_pd(r, r);
-    const __m512d y = _mm512_fmadd_pd(z, r2, _mm512_fmadd_pd(c2, r, one));
-    return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
-}
-
-INLINE __m512 expf16_libm(__m512 x) {
-    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf8_libm(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
-                                  expf8_libm(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
-    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
-    __mmask16 off = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(0x42a));
-    if (off) {
-        float v[16], e[16];
-        _mm512_storeu_ps(v, x);
-        _mm512_storeu_ps(e, y);
-        for (int k = 0; k < 16; k++)
-            if (off >> k & 1) e[k] = expf(v[k]);
-        y = _mm512_loadu_ps(e);
-    }
-    return y;
-}
-
-/* ssm_scan1 with a state of 16: 16 channels at a time, one per lane, so that each lane's
- * sum runs over the state in element order as the reference's does, without waiting on the
- * chain of one channel's fused multiply-adds; the channels' rows of S and A are transposed
- * in, S's back out. The exponentials: expf16_libm, libm's to the bit.
- * Other state sizes and the channels left over take the reference. */
-static void op_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x,
-                     float *y, int d0, int d1, int n) {
-    int d = d0;
-    for (; n == 16 && d + 16 <= d1; d += 16) {
-        float delta[16];
-        for (int k = 0; k < 16; k++) delta[k] = softplus(dt[d + k]);
-        const __m512 dl = _mm512_loadu_ps(delta), xdt = _mm512_mul_ps(_mm512_loadu_ps(x + d), dl);
-        __m512 a[16], s[16];
-        for (int k = 0; k < 16; k++) {
-            a[k] = _mm512_loadu_ps(A + (size_t)(d + k) * 16);
-            s[k] = _mm512_loadu_ps(S + (size_t)(d + k) * 16);
-        }
-        transpose16(a);
-        transpose16(s);
-        __m512 sum = _mm512_setzero_ps();
-        for (int e = 0; e < 16; e++) {
-            const __m512 ex = expf16_libm(_mm512_mul_ps(dl, a[e]));
-            s[e] = _mm512_fmadd_ps(s[e], ex, _mm512_mul_ps(_mm512_set1_ps(B[e]), xdt));
-            sum = _mm512_fmadd_ps(s[e], _mm512_set1_ps(C[e]), sum);
-        }
-        transpose16(s);
-        for (int k = 0; k < 16; k++) _mm512_storeu_ps(S + (size_t)(d + k) * 16, s[k]);
-        _mm512_storeu_ps(y + d, sum);
-    }
-    ssm_scan1_ref(S, A, B, C, dt, x, y, d, d1, n);
 }
 
 const layer_simd layer_simd_avx512 = {op_dot,  op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,

@@ -1,10 +1,11 @@
 /* simd_lanes.h - the layer math whose vector code is the same at every width, written
  * once over SIMD_LANES floats a vector. simd_avx2.c (8 lanes) and simd_avx512.c (16)
  * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
- * it differently) and dot_v (dot_ggml), and get: exp_vec and SiLU of one vector, SiLU and
- * SwiGLU of n floats (n % 16 == 0), mad_ggml's update, one token of the transposed
- * convolution, the delta rule's loop over the rows of the state, and the in-lane half of
- * a transpose. Each is the arithmetic of ops.c's scalar code, lane by lane. */
+ * it differently), dot_v (dot_ggml), expf_libm_v (libm's expf) and transpose_across (the
+ * cross-lane half of a transpose), and get: exp_vec and SiLU of one vector, SiLU and SwiGLU
+ * of n floats (n % 16 == 0), mad_ggml's update, one token of the transposed convolution,
+ * the delta rule's loop over the rows of the state, and Mamba-1's scan. Each is the
+ * arithmetic of ops.c's scalar code, lane by lane. */
 #if SIMD_LANES == 16
 #define VF __m512
 #define vf_load _mm512_loadu_ps
@@ -99,7 +100,7 @@ INLINE void gdn_rows(float *S, int dk, int dv, const float *q, const float *k, c
 }
 
 /* The first half of transposing SIMD_LANES rows r: u[4i + j] holds, in its 128-bit lane L,
- * column 4L + j of rows 4i..4i+3 (what is left is moving 128-bit lanes) */
+ * column 4L + j of rows 4i..4i+3 (what is left is moving 128-bit lanes: transpose_across) */
 INLINE void transpose_in_lanes(const VF *r, VF *u) {
     VF t[SIMD_LANES];
     for (int i = 0; i < SIMD_LANES / 2; i++) {
@@ -112,6 +113,49 @@ INLINE void transpose_in_lanes(const VF *r, VF *u) {
         u[4 * i + 2] = vf_shuffle(t[4 * i + 1], t[4 * i + 3], 0x44);
         u[4 * i + 3] = vf_shuffle(t[4 * i + 1], t[4 * i + 3], 0xEE);
     }
+}
+
+/* The SIMD_LANES x SIMD_LANES floats r transposed in place */
+INLINE void transpose_v(VF *r) {
+    VF u[SIMD_LANES];
+    transpose_in_lanes(r, u);
+    transpose_across(u, r);
+}
+
+/* ssm_scan1 (ops.h) with a state of 16: SIMD_LANES channels at a time, one per lane, so
+ * that each lane's sum runs over the state in element order as the reference's does,
+ * without waiting on one channel's chain of fused multiply-adds. A channel's 16 state
+ * values (and A's) are 16 / SIMD_LANES square blocks, transposed in, the state's back out;
+ * the exponentials are expf_libm_v's, libm's to the bit. Other state sizes and the
+ * channels left over take the reference. */
+static void op_scan1(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x,
+                     float *y, int d0, int d1, int n) {
+    int d = d0;
+    for (; n == 16 && d + SIMD_LANES <= d1; d += SIMD_LANES) {
+        float delta[SIMD_LANES];
+        for (int k = 0; k < SIMD_LANES; k++) delta[k] = softplus(dt[d + k]);
+        const VF dl = vf_load(delta), xdt = vf_mul(vf_load(x + d), dl);
+        VF a[16], s[16];
+        for (int h = 0; h < 16; h += SIMD_LANES) {
+            for (int k = 0; k < SIMD_LANES; k++) {
+                a[h + k] = vf_load(A + (size_t)(d + k) * 16 + h);
+                s[h + k] = vf_load(S + (size_t)(d + k) * 16 + h);
+            }
+            transpose_v(a + h);
+            transpose_v(s + h);
+        }
+        VF sum = vf_zero();
+        for (int e = 0; e < 16; e++) {
+            s[e] = vf_fmadd(s[e], expf_libm_v(vf_mul(dl, a[e])), vf_mul(vf_set1(B[e]), xdt));
+            sum = vf_fmadd(s[e], vf_set1(C[e]), sum);
+        }
+        for (int h = 0; h < 16; h += SIMD_LANES) {
+            transpose_v(s + h);
+            for (int k = 0; k < SIMD_LANES; k++) vf_store(S + (size_t)(d + k) * 16 + h, s[h + k]);
+        }
+        vf_store(y + d, sum);
+    }
+    ssm_scan1_ref(S, A, B, C, dt, x, y, d, d1, n);
 }
 
 #undef VF
