@@ -59,9 +59,12 @@ void cfs_set_error(conv *c, const char *fmt, ...) {
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     free(c->error);
-    c->error = strdup(tmp);
+    /* the error file is text like the rest: what a message quotes of the input (an unknown
+     * ctl word, cut at 40 bytes) may not be UTF-8, so bad bytes read as U+FFFD */
+    size_t n;
+    c->error = cfs_utf8_repair(tmp, strlen(tmp), &n);
     c->mtime_hist = cfs_now_ns();
-    if (c->fs) cfs_log(c->fs, 2, "%s: error: %s", c->name, tmp);
+    if (c->fs) cfs_log(c->fs, 2, "%s: error: %s", c->name, c->error ? c->error : tmp);
 }
 
 void cfs_log(chatfs *fs, int level, const char *fmt, ...) {
