@@ -849,8 +849,9 @@ GEMM_DRIVER(gemm_q5_1, K_Q5_1, 8)
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K
  * Reference (dot_q45_K): lane L of a super-block = sum_j sc_j * (products of elements
- * 32j+4L..+3) - maddubs(nibbles, x) gives pairs, dpwssd with the scale vector adds the
- * two pairs of a lane times sc_j; acc[L] = fma(d_x*d_w, lane, acc[L]) per super-block.
+ * 32j+4L..+3), each sub-block's 8 lanes by VPDPBUSD and the scales by VPDPWSSD over word
+ * pairs (one token: word_pairs; several: q45k_tile_superblock's VPACKSSDW);
+ * acc[L] = fma(d_x*d_w, lane, acc[L]) per super-block.
  * Mins: 4 lanes k = madd(m, bs32) per super-block, fused by -d_x*dmin_w (Q4_K), or summed
  * to one integer first and fused into a scalar (Q5_K). */
 
@@ -888,18 +889,15 @@ INLINE __m512 khead_factor(__m256i head, int w, int n) {
 }
 
 /* permutation indices, as tables so the compiler loads them instead of building them
- * in the loop: pair16[j] = [j x 16 | 16 + j x 16]; the one-token kernels' word pairs (see
- * word_pairs): pair2[c] = [2c, 2c+1 (x 8) | 16+2c, 17+2c (x 8)]; q6p[p] = [k, k+2 (x 4),
- * k+1, k+3 (x 4) | the same + 16], k = 4p */
+ * in the loop: the one-token kernels' word pairs (see word_pairs): pair2[c] = [2c, 2c+1
+ * (x 8) | 16+2c, 17+2c (x 8)]; q6p[p] = [k, k+2 (x 4), k+1, k+3 (x 4) | the same + 16],
+ * k = 4p; the many-token Q4_K/Q5_K pairs of one row (q45k_tile_superblock): q45p =
+ * [j, j+1 (x 8) | j+2, j+3 (x 8)] for j = 0, 4 (row 0's halves) and 16, 20 (row 1's) */
 static const struct {
-    _Alignas(64) int16_t pair16[8][32];
     _Alignas(64) int16_t pair2[4][32];
     _Alignas(64) int16_t q6p[4][32];
+    _Alignas(64) int16_t q45p[4][32];
 } perm = {
-#define P16(j) {j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, \
-                16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j, 16 + j}
-    {P16(0), P16(1), P16(2), P16(3), P16(4), P16(5), P16(6), P16(7)},
-#undef P16
 #define P2(j) {j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, 16 + j, 17 + j, 16 + j, \
                17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j, 16 + j, 17 + j}
     {P2(0), P2(2), P2(4), P2(6)},
@@ -909,6 +907,10 @@ static const struct {
                 17 + k, 19 + k, 17 + k, 19 + k}
     {Q6P(0), Q6P(4), Q6P(8), Q6P(12)},
 #undef Q6P
+#define Q45P(j) {j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j, j + 1, j + 2, j + 3, j + 2, \
+                 j + 3, j + 2, j + 3, j + 2, j + 3, j + 2, j + 3, j + 2, j + 3, j + 2, j + 3, j + 2, j + 3}
+    {Q45P(0), Q45P(4), Q45P(16), Q45P(20)},
+#undef Q45P
 };
 
 /* One token's two groups of 32 products at once, for the one-token kernels. A and B are
@@ -922,10 +924,6 @@ INLINE __m512i word_pairs(__m512i isum, __m512i a, __m512i b, __m512i s) {
 }
 INLINE __m512i pick_perm(const int16_t *idx, __m512i v) { return _mm512_permutexvar_epi16(_mm512_load_si512(idx), v); }
 
-/* int16 vector [v[j] x 16 | v[16 + j] x 16] */
-INLINE __m512i pick_pair16(__m512i v, int j) {
-    return _mm512_permutexvar_epi16(_mm512_load_si512(perm.pair16[j]), v);
-}
 
 /* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
  * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
@@ -935,7 +933,23 @@ INLINE __m512i pick_pair16(__m512i v, int j) {
  * tokens is then one 512-bit multiply-add, instead of a 256-bit pass per token. */
 #define Q8K_GROUP 128 /* bytes per 2 tokens: bs32 [2][2][8] int16, -d [2][2][4] float */
 INLINE int q8k_groups(int C) { return (C + 1) / 2; }
-INLINE size_t q8k_block(int C) { return (size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP; }
+/* a block's bytes, rounded up to cache lines so that every token's values start on one */
+INLINE size_t q8k_block(int C) { return ((size_t)C * (QK_K + 4) + (size_t)q8k_groups(C) * Q8K_GROUP + 63) & ~(size_t)63; }
+
+/* A token's 256 values in the order of the many-token Q4_K/Q5_K kernel (q45k_tile_superblock):
+ * per half h (sub-blocks 4h..4h+3), the low nibbles of a row's 64 bytes qs[64h..] are
+ * [sub-block 4h | 4h+2] and the high nibbles [4h+1 | 4h+3]; both are dword-interleaved
+ * (VPUNPCKLDQ, VPUNPCKHDQ), and so are the activations here, so that one plain load meets
+ * each register of either row. */
+INLINE void q45k_panel_values(uint8_t *dst, const int8_t *qs) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const int8_t *g = qs + 128 * h;
+        const __m512i lo = load_pair256(g, g + 64), hi = load_pair256(g + 32, g + 96);
+        _mm512_storeu_si512(dst + 128 * h, _mm512_unpacklo_epi32(lo, hi));
+        _mm512_storeu_si512(dst + 128 * h + 64, _mm512_unpackhi_epi32(lo, hi));
+    }
+}
 
 /* Built once per preparation and thread: the matrices of one matmul_multi job share the
  * activations, and one matrix's rows may come to a thread in several calls. */
@@ -955,7 +969,8 @@ static const uint8_t *q8k_panels(const kact *x, int TILE, int64_t nsb) {
             for (int64_t i = 0; i < nsb; i++) {
                 uint8_t *p = panel + (size_t)i * block, *g = p + groups + (size_t)(t / 2) * Q8K_GROUP + 32 * (t % 2);
                 const float nd[4] = {-xq[i].d, -xq[i].d, -xq[i].d, -xq[i].d};
-                memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
+                if (x->T > 1) q45k_panel_values(p + (size_t)t * QK_K, xq[i].qs);
+                else memcpy(p + (size_t)t * QK_K, xq[i].qs, QK_K);
                 memcpy(g, bs + 8 * i, 16);
                 memcpy(g + 16, bs + 8 * i, 16);
                 memcpy(g + 64, nd, 16);
@@ -983,26 +998,37 @@ INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
 /* the sum of a row's and token's 4 mins lanes */
 INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
 
-/* Tokens per tile: 16 keeps the 16 integer sums in registers (the float accumulators go to
- * the stack, one load and store per super-block and token); the per-super-block setup
- * (scales, nibbles) is then paid over twice the tokens of a tile of 8, about 7% faster. */
+/* Tokens per tile: the per-super-block setup (scales, nibbles) is paid once per tile; 16
+ * was about 7% faster than 8 with the VPMADDUBSW kernel, and with q45k_tile_superblock
+ * tiles of 8, 12 and 16 ran within the noise at 64 and 512 tokens. */
 #ifndef Q45K_TILE
 #define Q45K_TILE 16
 #endif
-/* Super-block i of the row pair w0/w1 times the C tokens of its panel block p (q8k_panels),
- * added to acc[t] (per token) and accm[g] (the mins, per group of two tokens). */
-INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p, const int C,
-                            size_t ahead, __m512 *acc, __m512 *accm) {
-    const int G = q8k_groups(C);
-    const __m512i m4 = _mm512_set1_epi8(15);
+/* The mins of super-block i of a row pair for the G groups of two tokens at pg (the panel
+ * block's groups), added to accm[g]: -d_x*dmin_w times the mins lanes (mins_group). */
+INLINE void q45k_mins(int five, __m256i head, __m512i scm, const uint8_t *pg, const int G, __m512 *accm) {
     /* [m0..7 of row 0 | m0..7 of row 1] x 2 out of kscales_pair's layout */
     const __m512i pick_m = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8, 31, 30, 29,
                                             28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
-    const uint8_t *qs0, *qs1;
-    if (C <= 8) {
-        const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
-        prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    const __m512 dm = khead_factor(head, 1, 4);
+    const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
+        const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
+        accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
     }
+}
+
+/* Super-block i of the row pair w0/w1 times one token, its panel block p (q8k_panels of one
+ * token: the values in order), added to acc and accm: sub-blocks 2c and 2c + 1 as a word
+ * pair (word_pairs; |lane| <= 4 * 31 * 127). */
+INLINE void q45k_superblock_one(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p,
+                                size_t ahead, __m512 *acc, __m512 *accm) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    const uint8_t *qs0, *qs1;
     __m512i qh = _mm512_setzero_si512();
     __m256i head;
     if (five) {
@@ -1016,12 +1042,8 @@ INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int6
         head = khead_pair(a, c);
     }
     const __m512i scm = kscales_pair(head);
-    const uint8_t *pg = p + (size_t)C * QK_K;
-    const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
-    __m512i isum[Q45K_TILE];
-    #pragma GCC unroll 16
-    for (int t = 0; t < C; t++) isum[t] = _mm512_setzero_si512();
-    #pragma GCC unroll 16
+    __m512i isum = _mm512_setzero_si512();
+    #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const __m512i q = load_pair256(qs0 + 32 * c, qs1 + 32 * c);
         __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
@@ -1031,33 +1053,84 @@ INLINE void q45k_superblock(int five, const uint8_t *w0, const uint8_t *w1, int6
             lo = _mm512_mask_add_epi8(lo, blo, lo, _mm512_set1_epi8(16));
             hi = _mm512_mask_add_epi8(hi, bhi, hi, _mm512_set1_epi8(16));
         }
-        if (C == 1) { /* sub-blocks 2c and 2c + 1 as a word pair (|lane| <= 4 * 31 * 127) */
-            const int8_t *x = (const int8_t *)p + 64 * c;
-            const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast256(x));
-            const __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast256(x + 32));
-            isum[0] = word_pairs(isum[0], a, b, pick_perm(perm.pair2[c], scm));
-            continue;
-        }
-        const __m512i slo = pick_pair16(scm, 2 * c), shi = pick_pair16(scm, 2 * c + 1);
-        #pragma GCC unroll 16
-        for (int t = 0; t < C; t++) {
-            const int8_t *x = (const int8_t *)(p + (size_t)t * QK_K) + 64 * c;
-            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, bcast256(x)), slo);
-            isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, bcast256(x + 32)), shi);
-        }
+        const int8_t *x = (const int8_t *)p + 64 * c;
+        const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast256(x));
+        const __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast256(x + 32));
+        isum = word_pairs(isum, a, b, pick_perm(perm.pair2[c], scm));
     }
+    const float *pd = (const float *)(p + QK_K + Q8K_GROUP);
+    *acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[0]), khead_factor(head, 0, 8)), _mm512_cvtepi32_ps(isum), *acc);
+    q45k_mins(five, head, scm, p + QK_K, 1, accm);
+}
+
+/* One row's super-block for the many-token kernel: per half h, the low and high nibbles of
+ * qs[64h..64h+63] ([sub-block 4h | 4h+2], [4h+1 | 4h+3]; Q5_K: plus 16 where the bit of qh
+ * for that sub-block is set), dword-interleaved as q45k_panel_values lays out the
+ * activations: q[2h] = VPUNPCKLDQ, q[2h+1] = VPUNPCKHDQ. */
+INLINE void q45k_row_unpack(int five, const uint8_t *qs, const uint8_t *qh, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    const __m512i bits = five ? bcast256(qh) : _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i v = _mm512_loadu_si512(qs + 64 * h);
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if (five) { /* sub-block j's fifth bits are bit j of qh */
+            const __m512i blo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << 4 * h)), _mm256_set1_epi8((char)(4 << 4 * h)), 1);
+            const __m512i bhi = _mm512_inserti64x4(_mm512_set1_epi8((char)(2 << 4 * h)), _mm256_set1_epi8((char)(8 << 4 * h)), 1);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bits, blo), lo, sixteen);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bits, bhi), hi, sixteen);
+        }
+        q[2 * h] = _mm512_unpacklo_epi32(lo, hi);
+        q[2 * h + 1] = _mm512_unpackhi_epi32(lo, hi);
+    }
+}
+
+/* Super-block i of the row pair w0/w1 times the C tokens of its panel block p (q8k_panels of
+ * more than one token), added to acc[t] and accm[g] as q45k_superblock. Each row's registers
+ * meet a token's activations by plain loads (no broadcast, no second copy): per half, two
+ * VPDPBUSD give lane L of sub-blocks (4h, 4h+1) side by side in dwords 0-7 and of (4h+2,
+ * 4h+3) in dwords 8-15, VPACKSSDW makes them words (|lane| <= 4 * 31 * 128 < 2^15: exact),
+ * and one VPDPWSSD with the scale pairs (perm.q45p) sums each pair times its scales; the
+ * two halves of the row's sums then add to the reference's 8 lanes. 12 multiplies per token
+ * and row pair against VPMADDUBSW + VPDPWSSD's 16. */
+INLINE void q45k_tile_superblock(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p,
+                                 const int C, size_t ahead, __m512 *acc, __m512 *accm) {
+    const int G = q8k_groups(C);
+    const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    if (C <= 8) prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    __m512i qa[4], qc[4];
+    __m256i head;
+    if (five) {
+        const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
+        head = khead_pair(a, c);
+        q45k_row_unpack(1, a->qs, a->qh, qa);
+        q45k_row_unpack(1, c->qs, c->qh, qc);
+    } else {
+        const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
+        head = khead_pair(a, c);
+        q45k_row_unpack(0, a->qs, NULL, qa);
+        q45k_row_unpack(0, c->qs, NULL, qc);
+    }
+    const __m512i scm = kscales_pair(head), zero = _mm512_setzero_si512();
+    const __m512i sa0 = pick_perm(perm.q45p[0], scm), sa1 = pick_perm(perm.q45p[1], scm);
+    const __m512i sc0 = pick_perm(perm.q45p[2], scm), sc1 = pick_perm(perm.q45p[3], scm);
+    const uint8_t *pg = p + (size_t)C * QK_K;
+    const float *pd = (const float *)(pg + (size_t)G * Q8K_GROUP);
     const __m512 dw = khead_factor(head, 0, 8);
     #pragma GCC unroll 16
-    for (int t = 0; t < C; t++)
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-    const __m512 dm = khead_factor(head, 1, 4);
-    const __m512i mr = _mm512_permutexvar_epi16(pick_m, scm);
-    #pragma GCC unroll 8
-    for (int g = 0; g < G; g++) {
-        const __m512i bs32 = _mm512_loadu_si512(pg + (size_t)g * Q8K_GROUP);
-        const __m512 nd = _mm512_loadu_ps(pg + (size_t)g * Q8K_GROUP + 64);
-        accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(nd, dm), _mm512_cvtepi32_ps(mins_group(mr, bs32, five)), accm[g]);
+    for (int t = 0; t < C; t++) {
+        const uint8_t *x = p + (size_t)t * QK_K;
+        const __m512i x0 = _mm512_load_si512(x), x1 = _mm512_load_si512(x + 64);
+        const __m512i x2 = _mm512_load_si512(x + 128), x3 = _mm512_load_si512(x + 192);
+        __m512i ia = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qa[0], x0), _mm512_dpbusd_epi32(zero, qa[1], x1)), sa0);
+        __m512i ic = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qc[0], x0), _mm512_dpbusd_epi32(zero, qc[1], x1)), sc0);
+        ia = _mm512_dpwssd_epi32(ia, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qa[2], x2), _mm512_dpbusd_epi32(zero, qa[3], x3)), sa1);
+        ic = _mm512_dpwssd_epi32(ic, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qc[2], x2), _mm512_dpbusd_epi32(zero, qc[3], x3)), sc1);
+        /* [row 0's lanes | row 1's lanes]: dwords 0-7 plus 8-15 of each */
+        const __m512i isum = _mm512_add_epi32(_mm512_shuffle_i64x2(ia, ic, 0x44), _mm512_shuffle_i64x2(ia, ic, 0xEE));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum), acc[t]);
     }
+    q45k_mins(five, head, scm, pg, G, accm);
 }
 
 /* rows r and r2 (r alone when !two) times the C tokens of a panel */
@@ -1073,7 +1146,8 @@ INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two,
     for (int t = 0; t < C; t++) acc[t] = _mm512_setzero_ps();
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) accm[g] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; i++) q45k_superblock(five, w0, w1, i, panel + (size_t)i * block, C, PF_AHEAD / 2, acc, accm);
+    for (int64_t i = 0; i < nsb; i++)
+        q45k_tile_superblock(five, w0, w1, i, panel + (size_t)i * block, C, PF_AHEAD / 2, acc, accm);
     float ms[8 * Q45K_TILE + 8];
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) _mm512_storeu_ps(ms + 16 * g, accm[g]);
@@ -1100,8 +1174,8 @@ INLINE void k_q45k_one(uint32_t wt, const matrix *W, const uint8_t *panel, float
     for (int64_t i = 0; i < nsb; i++)
 #pragma GCC unroll 2
         for (int p = 0; p < P; p++)
-            q45k_superblock(five, w[2 * p], w[2 * p + 1], i, panel + (size_t)i * block, 1, PF_AHEAD / (2 * P), &acc[p],
-                            &accm[p]);
+            q45k_superblock_one(five, w[2 * p], w[2 * p + 1], i, panel + (size_t)i * block, PF_AHEAD / (2 * P), &acc[p],
+                                &accm[p]);
 #pragma GCC unroll 2
     for (int p = 0; p < P; p++) {
         float ms[16];
