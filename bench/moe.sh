@@ -13,6 +13,9 @@
 # Settings through the environment:
 #   MOE_MODELS="qwen3.5-35b-a3b:8:q4_k_m qwen3.5-35b-a3b:8:q8_0 nemotron-3-nano-30b-a3b:13:q4_k_m"
 #   THREADS=2  PP=512  TG=32  REPS=3  BATCH=6  ROUNDS=2  LLREF=/path/to/llref
+#   LLREF_FLAGS=--no-repack  for a file near the size of memory: llama.cpp otherwise keeps a
+#   second, repacked copy of the Q4_K weights (the full 40-block Qwen3.5-35B-A3B at Q4_K_M,
+#   MOE_MODELS=qwen3.5-35b-a3b:40:q4_k_m, is 21 GB: with the copy it does not fit 24 GB)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -25,6 +28,7 @@ REPS=${REPS:-3}
 BATCH=${BATCH:-6}
 ROUNDS=${ROUNDS:-2}
 LLREF=${LLREF:-}
+LLREF_FLAGS=${LLREF_FLAGS:-}
 mkdir -p "$BUILD/bench"
 [ "$CHATFS" = ./chatfs ] && make --no-print-directory chatfs >&2 # incremental
 num() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
@@ -44,7 +48,7 @@ for spec in $MODELS; do
         echo "$ours"
         if [ -n "$LLREF" ] && [ -x "$LLREF" ]; then
             theirs=$("$LLREF" "$model" --bench --pp "$PP" --tg "$TG" -t "$THREADS" --reps "$REPS" --kv f32 --fa off \
-                --json 2>/dev/null | sed 's/.*"bench": {/{"llama.cpp":"kv f32, fa off","model":"'"$(basename "$model")"'",/; s/}}$/}/')
+                $LLREF_FLAGS --json 2>/dev/null | sed 's/.*"bench": {/{"llama.cpp":"kv f32, fa off'"${LLREF_FLAGS:+, $LLREF_FLAGS}"'","model":"'"$(basename "$model")"'",/; s/}}$/}/')
             echo "$theirs"
             awk -v a="$(echo "$ours" | num pp_tps)" -v b="$(echo "$theirs" | num pp_tps)" \
                 -v c="$(echo "$ours" | num tg_tps)" -v d="$(echo "$theirs" | num tg_tps)" -v r="$r" \
