@@ -924,7 +924,6 @@ INLINE __m512i word_pairs(__m512i isum, __m512i a, __m512i b, __m512i s) {
 }
 INLINE __m512i pick_perm(const int16_t *idx, __m512i v) { return _mm512_permutexvar_epi16(_mm512_load_si512(idx), v); }
 
-
 /* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
  * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
  * sums of bsums and their negated scales, laid out as the mins lanes of a row pair
@@ -1085,14 +1084,21 @@ INLINE void q45k_row_unpack(int five, const uint8_t *qs, const uint8_t *qh, __m5
     }
 }
 
+/* One half of a row's super-block times one token: isum + the scale pairs s times the
+ * VPDPBUSD sums of the two interleaved registers, packed to words */
+INLINE __m512i q45k_half(__m512i isum, __m512i qa, __m512i qb, __m512i xa, __m512i xb, __m512i s) {
+    const __m512i zero = _mm512_setzero_si512();
+    return _mm512_dpwssd_epi32(isum, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qa, xa), _mm512_dpbusd_epi32(zero, qb, xb)), s);
+}
+
 /* Super-block i of the row pair w0/w1 times the C tokens of its panel block p (q8k_panels of
- * more than one token), added to acc[t] and accm[g] as q45k_superblock. Each row's registers
- * meet a token's activations by plain loads (no broadcast, no second copy): per half, two
- * VPDPBUSD give lane L of sub-blocks (4h, 4h+1) side by side in dwords 0-7 and of (4h+2,
- * 4h+3) in dwords 8-15, VPACKSSDW makes them words (|lane| <= 4 * 31 * 128 < 2^15: exact),
- * and one VPDPWSSD with the scale pairs (perm.q45p) sums each pair times its scales; the
- * two halves of the row's sums then add to the reference's 8 lanes. 12 multiplies per token
- * and row pair against VPMADDUBSW + VPDPWSSD's 16. */
+ * more than one token), added to acc[t] and accm[g] (as q45k_superblock_one for one token).
+ * Each row's registers meet a token's activations by plain loads (no broadcast, no second
+ * copy): per half, two VPDPBUSD give lane L of sub-blocks (4h, 4h+1) side by side in dwords
+ * 0-7 and of (4h+2, 4h+3) in dwords 8-15, VPACKSSDW makes them words (|lane| <= 4 * 31 *
+ * 128 < 2^15: exact), and one VPDPWSSD with the scale pairs (perm.q45p) sums each pair
+ * times its scales; the two halves of the row's sums then add to the reference's 8 lanes.
+ * 12 multiplies per token and row pair against VPMADDUBSW + VPDPWSSD's 16. */
 INLINE void q45k_tile_superblock(int five, const uint8_t *w0, const uint8_t *w1, int64_t i, const uint8_t *p,
                                  const int C, size_t ahead, __m512 *acc, __m512 *accm) {
     const int G = q8k_groups(C);
@@ -1122,10 +1128,8 @@ INLINE void q45k_tile_superblock(int five, const uint8_t *w0, const uint8_t *w1,
         const uint8_t *x = p + (size_t)t * QK_K;
         const __m512i x0 = _mm512_load_si512(x), x1 = _mm512_load_si512(x + 64);
         const __m512i x2 = _mm512_load_si512(x + 128), x3 = _mm512_load_si512(x + 192);
-        __m512i ia = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qa[0], x0), _mm512_dpbusd_epi32(zero, qa[1], x1)), sa0);
-        __m512i ic = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qc[0], x0), _mm512_dpbusd_epi32(zero, qc[1], x1)), sc0);
-        ia = _mm512_dpwssd_epi32(ia, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qa[2], x2), _mm512_dpbusd_epi32(zero, qa[3], x3)), sa1);
-        ic = _mm512_dpwssd_epi32(ic, _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, qc[2], x2), _mm512_dpbusd_epi32(zero, qc[3], x3)), sc1);
+        const __m512i ia = q45k_half(q45k_half(zero, qa[0], qa[1], x0, x1, sa0), qa[2], qa[3], x2, x3, sa1);
+        const __m512i ic = q45k_half(q45k_half(zero, qc[0], qc[1], x0, x1, sc0), qc[2], qc[3], x2, x3, sc1);
         /* [row 0's lanes | row 1's lanes]: dwords 0-7 plus 8-15 of each */
         const __m512i isum = _mm512_add_epi32(_mm512_shuffle_i64x2(ia, ic, 0x44), _mm512_shuffle_i64x2(ia, ic, 0xEE));
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(pd[t]), dw), _mm512_cvtepi32_ps(isum), acc[t]);
