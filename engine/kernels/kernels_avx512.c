@@ -1138,10 +1138,12 @@ INLINE void q45k_tile_superblock(int five, const uint8_t *w0, const uint8_t *w1,
 }
 
 /* rows r and r2 (r alone when !two) times the C tokens of a panel */
-INLINE void k_q45k(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, const uint8_t *panel, int t0,
-                   const int C, float *Y, int64_t ldy) {
+INLINE void k_q45k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, uint32_t wt, const uint8_t *panels,
+                   int t0, const int C, float *Y, int64_t ldy) {
+    (void)x; /* the activations are in the panels */
     const int five = wt == GGML_Q5_K, G = q8k_groups(C);
     const int64_t nsb = W->n_in / QK_K;
+    const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
     const uint8_t *w0 = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
     const uint8_t *w1 = two ? (const uint8_t *)W->data + (size_t)r2 * W->row_bytes : w0;
     const size_t block = q8k_block(C);
@@ -1189,41 +1191,20 @@ INLINE void k_q45k_one(uint32_t wt, const matrix *W, const uint8_t *panel, float
     }
 }
 
-#define Q45K_CASE(k) \
-    case k: if (k <= Q45K_TILE) k_q45k(wt, W, r, r2, two, panel, t0, k <= Q45K_TILE ? k : 1, Y, ldy); break;
 /* 0 without writing when there is no memory for the panels (the reference runs then).
  * One token takes quarter_groups, two pairs in one kernel (whole-model matrix passes 1.06x
  * the halves for Q4_K, 1.03x for the Q4_K_M mix; the quarters as two calls per step had
- * measured 0.82-1.01x); several tokens pair neighbouring rows (row_pair). */
+ * measured 0.82-1.01x); several tokens go in GEMM_TILES of up to Q45K_TILE. */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
-    const int T = x->T;
-    const int64_t rc = chunk_rows(W->row_bytes, T, Q45K_TILE), nsb = W->n_in / QK_K;
-    const uint8_t *panels = q8k_panels(x, Q45K_TILE, nsb);
+    const uint8_t *panels = q8k_panels(x, Q45K_TILE, W->n_in / QK_K);
     if (!panels) return 0;
-    if (T == 1) {
+    if (x->T == 1) {
         FOR_QUARTER_GROUPS(r0, r1, k_q45k_one, wt, W, panels, Y)
         return 1;
     }
-    for (int64_t c0 = r0; c0 < r1; c0 += rc) {
-        const int64_t c1 = r1 - c0 < rc ? r1 : c0 + rc;
-        for (int t0 = 0; t0 < T; t0 += Q45K_TILE) {
-            const int c = T - t0 < Q45K_TILE ? T - t0 : Q45K_TILE;
-            const uint8_t *panel = panels + (size_t)(t0 / Q45K_TILE) * (size_t)nsb * q8k_block(Q45K_TILE);
-            for (int64_t i = 0; i < (c1 - c0 + 1) / 2; i++) {
-                int64_t r2;
-                int two;
-                const int64_t r = row_pair(c0, c1, 0, i, &r2, &two);
-                switch (c) {
-                    Q45K_CASE(1) Q45K_CASE(2) Q45K_CASE(3) Q45K_CASE(4) Q45K_CASE(5) Q45K_CASE(6) Q45K_CASE(7)
-                    Q45K_CASE(8) Q45K_CASE(9) Q45K_CASE(10) Q45K_CASE(11) Q45K_CASE(12) Q45K_CASE(13) Q45K_CASE(14)
-                    Q45K_CASE(15) Q45K_CASE(16)
-                }
-            }
-        }
-    }
+    GEMM_TILES(k_q45k, Q45K_TILE, wt, panels);
     return 1;
 }
-#undef Q45K_CASE
 
 static int gemm_q4_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     return gemm_q45k(GGML_Q4_K, W, r0, r1, x, Y, ldy);
