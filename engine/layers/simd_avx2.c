@@ -54,9 +54,10 @@ INLINE float dot_ggml8(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml8(x, y, n); }
 
-/* expf of 8 floats, bit for bit libm's: as simd_avx512.c's expf16_libm (the algorithm and
- * its checks are told there), 4 doubles a register, the table read by a gather */
-INLINE __m128 expf4_libm(__m256d xd) {
+/* expf of 8 floats (expf8_libm), bit for bit libm's: as simd_avx512.c's expf16_libm (the
+ * algorithm and its checks are told there), 4 doubles a register (expf_libm_pd), the table
+ * read by a gather */
+INLINE __m128 expf_libm_pd(__m256d xd) {
     const __m256d inv_ln2_n = _mm256_set1_pd(EXPF_LIBM_INV_LN2_N), shift = _mm256_set1_pd(EXPF_LIBM_SHIFT);
     __m256d kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
     const __m256i ki = _mm256_castpd_si256(kd);
@@ -71,8 +72,8 @@ INLINE __m128 expf4_libm(__m256d xd) {
 }
 
 INLINE __m256 expf8_libm(__m256 x) {
-    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf4_libm(_mm256_cvtps_pd(_mm256_castps256_ps128(x)))),
-                                    expf4_libm(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), 1);
+    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf_libm_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)))),
+                                    expf_libm_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), 1);
     const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff));
     const int off = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(EXPF_LIBM_TOP))));
     if (off) {

@@ -47,13 +47,14 @@ INLINE float dot_ggml16(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
 
-/* expf of 16 floats, bit for bit glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc
- * 2.28, as its FMA build compiles it: the reference's libm): x N/ln2 = k + r in double,
+/* expf of 16 floats (expf16_libm), 8 doubles a register (expf_libm_pd), bit for bit
+ * glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc 2.28, as its FMA build compiles
+ * it: the reference's libm): x N/ln2 = k + r in double,
  * 2^(k/N) from its table of N = 32 (simd.h) and 2^(r/N) by its cubic, the same fused
  * multiply-adds, then one rounding to float. Lanes off that path take libm's expf.
  * Against Debian 12's glibc 2.36 every one of the 2^32 floats gave the same bits;
  * test_kernels compares a million of them with the libm at hand (through ssm_scan1). */
-INLINE __m256 expf8_libm(__m512d xd) {
+INLINE __m256 expf_libm_pd(__m512d xd) {
     const __m512d inv_ln2_n = _mm512_set1_pd(EXPF_LIBM_INV_LN2_N), shift = _mm512_set1_pd(EXPF_LIBM_SHIFT);
     __m512d kd = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
     const __m512i ki = _mm512_castpd_si512(kd);
@@ -69,8 +70,8 @@ INLINE __m256 expf8_libm(__m512d xd) {
 }
 
 INLINE __m512 expf16_libm(__m512 x) {
-    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf8_libm(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
-                                  expf8_libm(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf_libm_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
+                                  expf_libm_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
     const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
     const __mmask16 off = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(EXPF_LIBM_TOP));
     if (off) {
