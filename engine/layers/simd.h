@@ -99,8 +99,8 @@ static inline void ssm_scan1_ref(float *S, const float *A, const float *B, const
 
 /* glibc's expf (sysdeps/ieee754/flt-32/e_expf.c) takes 2^(k/32) from this table: the bits
  * of 2^(i/32) less i << 47, so that adding k << 47 puts k / 32's whole part in the exponent
- * (__exp2f_data's tab, as read from Debian 12's libm.so.6). The vector sets' expf of 8 or
- * 16 floats (simd_avx2.c, simd_avx512.c) use it to give libm's bits. */
+ * (__exp2f_data's tab, as read from Debian 12's libm.so.6). The vector sets' expf_libm_pd
+ * (simd_avx2.c, simd_avx512.c) use it to give libm's bits. */
 static const uint64_t expf_libm_table[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
     0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
@@ -117,13 +117,6 @@ static const uint64_t expf_libm_table[32] = {
 #define EXPF_LIBM_C2 0x1.62e42ff0c52d6p-6
 /* a float's bits 20-30 above this: off that path (|x| >= 88 or so, infinities, NaNs) */
 #define EXPF_LIBM_TOP 0x42a
-
-/* the lanes of off (bit k: lane k) of the n floats v, whose vector results are e: libm's
- * expf, as glibc's own special cases give */
-static inline void expf_libm_fixup(const float *v, float *e, unsigned off, int n) {
-    for (int k = 0; k < n; k++)
-        if (off >> k & 1) e[k] = expf(v[k]);
-}
 
 /* conv_causal (ops.h) for channels [c0, C) of n tokens, one channel at a time: per channel
  * the K-1 state values (oldest first) then the input, times its K weights in one chain of

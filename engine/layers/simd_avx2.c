@@ -54,8 +54,8 @@ INLINE float dot_ggml8(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml8(x, y, n); }
 
-/* expf of 8 floats (expf8_libm), bit for bit libm's: as simd_avx512.c's expf16_libm (the
- * algorithm and its checks are told there), 4 doubles a register (expf_libm_pd), the table
+/* libm's expf of 4 doubles (simd_lanes.h's expf_libm_v takes 8 floats through it), as
+ * simd_avx512.c's expf_libm_pd (the algorithm and its checks are told there), the table
  * read by a gather */
 INLINE __m128 expf_libm_pd(__m256d xd) {
     const __m256d inv_ln2_n = _mm256_set1_pd(EXPF_LIBM_INV_LN2_N), shift = _mm256_set1_pd(EXPF_LIBM_SHIFT);
@@ -71,21 +71,6 @@ INLINE __m128 expf_libm_pd(__m256d xd) {
     return _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
 }
 
-INLINE __m256 expf8_libm(__m256 x) {
-    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf_libm_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)))),
-                                    expf_libm_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), 1);
-    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff));
-    const int off = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(EXPF_LIBM_TOP))));
-    if (off) {
-        float v[8], e[8];
-        _mm256_storeu_ps(v, x);
-        _mm256_storeu_ps(e, y);
-        expf_libm_fixup(v, e, (unsigned)off, 8);
-        y = _mm256_loadu_ps(e);
-    }
-    return y;
-}
-
 /* the second half of transposing 8 rows (simd_lanes.h transpose_v): u[4i + j] holds in
  * its 128-bit half L column 4L + j of rows 4i..4i+3, and the halves move into place */
 INLINE void transpose_across(const __m256 *u, __m256 *r) {
@@ -98,7 +83,6 @@ INLINE void transpose_across(const __m256 *u, __m256 *r) {
 /* exp, SiLU, SwiGLU, the update, the convolution's row, the delta rule's rows and Mamba-1's scan */
 #define SIMD_LANES 8
 #define dot_v dot_ggml8
-#define expf_libm_v expf8_libm
 #include "engine/layers/simd_lanes.h"
 
 static double op_softmax_exp(float *y, const float *x, float max, int n) {

@@ -47,9 +47,9 @@ INLINE float dot_ggml16(const float *x, const float *y, int n) {
 
 static float op_dot(const float *x, const float *y, int n) { return dot_ggml16(x, y, n); }
 
-/* expf of 16 floats (expf16_libm), 8 doubles a register (expf_libm_pd), bit for bit
- * glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc 2.28, as its FMA build compiles
- * it: the reference's libm): x N/ln2 = k + r in double,
+/* libm's expf of 8 doubles (simd_lanes.h's expf_libm_v takes 16 floats through it), bit
+ * for bit glibc's (sysdeps/ieee754/flt-32/e_expf.c, since glibc 2.28, as its FMA build
+ * compiles it: the reference's libm): x N/ln2 = k + r in double,
  * 2^(k/N) from its table of N = 32 (simd.h) and 2^(r/N) by its cubic, the same fused
  * multiply-adds, then one rounding to float. Lanes off that path take libm's expf.
  * Against Debian 12's glibc 2.36 every one of the 2^32 floats gave the same bits;
@@ -69,21 +69,6 @@ INLINE __m256 expf_libm_pd(__m512d xd) {
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
 }
 
-INLINE __m512 expf16_libm(__m512 x) {
-    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf_libm_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)))),
-                                  expf_libm_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))), 1);
-    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
-    const __mmask16 off = _mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(EXPF_LIBM_TOP));
-    if (off) {
-        float v[16], e[16];
-        _mm512_storeu_ps(v, x);
-        _mm512_storeu_ps(e, y);
-        expf_libm_fixup(v, e, off, 16);
-        y = _mm512_loadu_ps(e);
-    }
-    return y;
-}
-
 /* the second half of transposing 16 rows (simd_lanes.h transpose_v): u[4i + j] holds in
  * its 128-bit lane L column 4L + j of rows 4i..4i+3, and the lanes move into place */
 INLINE void transpose_across(const __m512 *u, __m512 *r) {
@@ -100,7 +85,6 @@ INLINE void transpose_across(const __m512 *u, __m512 *r) {
 /* exp, SiLU, SwiGLU, the update, the convolution's row, the delta rule's rows and Mamba-1's scan */
 #define SIMD_LANES 16
 #define dot_v dot_ggml16
-#define expf_libm_v expf16_libm
 #include "engine/layers/simd_lanes.h"
 
 static double op_softmax_exp(float *y, const float *x, float max, int n) {

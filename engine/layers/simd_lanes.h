@@ -1,10 +1,11 @@
 /* simd_lanes.h - the layer math whose vector code is the same at every width, written
  * once over SIMD_LANES floats a vector. simd_avx2.c (8 lanes) and simd_avx512.c (16)
  * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
- * it differently), dot_v (dot_ggml), expf_libm_v (libm's expf) and transpose_across (the
- * cross-lane half of a transpose), and get: exp_vec and SiLU of one vector, SiLU and SwiGLU
- * of n floats (n % 16 == 0), mad_ggml's update, one token of the transposed convolution,
- * the delta rule's loop over the rows of the state, and Mamba-1's scan. Each is the
+ * it differently), dot_v (dot_ggml), expf_libm_pd (libm's expf of one register of
+ * doubles) and transpose_across (the cross-lane half of a transpose), and get: exp_vec and
+ * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), mad_ggml's update, one
+ * token of the transposed convolution, the delta rule's loop over the rows of the state,
+ * libm's expf of one vector and Mamba-1's scan. Each is the
  * arithmetic of ops.c's scalar code, lane by lane. */
 #if SIMD_LANES == 16
 #define VF __m512
@@ -21,6 +22,11 @@
 #define vf_unpacklo _mm512_unpacklo_ps
 #define vf_unpackhi _mm512_unpackhi_ps
 #define vf_shuffle _mm512_shuffle_ps
+#define vf_lo_pd(x) _mm512_cvtps_pd(_mm512_castps512_ps256(x)) /* the low half's floats as doubles */
+#define vf_hi_pd(x) _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))
+#define vf_join(lo, hi) _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1)
+#define vu_top_above(x, k) /* lanes whose bits 20-30 exceed k, one bit each */ \
+    ((unsigned)_mm512_cmpgt_epu32_mask(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff)), _mm512_set1_epi32(k)))
 #elif SIMD_LANES == 8
 #define VF __m256
 #define vf_load _mm256_loadu_ps
@@ -36,6 +42,12 @@
 #define vf_unpacklo _mm256_unpacklo_ps
 #define vf_unpackhi _mm256_unpackhi_ps
 #define vf_shuffle _mm256_shuffle_ps
+#define vf_lo_pd(x) _mm256_cvtps_pd(_mm256_castps256_ps128(x))
+#define vf_hi_pd(x) _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))
+#define vf_join(lo, hi) _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1)
+#define vu_top_above(x, k)                                                                                   \
+    ((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(                                    \
+        _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff)), _mm256_set1_epi32(k)))))
 #else
 #error "SIMD_LANES is 8 or 16"
 #endif
@@ -97,6 +109,24 @@ INLINE void gdn_rows(float *S, int dk, int dv, const float *q, const float *k, c
         op_mad(s, k, delta, dk);
         o[c] = dot_v(s, q, dk) * scale;
     }
+}
+
+/* libm's expf of SIMD_LANES floats, to the bit: each half's floats as doubles through the
+ * set's expf_libm_pd (glibc's main path, simd_avx512.c tells it), and the lanes off that
+ * path (|x| >= 88 or so, infinities, NaNs) through libm's expf itself, as glibc's own
+ * special cases give */
+INLINE VF expf_libm_v(VF x) {
+    VF y = vf_join(expf_libm_pd(vf_lo_pd(x)), expf_libm_pd(vf_hi_pd(x)));
+    const unsigned off = vu_top_above(x, EXPF_LIBM_TOP);
+    if (off) {
+        float v[SIMD_LANES], e[SIMD_LANES];
+        vf_store(v, x);
+        vf_store(e, y);
+        for (int k = 0; k < SIMD_LANES; k++)
+            if (off >> k & 1) e[k] = expf(v[k]);
+        y = vf_load(e);
+    }
+    return y;
 }
 
 /* The first half of transposing SIMD_LANES rows r: u[4i + j] holds, in its 128-bit lane L,
@@ -172,3 +202,7 @@ static void op_scan1(float *S, const float *A, const float *B, const float *C, c
 #undef vf_unpacklo
 #undef vf_unpackhi
 #undef vf_shuffle
+#undef vf_lo_pd
+#undef vf_hi_pd
+#undef vf_join
+#undef vu_top_above
