@@ -925,7 +925,8 @@ INLINE __m512i word_pairs(__m512i isum, __m512i a, __m512i b, __m512i s) {
 INLINE __m512i pick_perm(const int16_t *idx, __m512i v) { return _mm512_permutexvar_epi16(_mm512_load_si512(idx), v); }
 
 /* The panels of Q8_K tiles (as q80_panels, for the same reason). Per super-block: each
- * token's 256 values, then per pair of tokens (the second zero when C is odd) their pair
+ * token's 256 values (in order for one token, in q45k_panel_values' order for several),
+ * then per pair of tokens (the second zero when C is odd) their pair
  * sums of bsums and their negated scales, laid out as the mins lanes of a row pair
  * [row 0, token a | row 1, token a | row 0, token b | row 1, token b] (each 128 bits: 8
  * int16 sums, 4 floats), then the tile's C scales. The mins term of a row pair and two
