@@ -1226,18 +1226,22 @@ INLINE __m512i q6k_scales(const block_q6_K *a, const block_q6_K *c) {
                                                         _mm_loadu_si128((const __m128i *)c->scales), 1));
 }
 
-/* the 6-bit weights of half h of super-blocks a and c, groups g = 0..3 of 32: q[g] = [a | c] */
+/* (a & mask) | b in one VPTERNLOGD (0xEA is the truth table of (A & B) | C) */
+INLINE __m512i and_or(__m512i a, __m512i mask, __m512i b) { return _mm512_ternarylogic_epi32(mask, a, b, 0xEA); }
+
+/* the 6-bit weights of half h of super-blocks a and c, groups g = 0..3 of 32: q[g] = [a | c].
+ * Group g's low four bits are the low (g < 2) or high (g >= 2) nibbles of ql[64h + 32(g & 1)..],
+ * its top two bits 2g, 2g+1 of qh[32h..], shifted straight to bits 4-5 (a 16-bit shift
+ * carries the neighbouring byte's bits in; the masks drop them) */
 INLINE void q6k_unpack(const block_q6_K *a, const block_q6_K *c, int h, __m512i q[4]) {
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     const __m512i qla = load_pair256(a->ql + 64 * h, c->ql + 64 * h);
     const __m512i qlb = load_pair256(a->ql + 64 * h + 32, c->ql + 64 * h + 32);
     const __m512i qh = load_pair256(a->qh + 32 * h, c->qh + 32 * h);
-    q[0] = _mm512_or_si512(_mm512_and_si512(qla, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
-    q[1] = _mm512_or_si512(_mm512_and_si512(qlb, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m3), 4));
-    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), m4),
-                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
-    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), m4),
-                           _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m3), 4));
+    q[0] = and_or(qla, m4, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+    q[1] = and_or(qlb, m4, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+    q[2] = and_or(_mm512_srli_epi16(qla, 4), m4, _mm512_and_si512(qh, m30));
+    q[3] = and_or(_mm512_srli_epi16(qlb, 4), m4, _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
 }
 
 /* -32 * the scales, int16 (|-32 sc| <= 4096): once per super-block pair, so that each
