@@ -79,14 +79,23 @@ INLINE __m512 half_pair(fp16_t a, fp16_t b) {
     return _mm512_cvtph_ps(h);
 }
 
-/* 16 bytes at a and at b as 4-bit fields: [a & 15 | a >> 4 | b & 15 | b >> 4] (each 16 bytes) */
-INLINE __m512i nibbles_pair(const void *a, const void *b) {
+/* (a & mask) | b in one VPTERNLOGD (0xEA is the truth table of (A & B) | C) */
+INLINE __m512i and_or(__m512i a, __m512i mask, __m512i b) { return _mm512_ternarylogic_epi32(mask, a, b, 0xEA); }
+
+/* 16 bytes at a and at b with their high nibbles moved down, before masking:
+ * [a | a >> 4 | b | b >> 4] (each 16 bytes; the low nibble of each byte is the field) */
+INLINE __m512i nibble_fields(const void *a, const void *b) {
     const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
                                            0x0004000400040004, 0, 0);
     __m512i v = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)a))),
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b)), 1);
-    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15));
+    return _mm512_srlv_epi16(v, shift);
+}
+
+/* 16 bytes at a and at b as 4-bit fields: [a & 15 | a >> 4 | b & 15 | b >> 4] (each 16 bytes) */
+INLINE __m512i nibbles_pair(const void *a, const void *b) {
+    return _mm512_and_si512(nibble_fields(a, b), _mm512_set1_epi8(15));
 }
 
 #ifndef PF_HINT
@@ -352,10 +361,26 @@ INLINE __m512i q80_weights_s8(uint32_t wt, const uint8_t *w0, const uint8_t *w1,
     return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
 }
 
-/* the same as w + 128, unsigned bytes (the many-token kernel's operand): flipping the sign
- * bit of a two's complement byte adds 128 modulo 256 */
+/* the same as w + 128, unsigned bytes (the one-token and many-token kernels' operand), each
+ * type in as few operations as it takes: Q8_0 w ^ 0x80 (flipping the sign bit of a two's
+ * complement byte adds 128 modulo 256); Q4_0 nibble - 8 + 128 = nibble + 120; Q5_0 (nibble |
+ * bit << 4) - 16 + 128 = nibble + 112 = nibble | 0x70, and 16 more where the fifth bit is set
+ * (nibble | 0x80): the mask and the OR in one VPTERNLOGD (the one-token Q5_0 kernel in L2:
+ * 1.1x against the signed form's subtract, masked add and XOR) */
 INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
-    return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
+    if (wt == GGML_Q8_0) return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
+    if (wt == GGML_Q4_0) {
+        const block_q4_0 *a = (const block_q4_0 *)w0 + b, *c = (const block_q4_0 *)w1 + b;
+        *d0 = a->d;
+        *d1 = c->d;
+        return _mm512_add_epi8(nibbles_pair(a->qs, c->qs), _mm512_set1_epi8(120));
+    }
+    const block_q5_0 *a = (const block_q5_0 *)w0 + b, *c = (const block_q5_0 *)w1 + b;
+    *d0 = a->d;
+    *d1 = c->d;
+    const __mmask64 hb = (__mmask64)ld32(a->qh) | (__mmask64)ld32(c->qh) << 32;
+    const __m512i v = and_or(nibble_fields(a->qs, c->qs), _mm512_set1_epi8(15), _mm512_set1_epi8(0x70));
+    return _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
 }
 
 /* The kernels read their activations from a panel: per block, each token's 32 values and
@@ -1225,9 +1250,6 @@ INLINE __m512i q6k_scales(const block_q6_K *a, const block_q6_K *c) {
     return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a->scales)),
                                                         _mm_loadu_si128((const __m128i *)c->scales), 1));
 }
-
-/* (a & mask) | b in one VPTERNLOGD (0xEA is the truth table of (A & B) | C) */
-INLINE __m512i and_or(__m512i a, __m512i mask, __m512i b) { return _mm512_ternarylogic_epi32(mask, a, b, 0xEA); }
 
 /* the 6-bit weights of half h of super-blocks a and c, groups g = 0..3 of 32: q[g] = [a | c].
  * Group g's low four bits are the low (g < 2) or high (g >= 2) nibbles of ql[64h + 32(g & 1)..],
