@@ -366,7 +366,7 @@ INLINE __m512i q80_weights_s8(uint32_t wt, const uint8_t *w0, const uint8_t *w1,
  * complement byte adds 128 modulo 256); Q4_0 nibble - 8 + 128 = nibble + 120; Q5_0 (nibble |
  * bit << 4) - 16 + 128 = nibble + 112 = nibble | 0x70, and 16 more where the fifth bit is set
  * (nibble | 0x80): the mask and the OR in one VPTERNLOGD (the one-token Q5_0 kernel in L2:
- * 1.1x against the signed form's subtract, masked add and XOR) */
+ * 1.08x against the signed form's subtract, masked add and XOR) */
 INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
     if (wt == GGML_Q8_0) return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
     if (wt == GGML_Q4_0) {
@@ -1350,7 +1350,7 @@ INLINE void q6k_group_pair(__m512i qa, __m512i qb, __m512i s, const uint8_t *xp,
  * by half super-blocks: the next half's weights (and the next super-block's scales) are
  * unpacked between the current half's two group pairs, so that their loads and bit work
  * run while this half's multiplies do, instead of in a gap at the start of each half
- * (6 tokens in L2: 1.07x). */
+ * (6 tokens in L2: 1.08x). */
 INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, const uint8_t *panels, int t0,
                   const int C, float *Y, int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
