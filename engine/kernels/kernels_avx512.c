@@ -1053,18 +1053,16 @@ INLINE void q45k_superblock_one(int five, const uint8_t *w0, const uint8_t *w1, 
     const __m512i m4 = _mm512_set1_epi8(15);
     const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
     prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    const __m256i head = khead_pair(w0 + (size_t)i * bs, w1 + (size_t)i * bs);
     const uint8_t *qs0, *qs1;
     __m512i qh = _mm512_setzero_si512();
-    __m256i head;
     if (five) {
         const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
         qs0 = a->qs, qs1 = c->qs;
-        head = khead_pair(a, c);
         qh = load_pair256(a->qh, c->qh);
     } else {
         const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
         qs0 = a->qs, qs1 = c->qs;
-        head = khead_pair(a, c);
     }
     const __m512i scm = kscales_pair(head);
     __m512i isum = _mm512_setzero_si512();
@@ -1130,16 +1128,14 @@ INLINE void q45k_tile_superblock(int five, const uint8_t *w0, const uint8_t *w1,
     const int G = q8k_groups(C);
     const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
     if (C <= 8) prefetch_pair(w0, w1, (size_t)i * bs, bs, ahead);
+    const __m256i head = khead_pair(w0 + (size_t)i * bs, w1 + (size_t)i * bs);
     __m512i qa[4], qc[4];
-    __m256i head;
     if (five) {
         const block_q5_K *a = (const block_q5_K *)w0 + i, *c = (const block_q5_K *)w1 + i;
-        head = khead_pair(a, c);
         q45k_row_unpack(1, a->qs, a->qh, qa);
         q45k_row_unpack(1, c->qs, c->qh, qc);
     } else {
         const block_q4_K *a = (const block_q4_K *)w0 + i, *c = (const block_q4_K *)w1 + i;
-        head = khead_pair(a, c);
         q45k_row_unpack(0, a->qs, NULL, qa);
         q45k_row_unpack(0, c->qs, NULL, qc);
     }
