@@ -528,6 +528,21 @@ static void case_silu(float *out, size_t *n) {
     *n = k;
 }
 
+/* ReLU² over every length to 70 (the vector body and the tail), with NaN, -0, infinities
+ * and subnormals among the values */
+static void case_relu2(float *out, size_t *n) {
+    float in[80];
+    memcpy(in, vx, sizeof in);
+    const float special[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1e-30f, -1e-30f, 1e-40f, -NAN};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) in[7 * i + 3] = special[i];
+    size_t k = 0;
+    for (int len = 1; len <= 70; len++) {
+        vec_relu2(out + k, in, (size_t)len);
+        k += (size_t)len;
+    }
+    *n = k;
+}
+
 static void case_dot(float *out, size_t *n) {
     size_t k = 0;
     const int lens[] = {1, 15, 16, 63, 64, 65, 80, 127, 128, 129, 200, 256, 333};
@@ -771,6 +786,7 @@ static void test_ops(void) {
         vg[i] = gauss();
     }
     compare_isas("silu/swiglu/softmax", case_silu, 10000);
+    compare_isas("relu2", case_relu2, 3000);
     compare_isas("dot_ggml/mad_ggml", case_dot, 10000);
     compare_isas("gdn_head_step", case_gdn, 40000);
     compare_isas("attention weighted sum", case_wsum, 20000);

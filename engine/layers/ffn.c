@@ -46,10 +46,7 @@ void ffn_forward(const ffn_layer *l, int N, int n_embd, const float *x, float *o
     } else { /* ReLU^2 (Nemotron-H) */
         matmul(&l->up, x, N, U);
         add_bias(U, l->b_up, N, l->n_ff);
-        for (size_t i = 0; i < n; i++) {
-            const float v = U[i] > 0 ? U[i] : 0.0f;
-            U[i] = v * v;
-        }
+        vec_relu2(U, U, n);
     }
     matmul(&l->down, U, N, out);
     add_bias(out, l->b_down, N, n_embd);

@@ -110,10 +110,7 @@ static void act_rows(void *arg, int ith, int nth) {
     for (long r = r0; r < r1; r++) {
         float *u = j->U + (size_t)r * j->n;
         if (j->relu2) {
-            for (int i = 0; i < j->n; i++) {
-                const float v = u[i] > 0 ? u[i] : 0.0f;
-                u[i] = v * v;
-            }
+            vec_relu2(u, u, (size_t)j->n);
         } else if (j->G) {
             vec_swiglu(u, j->G + (size_t)r * j->n, u, j->n); /* silu(gate) * up */
         } else {

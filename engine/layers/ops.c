@@ -133,6 +133,15 @@ void vec_swiglu(float *y, const float *x, const float *g, int n) {
     for (; i < n; i++) y[i] = silu(x[i]) * g[i];
 }
 
+void vec_relu2(float *y, const float *x, size_t n) {
+    const layer_simd *k = layer_simd_active();
+    if (k->relu2) {
+        k->relu2(y, x, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) y[i] = relu2(x[i]);
+}
+
 double vec_softmax_exp(float *y, const float *x, float max, int n) {
     double sum = 0;
     int i = 0;

@@ -2,7 +2,7 @@
  *
  * The float primitives of ops.h that the layers spend their time in - llama.cpp's dot
  * product and update (the delta rule), the attention scores and weighted sums, the causal
- * convolution, SiLU and softmax's exponentials - have vector versions for AVX2 and
+ * convolution, SiLU, ReLU^2 and softmax's exponentials - have vector versions for AVX2 and
  * AVX-512 (simd_avx2.c, simd_avx512.c, each built with its instruction set's flags and
  * -ffp-contract=off), with exactly the arithmetic of ops.c's scalar code. The scalar code
  * is the reference: it runs for every member a set leaves NULL, and everywhere with
@@ -45,6 +45,7 @@ typedef struct {
     /* ssm_scan1 (ops.h): channels of a Mamba-1 layer for one token */
     void (*scan1)(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x, float *y,
                   int d0, int d1, int n);
+    void (*relu2)(float *y, const float *x, size_t n); /* vec_relu2 */
 } layer_simd;
 
 extern const layer_simd layer_simd_avx2, layer_simd_avx512;

@@ -165,4 +165,4 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
 const layer_simd layer_simd_avx2 = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
                                     op_gdn_step, op_conv, NULL /* scores: ops.c loops op_dot */,
                                     op_wsum_acc, NULL, NULL /* multi: ops.c loops the above */,
-                                    op_scan_row, op_scan1};
+                                    op_scan_row, op_scan1, op_relu2};

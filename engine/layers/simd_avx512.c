@@ -438,4 +438,4 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
 
 const layer_simd layer_simd_avx512 = {op_dot,  op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,
                                        op_conv, op_scores, op_wsum_acc, op_scores_multi, op_wsum_multi,
-                                       op_scan_row, op_scan1};
+                                       op_scan_row, op_scan1,     op_relu2};

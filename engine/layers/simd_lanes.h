@@ -3,7 +3,7 @@
  * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
  * it differently), dot_v (dot_ggml), expf_libm_pd (libm's expf of one register of
  * doubles) and transpose_across (the cross-lane half of a transpose), and get: exp_vec and
- * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), mad_ggml's update, one
+ * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), ReLU^2, mad_ggml's update, one
  * token of the transposed convolution, the delta rule's loop over the rows of the state,
  * libm's expf of one vector and Mamba-1's scan. Each is the
  * arithmetic of ops.c's scalar code, lane by lane. */
@@ -14,6 +14,7 @@
 #define vf_set1 _mm512_set1_ps
 #define vf_zero _mm512_setzero_ps
 #define vf_mul _mm512_mul_ps
+#define vf_max _mm512_max_ps
 #define vf_add _mm512_add_ps
 #define vf_sub _mm512_sub_ps
 #define vf_div _mm512_div_ps
@@ -34,6 +35,7 @@
 #define vf_set1 _mm256_set1_ps
 #define vf_zero _mm256_setzero_ps
 #define vf_mul _mm256_mul_ps
+#define vf_max _mm256_max_ps
 #define vf_add _mm256_add_ps
 #define vf_sub _mm256_sub_ps
 #define vf_div _mm256_div_ps
@@ -74,6 +76,17 @@ static void op_silu(float *y, const float *x, int n) {
 
 static void op_swiglu(float *y, const float *x, const float *g, int n) {
     for (int i = 0; i < n; i += SIMD_LANES) vf_store(y + i, vf_mul(silu_v(vf_load(x + i)), vf_load(g + i)));
+}
+
+/* y = relu(x)^2: VMAXPS returns its second operand when the first is not greater (NaN, -0),
+ * so max(x, 0) is x > 0 ? x : 0 to the bit */
+static void op_relu2(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + SIMD_LANES <= n; i += SIMD_LANES) {
+        const VF v = vf_max(vf_load(x + i), vf_zero());
+        vf_store(y + i, vf_mul(v, v));
+    }
+    for (; i < n; i++) y[i] = relu2(x[i]);
 }
 
 /* y += x * v: one fused multiply-add per element */
