@@ -798,6 +798,24 @@ static void test_ops(void) {
     compare_isas("ssm_scan_row", case_scan, 3000);
     compare_isas("ssm_scan1", case_scan1, 3 * (40 * 16 + 40) + 3 * (40 * 5 + 40));
     compare_isas("ssm_scan1's exponentials", case_scan1_exp, SCAN1_EXP_D * 17);
+    /* attn_wsum_finish reduces each column's 16 lanes as reduce16_ref does */
+    {
+        const int hds[] = {256, 48, 20};
+        float *acc = malloc(sizeof(float) * ATTN_ACC_FLOATS(256)), o[256];
+        for (size_t h = 0; h < 3; h++) {
+            for (size_t i = 0; i < ATTN_ACC_FLOATS(hds[h]); i++) acc[i] = vx[i % 20000] * (i % 7 == 0 ? 1e4f : 1.0f);
+            attn_wsum_finish(o, acc, hds[h]);
+            int same = 1;
+            for (int c = 0; c < hds[h]; c++) {
+                float lanes[16];
+                for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)(c / 16) * 256 + k * 16 + c % 16];
+                const float want = reduce16_ref(lanes);
+                same &= !memcmp(&want, &o[c], sizeof want);
+            }
+            CHECK(same, "attn_wsum_finish == reduce16_ref of each column (hd %d)", hds[h]);
+        }
+        free(acc);
+    }
     /* the ops agree with plain math */
     kernels_select("auto");
     float y[64];

@@ -294,11 +294,20 @@ void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const
     for (int h = 0; h < np; h++) attn_wsum_acc(acc[h], V, stride, p[h], n, hd);
 }
 
+/* reduce16_ref of each column, for 16 columns at once: lane k of the block's columns is
+ * the 16 floats at 16k, so the tree's adds run down the block, the same adds per column
+ * (the compiler makes them vector adds; ATTN_ACC_FLOATS keeps whole blocks) */
 void attn_wsum_finish(float *o, const float *acc, int hd) {
-    for (int c = 0; c < hd; c++) {
-        float lanes[16];
-        for (int k = 0; k < 16; k++) lanes[k] = acc[(size_t)(c / 16) * 256 + k * 16 + c % 16];
-        o[c] = reduce16_ref(lanes);
+    for (int c0 = 0; c0 < hd; c0 += 16) {
+        const float *v = acc + (size_t)(c0 / 16) * 256;
+        float a[8][16], b[4][16];
+        for (int i = 0; i < 8; i++)
+            for (int j = 0; j < 16; j++) a[i][j] = v[16 * i + j] + v[16 * (i + 8) + j];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 16; j++) b[i][j] = a[i][j] + a[i + 4][j];
+        float r[16];
+        for (int j = 0; j < 16; j++) r[j] = (b[0][j] + b[2][j]) + (b[1][j] + b[3][j]);
+        memcpy(o + c0, r, sizeof(float) * (size_t)(hd - c0 < 16 ? hd - c0 : 16));
     }
 }
 
