@@ -34,6 +34,13 @@ SYNTH_OBJ  := $(BUILD)/cli/synth/gguf_write.o $(BUILD)/cli/synth/quantize.o
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
+# The engine's plain C loops (norms, residual adds, the experts' weighted sum, the sampler)
+# run over lengths known only at run time; -O2 vectorizes a loop only when no scalar
+# remainder is left, the cost model of -O3 also with one. Element-wise arithmetic gives the
+# same bits either way (no reassociation without -ffast-math, no FMA without -mfma). On the
+# 8-block Qwen3.5 file at one thread: six sequences' decode 1.01-1.02x, prompts 1.02-1.04x.
+$(BUILD)/engine/%.o: CFLAGS += -fvect-cost-model=dynamic
+
 # Kernels for one instruction set each, and the layer math for each vector width
 # (layers/simd_*.c); the dispatcher picks one set at run time from the CPU's features, so
 # the binary still runs on CPUs without AVX-512.
