@@ -528,7 +528,7 @@ static void case_silu(float *out, size_t *n) {
     *n = k;
 }
 
-/* ReLU² over every length to 70 (the vector body and the tail), with NaN, -0, infinities
+/* ReLU^2 over every length to 70 (the vector body and the tail), with NaN, -0, infinities
  * and subnormals among the values */
 static void case_relu2(float *out, size_t *n) {
     float in[80];

@@ -35,7 +35,7 @@ void vec_swiglu(float *y, const float *x, const float *g, int n);
 /* ReLU^2 as llama.cpp chains it (ggml_relu, then ggml_sqr): x > 0 ? x : 0 (NaN gives 0),
  * squared. vec_relu2 does n values (y may alias x), branch-free: the signs of a layer's
  * values are a coin toss, and a branch per value mispredicted often enough to cost 1.3 %
- * of a Nemotron decode step. */
+ * of a one-thread Nemotron decode step. */
 static inline float relu2(float x) {
     const float v = x > 0 ? x : 0.0f;
     return v * v;

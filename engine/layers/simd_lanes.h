@@ -3,10 +3,10 @@
  * include it after their own exp_scale (exp_vec's last step, j * 2^n: the two sets round
  * it differently), dot_v (dot_ggml), expf_libm_pd (libm's expf of one register of
  * doubles) and transpose_across (the cross-lane half of a transpose), and get: exp_vec and
- * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), ReLU^2, mad_ggml's update, one
- * token of the transposed convolution, the delta rule's loop over the rows of the state,
- * libm's expf of one vector and Mamba-1's scan. Each is the
- * arithmetic of ops.c's scalar code, lane by lane. */
+ * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), ReLU^2, mad_ggml's update,
+ * one token of the transposed convolution, the delta rule's loop over the rows of the state,
+ * libm's expf of one vector and Mamba-1's scan. Each is the arithmetic of ops.c's scalar
+ * code, lane by lane. */
 #if SIMD_LANES == 16
 #define VF __m512
 #define vf_load _mm512_loadu_ps
