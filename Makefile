@@ -39,7 +39,9 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # remainder is left, the cost model of -O3 also with one. Element-wise arithmetic gives the
 # same bits either way (no reassociation without -ffast-math, no FMA without -mfma). On the
 # 8-block Qwen3.5 file at one thread: six sequences' decode 1.01-1.02x, prompts 1.02-1.04x.
-$(BUILD)/engine/%.o: CFLAGS += -fvect-cost-model=dynamic
+# The flag is GCC's; clang refuses it (and vectorizes such loops at -O2 already).
+VECT_FLAGS := $(shell $(CC) -fvect-cost-model=dynamic -x c -c -o /dev/null /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
+$(BUILD)/engine/%.o: CFLAGS += $(VECT_FLAGS)
 
 # Kernels for one instruction set each, and the layer math for each vector width
 # (layers/simd_*.c); the dispatcher picks one set at run time from the CPU's features, so
