@@ -207,6 +207,7 @@ static void op_scan1(float *S, const float *A, const float *B, const float *C, c
 #undef vf_set1
 #undef vf_zero
 #undef vf_mul
+#undef vf_max
 #undef vf_add
 #undef vf_sub
 #undef vf_div
