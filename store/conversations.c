@@ -1,6 +1,7 @@
 /* conversations.c - the filesystem's conversations in SQLite (see conversations.h). */
 #include "store/conversations.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -30,6 +31,31 @@ static const char *const migrations[] = {
     "CREATE TABLE conversation_global(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     /* 2: an assistant turn's reasoning (issue 25) */
     "ALTER TABLE conversation_turn ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';",
+    /* 3: one store for `chatfs ask` and the mount (issue 37): the conversations `ask`
+     * kept in ask_turns(conversation, idx, role, content; the system prompt a row of its
+     * own) become conversations of this module, under their names where the mount has
+     * none by that name and as NAME (ask N) where it has one (or where the name cannot be
+     * a directory: '/' becomes '_'), so that no history is lost and none is mixed into
+     * another. Databases without ask_turns get nothing moved. */
+    "CREATE TABLE IF NOT EXISTS ask_turns(conversation TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL,"
+    " content TEXT NOT NULL, PRIMARY KEY(conversation, idx));"
+    "CREATE TEMP TABLE ask_move(n INTEGER PRIMARY KEY, old TEXT NOT NULL UNIQUE, name TEXT);"
+    "INSERT INTO ask_move(old) SELECT DISTINCT conversation FROM ask_turns ORDER BY conversation;"
+    "UPDATE ask_move SET name = replace(old, '/', '_');"
+    "UPDATE ask_move SET name = name || ' (ask ' || n || ')' WHERE name IN ('', '.', '..')"
+    " OR name IN (SELECT name FROM conversation) OR n > (SELECT min(m.n) FROM ask_move m WHERE m.name = ask_move.name);"
+    "INSERT INTO conversation(name, system, settings, mtime_ns)"
+    " SELECT m.name, coalesce((SELECT t.content FROM ask_turns t WHERE t.conversation = m.old AND t.role = 'system'"
+    " ORDER BY t.idx LIMIT 1), ''), '{}', CAST(strftime('%s', 'now') AS INTEGER) * 1000000000 FROM ask_move m ORDER BY m.n;"
+    "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns)"
+    " SELECT c.id, row_number() OVER (PARTITION BY t.conversation ORDER BY t.idx), t.role, t.content, 1, c.mtime_ns"
+    " FROM ask_turns t JOIN ask_move m ON m.old = t.conversation JOIN conversation c ON c.name = m.name"
+    " WHERE t.role IN ('user', 'assistant');"
+    "DROP TABLE ask_move;"
+    "DROP TABLE ask_turns;"
+    /* an older `chatfs ask` (module ask, version 1) would make ask_turns again and keep
+     * its turns apart: version 2 of that module, beyond what it knows, makes it refuse */
+    "INSERT OR REPLACE INTO schema_versions(module, version) VALUES('ask', 2);",
 };
 
 convs_store *convs_open(store_db *db, char *err, size_t errlen) {
@@ -238,4 +264,66 @@ int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text
     int ok = !run(s, "UPDATE conversation_turn SET reasoning=? WHERE conversation=? AND idx=?", "bii", text, len, id,
                   (int64_t)idx);
     return end(s, ok, err, errlen);
+}
+
+int64_t convs_find(convs_store *s, const char *name) {
+    db_enter(s->db);
+    sqlite3_stmt *st;
+    int64_t id = -1;
+    if (sqlite3_prepare_v2(db_sql(s->db), "SELECT id FROM conversation WHERE name=?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+        sqlite3_finalize(st);
+    }
+    db_leave(s->db);
+    return id;
+}
+
+static int turn_count(convs_store *s, int64_t id, int *n, int *last_complete) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db_sql(s->db),
+                           "SELECT count(*), coalesce((SELECT complete FROM conversation_turn WHERE conversation=?1 "
+                           "ORDER BY idx DESC LIMIT 1), 1) FROM conversation_turn WHERE conversation=?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int ok = sqlite3_step(st) == SQLITE_ROW;
+    if (ok) *n = sqlite3_column_int(st, 0), *last_complete = sqlite3_column_int(st, 1);
+    sqlite3_finalize(st);
+    return ok ? 0 : -1;
+}
+
+int64_t convs_append_message(convs_store *s, const char *name, const char *settings, const char *system, int expect,
+                             const char *text, size_t len, int64_t mtime_ns, char *err, size_t errlen) {
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
+    int64_t id = convs_find(s, name);
+    int ok = id >= 0, n = 0, complete = 1;
+    if (ok && id == 0) {
+        ok = !run(s, "INSERT INTO conversation(name, system, settings, mtime_ns) VALUES(?, ?, ?, ?)", "ttti", name,
+                  system ? system : "", settings, mtime_ns);
+        id = ok ? sqlite3_last_insert_rowid(db_sql(s->db)) : -1;
+    } else if (ok && system) {
+        ok = !run(s, "UPDATE conversation SET system=?, mtime_ns=? WHERE id=?", "tii", system, mtime_ns, id);
+    }
+    ok = ok && turn_count(s, id, &n, &complete) == 0;
+    if (ok && (n != expect || !complete)) {
+        db_exec(s->db, "ROLLBACK", NULL, 0);
+        db_leave(s->db);
+        snprintf(err, errlen, "%s: %s", name,
+                 !complete ? "its last reply is incomplete (being generated, or cut short when its writer stopped)"
+                           : "it changed while this request was prepared");
+        return -EBUSY;
+    }
+    ok = ok && !run(s,
+                    "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns, reasoning) "
+                    "VALUES(?, ?, 'user', ?, 1, ?, '')",
+                    "iibi", id, (int64_t)n + 1, text, len, mtime_ns) &&
+         !run(s,
+              "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns, reasoning) "
+              "VALUES(?, ?, 'assistant', '', 0, ?, '')",
+              "iii", id, (int64_t)n + 2, mtime_ns);
+    rc = end(s, ok, err, errlen);
+    return rc ? rc : id;
 }

@@ -1,6 +1,8 @@
 /* conversations.h - the filesystem's conversations in the database (module
- * "conversations" of db.h, schema version 2; version 1 had no reasoning column, and
- * opening such a database adds it, '' for every turn, in one transaction).
+ * "conversations" of db.h, schema version 3; version 1 had no reasoning column, and
+ * opening such a database adds it, '' for every turn, in one transaction; version 3
+ * moved the conversations `chatfs ask` kept apart, table ask_turns, into these tables:
+ * one store for the mount and `ask`).
  *
  * Tables: conversation (id, name, system prompt, settings JSON, mtime),
  * conversation_turn (conversation, index, role, content, complete, mtime, reasoning: an
@@ -68,6 +70,16 @@ int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, si
 /* Rewrites one turn's content and completeness (an edited turn). */
 int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen);
+/* The id of the conversation called name: 0 when there is none, -1 when it cannot be read. */
+int64_t convs_find(convs_store *s, const char *name);
+/* A message sent without a mount (`chatfs ask`), as the mount stores one: in one
+ * transaction, conversation name is made if new (with settings, the rendered defaults)
+ * and given system when that is non-NULL, and the user turn text and an empty
+ * incomplete assistant turn are appended after its `expect` turns; the reply is then
+ * written with convs_update_reply. The conversation id, or -errno: -EBUSY when it no
+ * longer has `expect` turns or its last reply is incomplete (the reason in err). */
+int64_t convs_append_message(convs_store *s, const char *name, const char *settings, const char *system, int expect,
+                             const char *text, size_t len, int64_t mtime_ns, char *err, size_t errlen);
 /* Rewrites one turn's reasoning (an edited turns/NNN-assistant.thinking.md). */
 int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text, size_t len, char *err,
                            size_t errlen);

@@ -95,6 +95,22 @@ int db_claim(const char *path, const char *what, int wait, int *fd, char *owner,
     return 1;
 }
 
+int db_holder(const char *path, long *pid, char *what, size_t whatlen) {
+    char lock[1100], note[1200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    int f = open(lock, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return -1;
+    ssize_t k = pread(f, note, sizeof note - 1, 0);
+    close(f);
+    note[k > 0 ? k : 0] = 0;
+    char *nl = strchr(note, '\n');
+    if (!nl || !strchr(nl + 1, '\n')) return -1;
+    nl[1 + strcspn(nl + 1, "\n")] = 0;
+    *pid = atol(note);
+    snprintf(what, whatlen, "%s", nl + 1);
+    return 0;
+}
+
 void db_claim_finishing(int fd) {
     if (fd < 0) return;
     char note[1200];

@@ -1,5 +1,5 @@
-/* db.h - the one SQLite database chatfs keeps: conversations (conversations.h), the
- * history of `chatfs ask` (ask_history.h) and checkpoints (ckpt_store.h).
+/* db.h - the one SQLite database chatfs keeps: conversations (conversations.h: the
+ * mount's and `chatfs ask`'s) and checkpoints (ckpt_store.h).
  *
  * A process opens it once (db_open) and hands the object to the modules: one SQLite
  * connection per process. POSIX locks belong to a process, so a second open()+close()
@@ -16,8 +16,9 @@
  * version in schema_versions. A database written by a newer chatfs (a version above
  * what this build knows) is refused rather than misread.
  *
- * One process writes a database at a time (db_claim): a mount holds it while it runs;
- * `chatfs ask` beside a mount only reads checkpoints' absence and adds its own turns. */
+ * One process writes a database at a time (db_claim): a mount holds it while it runs,
+ * and `chatfs ask` beside a mount goes through the mount's files (the note names the
+ * mount point) instead of writing the database. */
 #ifndef CHATFS_DB_H
 #define CHATFS_DB_H
 
@@ -74,6 +75,10 @@ char *db_default_path(char *buf, size_t n);
  * reason in owner. With wait, a holder is given two seconds to let go (one that is
  * finishing, up to DB_CLAIM_WAIT_S). Creates the database's directory if needed. */
 int db_claim(const char *path, const char *what, int wait, int *fd, char *owner, size_t ownerlen);
+/* What the note of path's lock says: the holder's pid and WHAT ("chatfs mount on
+ * /home/u/chat", "chatfs ask"). 0, or -1 when there is no complete note. It says who
+ * took the lock last: whether it still holds it is db_claim's answer. */
+int db_holder(const char *path, long *pid, char *what, size_t whatlen);
 /* The holder is on its way out (a mount after its unmount, writing its last
  * checkpoints): its note says so, and db_claim then waits for it (up to
  * DB_CLAIM_WAIT_S seconds) instead of refusing, so `fusermount3 -u m; chatfs mount m`
