@@ -43,7 +43,8 @@ struct fs_backend {
     int (*can_think)(fs_backend *b);
 };
 
-/* The real engine: loads the model and starts the worker. NULL with a reason in err. */
+/* The real engine: loads the model and starts the worker (b->ctx is its chat_engine).
+ * NULL with a reason in err. */
 fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errlen);
 
 /* An OpenAI-compatible server (llama-server, vLLM, SGLang, ollama, LM Studio, ...):
@@ -60,10 +61,13 @@ typedef struct {
 } remote_config;
 fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errlen);
 
-/* Submits and waits for the reply (text to on_text, may be NULL); the report to out.
- * 0, or -1 with the reason in err (after the partial text went to on_text). */
+/* Submits and waits for the reply (the answer to on_text, its reasoning to on_reasoning;
+ * either may be NULL); the report to out (its finish says why it ended). 0, or -1 with
+ * the reason in err (after the partial text went to on_text) and errno as submit set it
+ * when it was refused at once (EFBIG, EINVAL), else EIO. */
 int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
-                void (*on_text)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
+                void (*on_text)(void *ud, const char *text, size_t len),
+                void (*on_reasoning)(void *ud, const char *text, size_t len), void *ud, gen_report *out, char *err,
                 size_t errlen);
 
 /* The fake. spec is a comma-separated list of key=value (all optional):

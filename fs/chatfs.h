@@ -93,4 +93,16 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
 int fs_flush(chatfs *fs, fs_handle *h);
 void fs_release(chatfs *fs, fs_handle *h);
 
+/* The same rules for a writer without a mount (`chatfs ask` on a database no mount
+ * holds). fs_message_text: what writing s[0..n) to NAME/message sends: UTF-8 without NUL
+ * (else NULL, errno EINVAL and the mount's reason in err: "message: not UTF-8 at byte
+ * 3"), a byte-order mark dropped, CRLF as LF, one final newline off; malloc'd, *out_len
+ * its length. A blank result is what the mount sends nothing for: the caller refuses it.
+ * fs_valid_name: 1 when name can be a conversation's directory. */
+char *fs_message_text(const char *s, size_t n, size_t *out_len, char *err, size_t errlen);
+/* a reply's text as the mount keeps it: bytes that are not UTF-8 as U+FFFD; malloc'd */
+char *fs_reply_text(const char *s, size_t n, size_t *out_len);
+int fs_blank(const char *s, size_t n);
+int fs_valid_name(const char *name);
+
 #endif

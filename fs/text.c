@@ -108,3 +108,35 @@ char *cfs_utf8_repair(const char *s, size_t n, size_t *out_len) {
     *out_len = k;
     return out;
 }
+
+/* ---- public (chatfs.h): the rules for a writer without a mount ---- */
+
+char *fs_message_text(const char *s, size_t n, size_t *out_len, char *err, size_t errlen) {
+    int bad;
+    size_t ok = cfs_utf8_valid_prefix(s, n, &bad);
+    if (ok != n) {
+        snprintf(err, errlen, ok < n && s[ok] == 0 ? "message: a NUL byte at byte %zu (text only)"
+                                                   : "message: not UTF-8 at byte %zu", ok);
+        errno = EINVAL;
+        return NULL;
+    }
+    char *t = cfs_normalise(s, n, out_len);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        errno = ENOMEM;
+        return NULL;
+    }
+    *out_len = cfs_strip_newline(t, *out_len);
+    t[*out_len] = 0;
+    return t;
+}
+
+char *fs_reply_text(const char *s, size_t n, size_t *out_len) { return cfs_utf8_repair(s, n, out_len); }
+
+int fs_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\n", s[i])) return 0;
+    return 1;
+}
+
+int fs_valid_name(const char *name) { return cfs_valid_conv_name(name); }
