@@ -1,40 +1,62 @@
-/* cmd_ask.c - `chatfs ask`: one user turn of a stored conversation, for scripts and
- * checks of the checkpoint store.
+/* cmd_ask.c - `chatfs ask`: one user turn of a conversation, for scripts and checks of
+ * the checkpoint store.
  *
  *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
- *              [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [-t THREADS]
- *              [--interval N] [--ram-budget BYTES] [--disk-budget BYTES] [--draft N]
- *              [--draft-vocab V] TEXT|@FILE
- *   chatfs ask --engine URL [--model NAME] [--api-key-file FILE] [--db DB] ... TEXT|@FILE
+ *              [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json]
+ *              [-c N] [--stats] [--no-checkpoints] [-t THREADS] [--interval N]
+ *              [--ram-budget BYTES] [--disk-budget BYTES] [--draft N] [--draft-vocab V]
+ *              TEXT|@FILE|-
+ *   chatfs ask --engine URL [--model NAME] [--api-key-file FILE] [--db DB] ... TEXT|@FILE|-
  *
- * Appends TEXT as a user turn to conversation NAME (created if new; without a name
- * the conversation is this one turn and is not stored), prints the reply on stdout
- * and stores the turn in the same database (store/ask_history.h). Greedy, so runs are
- * reproducible. --stats prints one JSON line on stderr. A database that SQLite cannot
- * read is moved aside (DB.corrupt-<time>) and a new one started. With --engine the reply
- * comes from an OpenAI-compatible server (fs/backend.h) and the database keeps only the turns. */
+ * One conversation store: conversation NAME is the one a mount of the database shows as
+ * NAME/ (store/conversations.h). Without a mount holding the database, ask opens it,
+ * stores the message as the mount would (with an empty reply marked incomplete, in one
+ * transaction), generates with its own engine and stores the reply. When a mount holds
+ * it (store/db.h: the lock's note names the mount point), ask goes through that mount's
+ * files (ask_mount.c): its model answers, and what the mount shows is what ask made.
+ * Without a name the conversation is this one turn and is not kept.
+ *
+ * The message is taken as the mount takes a write to `message`: UTF-8 without NUL (else
+ * the mount's reason and exit 1), one final newline off, and a blank one is refused.
+ * Greedy unless --temp, so runs are reproducible; -n (256), --temp, --seed and
+ * --thinking apply to this turn only (through a mount, ask writes them to the
+ * conversation's settings.json for the send and puts the old settings back). Exit 0 when
+ * the model ended its turn, 2 when -n cut the reply, 3 when the context did, 1 on an
+ * error; --json prints the answer, reasoning, finish and token counts as one object.
+ * --stats prints one JSON line on stderr. A database that SQLite cannot read is moved
+ * aside (DB.corrupt-<time>) and a new one started. With --engine the reply comes from an
+ * OpenAI-compatible server (fs/backend.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/ask.h"
 #include "cli/cli.h"
-#include "engine/runtime/speculative.h"
 #include "engine/runtime/chat.h"
+#include "engine/runtime/speculative.h"
 #include "fs/backend.h"
-#include "store/ask_history.h"
+#include "fs/chatfs.h"
+#include "fs/settings.h"
 #include "store/ckpt_store.h"
+#include "store/conversations.h"
 #include "store/db.h"
+
+#define MOUNT_NOTE "chatfs mount on "
 
 typedef struct {
     chat_msg *m;
     int n, cap;
-} msg_list;
+    char *settings; /* the conversation's settings.json, NULL when new */
+    int last_complete;
+} conv_load;
 
-static int push_msg(msg_list *l, const char *role, const char *content) {
+static int push_msg(conv_load *l, const char *role, const char *content, size_t len, const char *reasoning,
+                    size_t rlen) {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 16;
         chat_msg *g = realloc(l->m, sizeof *g * (size_t)cap);
@@ -42,33 +64,46 @@ static int push_msg(msg_list *l, const char *role, const char *content) {
         l->m = g;
         l->cap = cap;
     }
-    l->m[l->n].role = strdup(role);
-    l->m[l->n].content = strdup(content);
-    l->m[l->n].reasoning_content = NULL;
-    if (!l->m[l->n].role || !l->m[l->n].content) return -1;
+    chat_msg *m = &l->m[l->n];
+    m->role = strdup(role);
+    m->content = strndup(content ? content : "", len);
+    m->reasoning_content = reasoning && rlen ? strndup(reasoning, rlen) : NULL;
     l->n++;
-    return 0;
+    return m->role && m->content && (!reasoning || !rlen || m->reasoning_content) ? 0 : -1;
 }
 
-static void free_msgs(msg_list *l) {
+static void free_msgs(conv_load *l) {
     for (int i = 0; i < l->n; i++) {
         free((char *)l->m[i].role);
         free((char *)l->m[i].content);
+        free((char *)l->m[i].reasoning_content);
     }
     free(l->m);
+    free(l->settings);
 }
 
-static int add_msg(void *ud, const char *role, const char *content) { return push_msg(ud, role, content); }
+static int load_conv(void *ud, int64_t id, const char *name, const char *system, const char *settings,
+                     int64_t mtime_ns) {
+    (void)id, (void)name, (void)mtime_ns;
+    conv_load *l = ud;
+    l->settings = strdup(settings ? settings : "{}");
+    if (!l->settings) return -1;
+    return system && *system ? push_msg(l, "system", system, strlen(system), NULL, 0) : 0;
+}
+
+static int load_turn(void *ud, int64_t conv, int idx, const convs_turn *t) {
+    (void)conv, (void)idx;
+    conv_load *l = ud;
+    l->last_complete = t->complete;
+    return push_msg(l, t->user ? "user" : "assistant", t->text, t->len, t->reasoning, t->reasoning_len);
+}
 
 typedef struct {
     char *buf;
     size_t n, cap;
 } text_buf;
 
-static void on_text(void *ud, const char *t, size_t n) {
-    text_buf *b = ud;
-    fwrite(t, 1, n, stdout);
-    fflush(stdout);
+static void buf_add(text_buf *b, const char *t, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = (b->n + n + 1) * 2;
         char *g = realloc(b->buf, cap);
@@ -81,31 +116,366 @@ static void on_text(void *ud, const char *t, size_t n) {
     b->buf[b->n] = 0;
 }
 
+typedef struct {
+    text_buf answer, reasoning;
+    int print;
+} run_out;
+
+/* the text as the mount shows and stores it: a model's stray bytes as U+FFFD (a
+ * callback's text is whole characters where it is UTF-8) */
+static void on_text(void *ud, const char *t, size_t n) {
+    run_out *o = ud;
+    size_t k;
+    char *r = fs_reply_text(t, n, &k);
+    if (!r) return;
+    if (o->print) {
+        fwrite(r, 1, k, stdout);
+        fflush(stdout);
+    }
+    buf_add(&o->answer, r, k);
+    free(r);
+}
+
+static void on_reasoning(void *ud, const char *t, size_t n) {
+    size_t k;
+    char *r = fs_reply_text(t, n, &k);
+    if (r) buf_add(&((run_out *)ud)->reasoning, r, k);
+    free(r);
+}
+
+/* all of stdin, or of FILE for @FILE, or the argument itself; NULL after saying why */
+static char *read_text(const char *arg, size_t *len) {
+    if (arg[0] != '@' && strcmp(arg, "-")) {
+        *len = strlen(arg);
+        return strdup(arg);
+    }
+    FILE *f = !strcmp(arg, "-") ? stdin : fopen(arg + 1, "rb");
+    if (!f) {
+        cli_error("%s: %s", arg + 1, strerror(errno));
+        return NULL;
+    }
+    text_buf b = {0};
+    char chunk[65536];
+    for (size_t k; (k = fread(chunk, 1, sizeof chunk, f)) > 0;) buf_add(&b, chunk, k);
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    if (bad) {
+        cli_error("%s: %s", f == stdin ? "stdin" : arg + 1, strerror(errno));
+        free(b.buf);
+        return NULL;
+    }
+    *len = b.n;
+    return b.buf ? b.buf : strdup("");
+}
+
+int ask_exit_status(int finish) { return finish == FINISH_LENGTH ? 2 : finish == FINISH_CONTEXT ? 3 : 0; }
+
+const char *ask_finish_name(int finish) {
+    switch (finish) {
+    case FINISH_EOG: return "end_of_turn";
+    case FINISH_LENGTH: return "max_tokens";
+    case FINISH_STOP: return "stop_string";
+    case FINISH_CONTEXT: return "context_full";
+    case FINISH_CANCELLED: return "stopped";
+    case FINISH_ERROR: return "error";
+    default: return "unknown";
+    }
+}
+
+static void add_count(cJSON *o, const char *key, int v) {
+    if (v >= 0) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+void ask_print_json(const ask_req *req, const ask_result *res) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "answer", res->answer ? res->answer : "");
+    cJSON_AddStringToObject(o, "reasoning", res->reasoning ? res->reasoning : "");
+    cJSON_AddStringToObject(o, "finish_reason", ask_finish_name(res->finish));
+    add_count(o, "prompt_tokens", res->prompt_tokens);
+    add_count(o, "reused_tokens", res->reused_tokens);
+    add_count(o, "generated_tokens", res->generated_tokens);
+    add_count(o, "reasoning_tokens", res->reasoning_tokens);
+    if (req->conv) cJSON_AddStringToObject(o, "conversation", req->conv);
+    else cJSON_AddNullToObject(o, "conversation");
+    char *js = cJSON_PrintUnformatted(o);
+    printf("%s\n", js ? js : "{}");
+    fflush(stdout);
+    free(js);
+    cJSON_Delete(o);
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+typedef struct {
+    const char *model_path, *engine_url, *remote_model, *key_file;
+    long threads, ctx, draft, draft_vocab;
+    size_t ram_budget, disk_budget;
+} engine_opts;
+
+/* The turn on this process's engine, the conversation read from and stored in the
+ * database directly; shared: another chatfs ask holds the database (checkpoints stay
+ * in RAM). Returns the exit status. */
+static int ask_direct(const char *db_path, int shared, const ask_req *q, const engine_opts *eo) {
+    int rc = 1;
+    char err[600] = "", note[1200];
+    conv_load l = {.last_complete = 1};
+    store_db *db = NULL;
+    convs_store *st = NULL;
+    ckpt_store *checkpoints = NULL;
+    fs_backend *be = NULL;
+    run_out out = {.print = !q->json};
+    conv_settings defaults, cs;
+    int have_defaults = 0, have_cs = 0;
+    int64_t id = 0;
+    size_t len;
+    char *text = fs_message_text(q->text, q->len, &len, err, sizeof err);
+    if (!text) {
+        cli_error("ask: %s (%s)", err, strerror(errno));
+        return 1;
+    }
+    db = db_open_or_renew(db_path, !shared, note, sizeof note, err, sizeof err);
+    if (note[0]) cli_error("%s", note);
+    if (!db || !(st = convs_open(db, err, sizeof err))) {
+        cli_error("%s: %s", db_path, err);
+        goto out;
+    }
+    if (q->conv) {
+        id = convs_find(st, q->conv);
+        convs_loader ld = {&l, load_conv, load_turn};
+        if (id < 0 || (id > 0 && convs_load_one(st, id, &ld, err, sizeof err) != 0)) {
+            cli_error("cannot read conversation %s: %s", q->conv, id < 0 ? "the database cannot be read" : err);
+            goto out;
+        }
+        if (!l.last_complete) {
+            cli_error("ask: %s: its last reply is incomplete (being generated, or cut short when its writer "
+                      "stopped): `echo regenerate > %s/ctl` in a mount replaces it",
+                      q->conv, q->conv);
+            goto out;
+        }
+    }
+    int expect = l.n - (l.n && !strcmp(l.m[0].role, "system")); /* the turns already stored */
+    if (q->system) {
+        if (l.n && !strcmp(l.m[0].role, "system")) {
+            free((char *)l.m[0].content);
+            l.m[0].content = strdup(q->system);
+        } else if (push_msg(&l, "system", q->system, strlen(q->system), NULL, 0) == 0) {
+            chat_msg sys = l.m[l.n - 1]; /* the system prompt goes first */
+            memmove(l.m + 1, l.m, sizeof *l.m * (size_t)(l.n - 1));
+            l.m[0] = sys;
+        }
+    }
+    if (push_msg(&l, "user", text, len, NULL, 0) != 0) goto out;
+
+    if (eo->engine_url) {
+        remote_config rcfg = {eo->engine_url, eo->remote_model, eo->key_file, 1};
+        be = backend_remote_open(&rcfg, err, sizeof err);
+    } else {
+        cs_config budgets = {eo->ram_budget, eo->disk_budget, 0};
+        if (!(checkpoints = cs_new(shared ? NULL : db, &budgets, err, sizeof err))) {
+            cli_error("%s", err);
+            goto out;
+        }
+        if (err[0]) cli_error("%s", err);
+        engine_config cfg = {.model_path = eo->model_path, .checkpoints = checkpoints, .threads = (int)eo->threads,
+                             .n_ctx = (int)eo->ctx,
+                             .draft = eo->draft < 0 ? 0 : eo->draft == 0 ? -1 : (int)eo->draft,
+                             .draft_vocab = (int)eo->draft_vocab};
+        be = backend_engine_open(&cfg, err, sizeof err);
+    }
+    if (!be) {
+        cli_error("%s", err);
+        goto out;
+    }
+    /* the settings the mount would use for the conversation (its settings.json over
+     * the root's, over the model's recommended sampling), then this turn's options */
+    settings_builtin(&defaults);
+    have_defaults = 1;
+    if (be->settings_defaults) {
+        gen_settings rec;
+        be->settings_defaults(be, &rec);
+        settings_recommend(&defaults, &rec);
+    }
+    char *g = NULL;
+    if (convs_get_global(st, "settings", &g) == 0 && g) {
+        conv_settings root;
+        if (settings_parse(g, strlen(g), &defaults, &root, err, sizeof err) == 1) {
+            settings_free(&defaults);
+            defaults = root;
+        }
+        free(g);
+    }
+    if (!l.settings || settings_parse(l.settings, strlen(l.settings), &defaults, &cs, err, sizeof err) != 1)
+        settings_copy(&cs, &defaults);
+    have_cs = 1;
+    cs.temperature = q->temp;
+    cs.seed = q->seed_given ? (int64_t)(q->seed & INT64_MAX) : -1;
+    cs.max_tokens = (int)q->max_tokens;
+    if (q->thinking >= 0) cs.thinking = q->thinking;
+    if (q->no_ckpt) cs.checkpoints = 0;
+    if (q->interval) cs.checkpoint_interval = (int)q->interval;
+    gen_settings s;
+    settings_to_gen(&cs, &s);
+    if (q->seed_given) s.seed = q->seed;
+    char session[64];
+    if (q->conv) {
+        char *json = settings_render(&defaults);
+        id = convs_append_message(st, q->conv, json ? json : "{}", q->system, expect, text, len, now_ns(), err,
+                                  sizeof err);
+        free(json);
+        if (id < 0) {
+            cli_error("ask: the message was not stored: %s", err);
+            goto out;
+        }
+        snprintf(session, sizeof session, "conversation-%lld", (long long)id);
+        s.session = session; /* as the mount names it: the checkpoints count against one budget */
+    }
+    gen_report r;
+    memset(&r, 0, sizeof r);
+    int ran = backend_run(be, l.m, l.n, &s, on_text, on_reasoning, &out, &r, err, sizeof err);
+    int refused = ran != 0 && !out.answer.n && !out.reasoning.n && (errno == EFBIG || errno == EINVAL);
+    if (ran != 0) {
+        if (out.answer.n && !q->json) putchar('\n'); /* the partial reply stays on stdout */
+        cli_error("%s", err);
+    }
+    if (id > 0) { /* the reply is kept as far as it got; a message refused at once is not */
+        char e2[600];
+        int k = refused ? convs_replace_turns(st, id, expect + 1, NULL, 0, NULL, e2, sizeof e2)
+                        : convs_update_reply(st, id, expect + 2, out.answer.buf ? out.answer.buf : "", out.answer.n,
+                                             out.reasoning.buf, out.reasoning.n, 1, e2, sizeof e2);
+        if (!k && refused && expect == 0 && !l.settings) k = convs_delete(st, id, e2, sizeof e2);
+        if (k) {
+            cli_error("cannot store the reply: %s", e2);
+            ran = -1;
+        }
+    }
+    if (ran != 0) goto out;
+    if (!q->json) putchar('\n');
+    fflush(stdout);
+    if (q->stats) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "prompt_tokens", r.prompt_tokens);
+        cJSON_AddNumberToObject(o, "reused_tokens", r.reused_tokens);
+        cJSON_AddNumberToObject(o, "computed_tokens", r.computed_tokens);
+        cJSON_AddStringToObject(o, "source", eo->engine_url ? "server" : r.source ? r.source : "none");
+        if (r.miss_reason[0]) cJSON_AddStringToObject(o, "miss_reason", r.miss_reason);
+        else cJSON_AddNullToObject(o, "miss_reason");
+        cJSON_AddNumberToObject(o, "ttft_ms", r.ttft_ms);
+        cJSON_AddNumberToObject(o, "decode_tokens_per_s", r.decode_tokens_per_s);
+        cJSON_AddNumberToObject(o, "generated_tokens", r.generated_tokens);
+        cJSON_AddNumberToObject(o, "reasoning_tokens", r.reasoning_tokens);
+        cJSON_AddStringToObject(o, "finish_reason", ask_finish_name(r.finish));
+        cJSON_AddNumberToObject(o, "draft", eo->engine_url ? 0 : engine_draft(be->ctx));
+        cJSON_AddNumberToObject(o, "drafted_tokens", r.drafted_tokens);
+        cJSON_AddNumberToObject(o, "accepted_tokens", r.accepted_tokens);
+        cJSON_AddNumberToObject(o, "decode_passes", r.decode_passes);
+        char *js = cJSON_PrintUnformatted(o);
+        fprintf(stderr, "%s\n", js ? js : "{}");
+        free(js);
+        cJSON_Delete(o);
+    }
+    if (q->json) {
+        ask_result res = {out.answer.buf, out.reasoning.buf, out.answer.n, out.reasoning.n, r.finish,
+                          r.prompt_tokens, r.reused_tokens, r.generated_tokens, r.reasoning_tokens};
+        ask_print_json(q, &res);
+    }
+    be->close(be); /* the post-generation checkpoint and the database write happen here */
+    be = NULL;
+    rc = ask_exit_status(r.finish);
+out:
+    if (be) be->close(be);
+    if (have_cs) settings_free(&cs);
+    if (have_defaults) settings_free(&defaults);
+    cs_close(checkpoints);
+    convs_close(st);
+    db_close(db);
+    free_msgs(&l);
+    free(out.answer.buf);
+    free(out.reasoning.buf);
+    free(text);
+    return rc;
+}
+
+static int through_mount(const char *mnt, const ask_req *q) {
+    ask_result res = {0};
+    if (ask_through_mount(mnt, q, &res) != 0) {
+        free(res.answer), free(res.reasoning);
+        return 1;
+    }
+    if (q->json) ask_print_json(q, &res);
+    if (q->stats) {
+        cJSON *o = cJSON_CreateObject();
+        add_count(o, "prompt_tokens", res.prompt_tokens);
+        add_count(o, "reused_tokens", res.reused_tokens);
+        add_count(o, "computed_tokens",
+                  res.prompt_tokens >= 0 && res.reused_tokens >= 0 ? res.prompt_tokens - res.reused_tokens : -1);
+        cJSON_AddStringToObject(o, "source", "mount");
+        add_count(o, "generated_tokens", res.generated_tokens);
+        add_count(o, "reasoning_tokens", res.reasoning_tokens);
+        cJSON_AddStringToObject(o, "finish_reason", ask_finish_name(res.finish));
+        char *js = cJSON_PrintUnformatted(o);
+        fprintf(stderr, "%s\n", js ? js : "{}");
+        free(js);
+        cJSON_Delete(o);
+    }
+    free(res.answer), free(res.reasoning);
+    return ask_exit_status(res.finish);
+}
+
 int cmd_ask(int argc, char **argv) {
-    const char *model_path = NULL, *db_arg = NULL, *system_arg = NULL, *conv = NULL, *text_arg = NULL;
-    const char *engine_url = NULL, *remote_model = NULL, *key_file = NULL;
-    long max_tokens = 256, threads = 0, interval = 0, ctx = 0, draft = -1, draft_vocab = 0;
-    int stats = 0, no_ckpt = 0;
-    size_t ram_budget = CS_DEFAULT_RAM_BUDGET, disk_budget = CS_DEFAULT_DISK_BUDGET;
+    const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL;
+    engine_opts eo = {.draft = -1, .ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
+    ask_req q = {.max_tokens = 256, .thinking = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m")) model_path = v, i++;
+        if (!strcmp(a, "-m")) eo.model_path = v, i++;
         else if (!strcmp(a, "--db")) db_arg = v, i++;
         else if (!strcmp(a, "--system")) system_arg = v, i++;
-        else if (!strcmp(a, "--conversation")) conv = v, i++;
-        else if (!strcmp(a, "--engine")) engine_url = v, i++;
-        else if (!strcmp(a, "--model")) remote_model = v, i++;
-        else if (!strcmp(a, "--api-key-file")) key_file = v, i++;
-        else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &max_tokens)) return 1; i++; }
-        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
-        else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &interval)) return 1; i++; }
-        else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &ram_budget)) return 1; i++; }
-        else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &disk_budget)) return 1; i++; }
-        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
-        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "--no-checkpoints")) no_ckpt = 1;
+        else if (!strcmp(a, "--conversation")) q.conv = v, i++;
+        else if (!strcmp(a, "--engine")) eo.engine_url = v, i++;
+        else if (!strcmp(a, "--model")) eo.remote_model = v, i++;
+        else if (!strcmp(a, "--api-key-file")) eo.key_file = v, i++;
+        else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &q.max_tokens)) return 1; i++; }
+        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &eo.threads)) return 1; i++; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &eo.ctx)) return 1; i++; }
+        else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &q.interval)) return 1; i++; }
+        else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &eo.ram_budget)) return 1; i++; }
+        else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &eo.disk_budget)) return 1; i++; }
+        else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &eo.draft)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &eo.draft_vocab)) return 1; i++; }
+        else if (!strcmp(a, "--temp")) {
+            char *end = NULL;
+            q.temp = v ? strtod(v, &end) : -1;
+            if (!v || !*v || *end || !(q.temp >= 0 && q.temp <= 100)) {
+                cli_error("--temp needs a number from 0 to 100 (0: greedy)");
+                return 1;
+            }
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            char *end = NULL;
+            errno = 0;
+            q.seed = v && *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+            if (!v || !end || *end || errno) {
+                cli_error("--seed needs an integer from 0 to 2^64-1");
+                return 1;
+            }
+            q.seed_given = 1;
+            i++;
+        } else if (!strcmp(a, "--thinking")) {
+            q.thinking = !v ? -2 : !strcmp(v, "on") || !strcmp(v, "true") ? 1 : !strcmp(v, "off") || !strcmp(v, "false") ? 0 : -2;
+            if (q.thinking == -2) {
+                cli_error("--thinking needs on or off");
+                return 1;
+            }
+            i++;
+        }
+        else if (!strcmp(a, "--stats")) q.stats = 1;
+        else if (!strcmp(a, "--json")) q.json = 1;
+        else if (!strcmp(a, "--no-checkpoints")) q.no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
         else if (!text_arg) text_arg = a;
         else { cli_error("ask: more than one TEXT"); return 1; }
@@ -115,156 +485,56 @@ int cmd_ask(int argc, char **argv) {
         cli_error("ask needs TEXT (chatfs ask --help)");
         return 1;
     }
-    if (engine_url && model_path) {
+    if (eo.engine_url && eo.model_path) {
         cli_error("ask: --engine URL replaces -m MODEL: give one of them");
         return 1;
     }
-    if (engine_url && (draft >= 0 || draft_vocab > 0)) {
+    if (eo.engine_url && (eo.draft >= 0 || eo.draft_vocab > 0)) {
         cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
         return 1;
     }
+    if (q.conv && !fs_valid_name(q.conv)) {
+        cli_error("ask: --conversation '%s': not a conversation's name (1-255 bytes, no '/' or control characters, "
+                  "not . or ..) (%s)", q.conv, strerror(EINVAL));
+        return 1;
+    }
     char model_buf[1100];
-    if (!model_path && !engine_url && !(model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
+    if (!eo.model_path && !eo.engine_url && !(eo.model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
     char db_path[1024];
     if (db_arg) snprintf(db_path, sizeof db_path, "%s", db_arg);
     else db_default_path(db_path, sizeof db_path);
 
-    int rc = 1;
-    char *text = cli_text_arg(text_arg), *system = system_arg ? cli_text_arg(system_arg) : NULL;
-    msg_list l = {0};
-    store_db *db = NULL;
-    ckpt_store *checkpoints = NULL;
-    chat_engine *e = NULL;
-    fs_backend *be = NULL;
-    text_buf reply = {0};
-    int lock_fd = -1;
-    if (!text || (system_arg && !system)) goto out;
-    /* One process writes a database (store/db.h). When a mount holds this one, ask
-     * still runs: its checkpoints stay in RAM and it adds only its own turns (table
-     * ask_turns, which the mount never touches) through SQLite's locking. */
-    char owner[1200];
+    int rc = 1, lock_fd = -1;
+    size_t len = 0;
+    char *text = read_text(text_arg, &len), *system = NULL;
+    if (!text) goto out;
+    if (fs_blank(text, len)) {
+        cli_error("ask: the message is empty: nothing to send (%s)", strerror(EINVAL));
+        goto out;
+    }
+    if (system_arg && !(system = cli_text_arg(system_arg))) goto out;
+    q.text = text, q.len = len, q.system = system;
+    /* One process writes a database (store/db.h). A mount that holds it is asked through
+     * its files; beside another chatfs ask, this run keeps its checkpoints in RAM and
+     * stores its turn through SQLite's locking, checked against what it read. */
+    char owner[1200], what[1100];
     int lk = db_claim(db_path, "chatfs ask", 0, &lock_fd, owner, sizeof owner);
+    long pid;
+    if (lk > 0 && db_holder(db_path, &pid, what, sizeof what) == 0 && strstr(what, ", finishing after"))
+        lk = db_claim(db_path, "chatfs ask", 1, &lock_fd, owner, sizeof owner); /* an unmounted mount lets go soon */
     if (lk < 0) {
         cli_error("%s", owner);
         goto out;
     }
-    int shared = lk > 0;
-    if (shared)
-        cli_error("%s is in use by %s: this run keeps its checkpoints in RAM and adds only its turns to the database",
-                  db_path, owner);
-    char err[512], note[1200];
-    db = db_open_or_renew(db_path, !shared, note, sizeof note, err, sizeof err);
-    if (note[0]) cli_error("%s", note);
-    if (!db || ask_history_open(db, err, sizeof err) != 0) {
-        cli_error("%s: %s", db_path, err);
+    if (lk > 0 && db_holder(db_path, &pid, what, sizeof what) == 0 && !strncmp(what, MOUNT_NOTE, strlen(MOUNT_NOTE))) {
+        rc = through_mount(what + strlen(MOUNT_NOTE), &q);
         goto out;
     }
-    if (conv && ask_history_load(db, conv, add_msg, &l, err, sizeof err) != 0) {
-        cli_error("cannot read conversation %s: %s", conv, err);
-        goto out;
-    }
-    int stored = l.n; /* turns already in the database */
-    if (system) {
-        if (l.n > 0 && !strcmp(l.m[0].role, "system")) {
-            if (strcmp(l.m[0].content, system)) { /* a new system prompt replaces the old one */
-                free((char *)l.m[0].content);
-                l.m[0].content = strdup(system);
-                stored = 0;
-            }
-        } else if (l.n == 0) {
-            push_msg(&l, "system", system);
-        } else {
-            cli_error("conversation %s has no system prompt to replace", conv);
-            goto out;
-        }
-    }
-    if (push_msg(&l, "user", text) != 0) goto out;
-
-    gen_settings s;
-    gen_settings_defaults(&s);
-    s.max_tokens = (int)max_tokens;
-    s.checkpoints = !no_ckpt;
-    s.session = conv;
-    if (interval) s.checkpoint_interval = (int)interval;
-    gen_report r;
-    if (engine_url) {
-        remote_config rc = {engine_url, remote_model, key_file, 1};
-        if (!(be = backend_remote_open(&rc, err, sizeof err)) ||
-            backend_run(be, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
-            if (reply.n) putchar('\n'); /* the partial reply stays on stdout */
-            cli_error("%s", err);
-            goto out;
-        }
-        be->close(be);
-        be = NULL;
-        r.source = "server";
-        goto replied;
-    }
-    cs_config budgets = {ram_budget, disk_budget, 0};
-    if (!(checkpoints = cs_new(shared ? NULL : db, &budgets, err, sizeof err))) {
-        cli_error("%s", err);
-        goto out;
-    }
-    if (err[0]) cli_error("%s", err);
-    engine_config cfg = {.model_path = model_path, .checkpoints = checkpoints, .threads = (int)threads,
-                         .n_ctx = (int)ctx, .draft = draft < 0 ? 0 : draft == 0 ? -1 : (int)draft,
-                         .draft_vocab = (int)draft_vocab};
-    e = engine_open(&cfg, err, sizeof err);
-    if (!e) {
-        cli_error("%s", err);
-        goto out;
-    }
-    if (engine_run(e, l.m, l.n, &s, on_text, &reply, &r, err, sizeof err) != 0) {
-        cli_error("%s", err);
-        goto out;
-    }
-replied:
-    putchar('\n');
-    fflush(stdout);
-    if (stats) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "prompt_tokens", r.prompt_tokens);
-        cJSON_AddNumberToObject(o, "reused_tokens", r.reused_tokens);
-        cJSON_AddNumberToObject(o, "computed_tokens", r.computed_tokens);
-        cJSON_AddStringToObject(o, "source", r.source ? r.source : "none");
-        if (r.miss_reason[0]) cJSON_AddStringToObject(o, "miss_reason", r.miss_reason);
-        else cJSON_AddNullToObject(o, "miss_reason");
-        cJSON_AddNumberToObject(o, "ttft_ms", r.ttft_ms);
-        cJSON_AddNumberToObject(o, "decode_tokens_per_s", r.decode_tokens_per_s);
-        cJSON_AddNumberToObject(o, "generated_tokens", r.generated_tokens);
-        cJSON_AddNumberToObject(o, "draft", e ? engine_draft(e) : 0);
-        cJSON_AddNumberToObject(o, "drafted_tokens", r.drafted_tokens);
-        cJSON_AddNumberToObject(o, "accepted_tokens", r.accepted_tokens);
-        cJSON_AddNumberToObject(o, "decode_passes", r.decode_passes);
-        char *js = cJSON_PrintUnformatted(o);
-        fprintf(stderr, "%s\n", js ? js : "{}");
-        free(js);
-        cJSON_Delete(o);
-    }
-    engine_close(e); /* the post-generation checkpoint and the database write happen here */
-    e = NULL;
-    if (push_msg(&l, "assistant", reply.buf ? reply.buf : "") != 0) goto out;
-    if (conv) {
-        const char **roles = malloc(sizeof *roles * (size_t)l.n), **contents = malloc(sizeof *contents * (size_t)l.n);
-        int ok = roles && contents;
-        for (int i = 0; ok && i < l.n; i++) roles[i] = l.m[i].role, contents[i] = l.m[i].content;
-        ok = ok && ask_history_store(db, conv, roles, contents, stored, l.n, err, sizeof err) == 0;
-        free(roles);
-        free(contents);
-        if (!ok) {
-            cli_error("cannot store the turn: %s", err);
-            goto out;
-        }
-    }
-    rc = 0;
+    if (lk > 0)
+        cli_error("%s is in use by %s: this run keeps its checkpoints in RAM", db_path, owner);
+    rc = ask_direct(db_path, lk > 0, &q, &eo);
 out:
-    if (be) be->close(be);
-    engine_close(e);
-    cs_close(checkpoints);
-    db_close(db);
     db_unclaim(lock_fd);
-    free_msgs(&l);
-    free(reply.buf);
     free(text);
     free(system);
     return rc;
