@@ -73,13 +73,21 @@ static const char usage_run[] =
     "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n";
 static const char usage_ask[] =
     "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
-    "                  [-n MAX_TOKENS] [-c N] [--stats] [--no-checkpoints] [--interval N]\n"
-    "                  [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-t THREADS]\n"
-    "                  TEXT|@FILE\n"
-    "  One user turn of a stored conversation (greedy), reusing checkpoints; prints the reply.\n"
-    "  -m defaults to the bundled model. Beside a mount on the same database it keeps its\n"
-    "  checkpoints in RAM. --stats prints one JSON line on stderr. --draft N, --draft-vocab V:\n"
-    "  speculative decoding with the model's MTP head, as for mount.\n"
+    "                  [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json] [--stats]\n"
+    "                  [-c N] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
+    "                  [--draft N] [--draft-vocab V] [-t THREADS] TEXT|@FILE|-\n"
+    "  One user turn of conversation NAME, the one a mount of the database shows as NAME/ (made\n"
+    "  if new; without --conversation a turn of its own, not kept); prints the answer. TEXT is\n"
+    "  the message, @FILE a file's, - standard input's; taken as a write to NAME/message is:\n"
+    "  one final newline off, an empty or blank message or text that is not UTF-8 refused.\n"
+    "  When a mount holds the database, ask goes through its files (its model, checkpoints and\n"
+    "  the conversation's settings answer; -m, -c, -t, budgets and --draft do not apply); else\n"
+    "  it opens the database itself and reuses the checkpoints of earlier runs. Greedy unless\n"
+    "  --temp T; -n (default 256), --temp, --seed and --thinking are this turn's only.\n"
+    "  --json prints {answer, reasoning, finish_reason, prompt_tokens, reused_tokens,\n"
+    "  generated_tokens, reasoning_tokens, conversation}; --stats one JSON line on stderr.\n"
+    "  Exit status: 0 the model ended its turn, 2 -n cut the reply (finish_reason max_tokens),\n"
+    "  3 the context did (context_full), 1 an error (the reason on stderr).\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The command line as scripts use it: `chatfs run` output forms, --stop, prompt files, logits
-# dumps, and one clear error line (exit 1) for bad input.
+# dumps, one clear error line (exit 1) for bad input, and `chatfs ask` for scripts (stdin,
+# --json, --temp/--seed/--thinking, exit statuses, the mount's text rules, one store).
 set -u
 cd "$(dirname "$0")/.."
 CHATFS=${CHATFS:-./chatfs}
@@ -73,7 +74,8 @@ err_case "unknown command" "unknown command" $CHATFS frobnicate
 err_case "a negative size" "byte count" $CHATFS ask --ram-budget -1 hi
 err_case "an unknown unit" "byte count" $CHATFS ask --disk-budget 5Q hi
 err_case "a size beyond 64 bits" "byte count" $CHATFS ask --disk-budget 99999999T hi
-check "1T is a size" $CHATFS ask -m $M --db "$T/s.db" -t 1 -n 1 --disk-budget 1T --ram-budget 0 hi > /dev/null
+$CHATFS ask -m $M --db "$T/s.db" -t 1 -n 1 --disk-budget 1T --ram-budget 0 hi > /dev/null
+check "1T is a size (-n 1 cuts the reply: exit 2)" [ $? -eq 2 ]
 
 # every subcommand answers --help (on stdout, exit 0); --version
 for c in mount ask run info bench synth; do
@@ -92,6 +94,80 @@ err_case "ask -c" "the context holds 16" $CHATFS ask -m $M --db "$T/c.db" -c 16 
 # (run prints the raw reply: with thinking on, the empty reasoning's "\n</think>\n\n" comes first)
 check "run without -m" sh -c "$CHATFS run -p 'What is 2 + 2?' --chat --stop -n 16 | grep -q 4"
 check "ask without -m" sh -c "$CHATFS ask --db '$T/d.db' -t 1 'What is 17 + 25?' | grep -q 42"
+
+# ask for scripts (a mount beside it: tests/ask_e2e.py). Exit 2 when -n cut the reply,
+# 3 when the context did, 0 when the model ended its turn; --json says which.
+j() { python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); print(o[sys.argv[2]])' "$@"; }
+$CHATFS ask -m $M --db "$T/x.db" -t 1 -n 3 --json hi > "$T/n.json"
+check "ask -n 3 cut the reply: exit 2" [ $? -eq 2 ]
+check "ask -n 3: finish_reason max_tokens" [ "$(j "$T/n.json" finish_reason)" = max_tokens ]
+check "ask -n 3: 3 generated" [ "$(j "$T/n.json" generated_tokens)" = 3 ]
+$CHATFS ask -m $M --db "$T/x.db" -t 1 -c 48 --json "Hello world, quick brown fox" > "$T/c.json"
+check "ask -c 48: the context cut the reply: exit 3" [ $? -eq 3 ]
+check "ask -c 48: finish_reason context_full" [ "$(j "$T/c.json" finish_reason)" = context_full ]
+check "ask --json: the keys" python3 - "$T/c.json" <<'PY'
+import json, sys
+o = json.load(open(sys.argv[1]))
+keys = {"answer", "reasoning", "finish_reason", "prompt_tokens", "reused_tokens", "generated_tokens", "reasoning_tokens"}
+sys.exit(0 if keys <= set(o) and o["prompt_tokens"] > 0 and o["answer"] else 1)
+PY
+# the default model: - reads the message from stdin; --thinking on/off; a finished reply exits 0
+echo 'What is 12 + 7 + 30?' | $CHATFS ask --db "$T/t.db" -t 1 --json --thinking on - > "$T/on.json"
+check "ask - (stdin), thinking on: exit 0" [ $? -eq 0 ]
+check "ask -: the answer" sh -c "grep -q 49 '$T/on.json'"
+check "ask --thinking on: end_of_turn" [ "$(j "$T/on.json" finish_reason)" = end_of_turn ]
+check "ask --thinking on: reasoning" [ -n "$(j "$T/on.json" reasoning)" ] && [ "$(j "$T/on.json" reasoning_tokens)" -gt 0 ]
+$CHATFS ask --db "$T/t.db" -t 1 --json --thinking off 'What is 12 + 7 + 30?' > "$T/off.json"
+check "ask --thinking off: no reasoning" [ -z "$(j "$T/off.json" reasoning)" ] && [ "$(j "$T/off.json" reasoning_tokens)" = 0 ]
+# --temp and --seed: the same seed the same reply, greedy by default
+a=$($CHATFS ask -m $M --db "$T/s.db" -t 1 -n 16 --temp 1 --seed 1 Hello)
+b=$($CHATFS ask -m $M --db "$T/s.db" -t 1 -n 16 --temp 1 --seed 2 Hello)
+c=$($CHATFS ask -m $M --db "$T/s.db" -t 1 -n 16 --temp 1 --seed 1 Hello)
+g=$($CHATFS ask -m $M --db "$T/s.db" -t 1 -n 16 Hello)
+check "ask --seed: the same seed, the same reply" [ "$a" = "$c" ]
+check "ask --temp 1: other seeds, other replies" [ "$a" != "$b" ]
+check "ask: greedy without --temp" [ "$g" = "$($CHATFS ask -m $M --db "$T/s.db" -t 1 -n 16 --temp 0 --seed 9 Hello)" ]
+err_case "ask --temp junk" "--temp needs a number" $CHATFS ask -m $M --db "$T/s.db" --temp hot hi
+err_case "ask --thinking junk" "--thinking needs on or off" $CHATFS ask -m $M --db "$T/s.db" --thinking maybe hi
+# what the mount refuses, ask refuses the same way: exit 1, one line, nothing stored
+err_case "ask: an empty message" "the message is empty" $CHATFS ask -m $M --db "$T/e.db" --conversation e ""
+printf ' \n' > "$T/blank"
+err_case "ask -: a blank message" "the message is empty" sh -c "$CHATFS ask -m $M --db '$T/e.db' --conversation e - < '$T/blank'"
+err_case "ask: not UTF-8" "message: not UTF-8 at byte 1 (Invalid argument)" $CHATFS ask -m $M --db "$T/e.db" --conversation e "$(printf 'a\377b')"
+printf 'a\0b' > "$T/nul"
+err_case "ask @FILE: a NUL" "message: a NUL byte at byte 1" $CHATFS ask -m $M --db "$T/e.db" --conversation e @"$T/nul"
+err_case "ask: a name with /" "not a conversation's name" $CHATFS ask -m $M --db "$T/e.db" --conversation a/b hi
+check "ask: refused messages stored nothing" [ "$(sqlite3 "$T/e.db" 'SELECT count(*) FROM conversation' 2>/dev/null || echo 0)" = 0 ]
+
+# one store: ask's conversations are the conversation store's (the mount's), and a
+# database from before keeps the turns ask stored apart (table ask_turns): moved, under
+# the same name unless the mount has a conversation of that name (then "NAME (ask N)")
+sqlite3 "$T/old.db" <<'SQL'
+CREATE TABLE schema_versions(module TEXT PRIMARY KEY, version INTEGER NOT NULL);
+INSERT INTO schema_versions VALUES('ask', 1), ('conversations', 2);
+CREATE TABLE ask_turns(conversation TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, PRIMARY KEY(conversation, idx));
+INSERT INTO ask_turns VALUES('a', 0, 'system', 'Be brief.'), ('a', 1, 'user', 'Hello'), ('a', 2, 'assistant', 'Hi there'),
+    ('m', 0, 'user', 'asked'), ('m', 1, 'assistant', 'answered');
+CREATE TABLE conversation(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, system TEXT NOT NULL DEFAULT '',
+    settings TEXT NOT NULL DEFAULT '{}', mtime_ns INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE conversation_turn(conversation INTEGER NOT NULL REFERENCES conversation(id) ON DELETE CASCADE, idx INTEGER NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')), content TEXT NOT NULL, complete INTEGER NOT NULL DEFAULT 1,
+    mtime_ns INTEGER NOT NULL DEFAULT 0, reasoning TEXT NOT NULL DEFAULT '', PRIMARY KEY (conversation, idx));
+CREATE TABLE conversation_global(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO conversation(name) VALUES('m');
+INSERT INTO conversation_turn(conversation, idx, role, content) VALUES(1, 1, 'user', 'mounted'), (1, 2, 'assistant', 'mine');
+SQL
+$CHATFS ask -m $M --db "$T/old.db" -t 1 -n 2 --conversation a --json "And then?" > "$T/a.json"
+check "old database: ask continues a (exit 2: -n 2)" [ $? -eq 2 ]
+q() { sqlite3 "$T/old.db" "$1" | tr '\n' ' '; }
+check "old database: a's turns moved and continued" [ "$(q "SELECT t.role || ':' || t.content FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'a' AND t.idx < 4 ORDER BY t.idx")" = "user:Hello assistant:Hi there user:And then? " ]
+check "old database: a's reply stored, complete" [ "$(q "SELECT t.idx, t.complete FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'a' AND t.idx = 4")" = "4|1 " ]
+check "old database: a's system prompt" [ "$(q "SELECT system FROM conversation WHERE name = 'a'")" = "Be brief. " ]
+check "old database: the prompt had a's history" [ "$(j "$T/a.json" prompt_tokens)" -gt 20 ]
+check "old database: m stays the mount's" [ "$(q "SELECT t.content FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'm' ORDER BY t.idx")" = "mounted mine " ]
+check "old database: ask's m is 'm (ask 2)'" [ "$(q "SELECT t.content FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'm (ask 2)' ORDER BY t.idx")" = "asked answered " ]
+check "old database: no ask_turns left" [ "$(q "SELECT count(*) FROM sqlite_master WHERE name = 'ask_turns'")" = "0 " ]
+check "old database: versions" [ "$(q "SELECT module || '=' || version FROM schema_versions ORDER BY module")" = "ask=2 checkpoints=1 conversations=3 " ]
 
 [ $fail -eq 0 ] && echo "t_cli.sh                     ok" || echo "t_cli.sh                     FAIL ($fail)"
 [ $fail -eq 0 ]
