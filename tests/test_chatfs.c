@@ -898,7 +898,8 @@ static void test_thinking(void) {
     open_fs("delay=1");
 }
 
-/* a database written before the reasoning column (conversations schema 1) opens, migrated */
+/* a database written before the reasoning column (conversations schema 1) opens, migrated (to 3:
+ * the move of ask_turns finds none) */
 static void test_old_schema(void) {
     char path[256], err[512];
     snprintf(path, sizeof path, "%.200s.v1", dbpath);
@@ -922,7 +923,7 @@ static void test_old_schema(void) {
     d = db_open(path, err, sizeof err);
     REQUIRE(d, "db: %s", err);
     convs_store *s = convs_open(d, err, sizeof err);
-    CHECK(s && db_module_version(d, "conversations") == 2, "migrated to schema 2: %s", s ? "" : err);
+    CHECK(s && db_module_version(d, "conversations") == 3, "migrated to schema 3: %s", s ? "" : err);
     CHECK(s && convs_update_reasoning(s, 1, 2, "why", 3, err, sizeof err) == 0, "the new column: %s", err);
     convs_close(s);
     db_close(d);
