@@ -137,7 +137,8 @@ err_case "ask: not UTF-8" "message: not UTF-8 at byte 1 (Invalid argument)" $CHA
 printf 'a\0b' > "$T/nul"
 err_case "ask @FILE: a NUL" "message: a NUL byte at byte 1" $CHATFS ask -m $M --db "$T/e.db" --conversation e @"$T/nul"
 err_case "ask: a name with /" "not a conversation's name" $CHATFS ask -m $M --db "$T/e.db" --conversation a/b hi
-check "ask: refused messages stored nothing" [ "$(sqlite3 "$T/e.db" 'SELECT count(*) FROM conversation' 2>/dev/null || echo 0)" = 0 ]
+err_case "ask: a message over the context" "the context holds 16" $CHATFS ask -m $M --db "$T/e.db" -c 16 --conversation e "Hello world! The quick brown fox jumps over the lazy dog"
+check "ask: refused messages stored nothing" [ "$(sqlite3 "$T/e.db" 'SELECT count(*) FROM conversation' 2>&1)" = 0 ]
 
 # one store: ask's conversations are the conversation store's (the mount's), and a
 # database from before keeps the turns ask stored apart (table ask_turns): moved, under
