@@ -340,6 +340,30 @@ static void test_roundtrip(void) {
     }
 }
 
+/* utf8_repair: the reply text every caller stores (each stray byte and NUL one U+FFFD) */
+static void test_utf8_repair(void) {
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"plain \xc3\xa9", 8, "plain \xc3\xa9"},
+        {"a\xff" "b", 3, "a\xef\xbf\xbd" "b"},
+        {"b\xe2\x82", 3, "b\xef\xbf\xbd\xef\xbf\xbd"},       /* cut short at the end */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* a surrogate */
+        {"x\0y", 3, "x\xef\xbf\xbdy"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n = 0;
+        char *got = utf8_repair(cases[i].in, cases[i].n, &n);
+        CHECK(got && n == strlen(cases[i].want) && !memcmp(got, cases[i].want, n), "utf8_repair case %zu: got %s",
+              i, got ? got : "(null)");
+        CHECK(utf8_is_text(got, n), "utf8_repair case %zu: the result is not text", i);
+        CHECK(utf8_is_text(cases[i].in, cases[i].n) == (i == 0), "utf8_is_text case %zu", i);
+        free(got);
+    }
+}
+
 /* ------------------------------------------------------------------ 3. streaming */
 
 /* every chunk must be whole, valid UTF-8 characters */
@@ -1117,6 +1141,7 @@ int main(void) {
     test_spm(spm);
     tokenizer_free(spm);
     test_broken();
+    test_utf8_repair();
     test_speed();
     return check_report("test_tokenizer");
 }

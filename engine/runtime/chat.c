@@ -26,6 +26,7 @@
 #include "engine/arch/arch.h"
 #include "engine/model/mtp.h"
 #include "engine/runtime/chat_impl.h"
+#include "engine/tokenizer/unicode.h"
 #include "engine/base/threadpool.h"
 #include "store/hash.h"
 
@@ -292,8 +293,15 @@ int engine_can_think(const chat_engine *e) { return e->can_think; }
 
 /* ---------------------------------------------------------------- text out */
 
+/* The reply's text is UTF-8: a model's stray bytes (a random model's byte tokens, a
+ * character cut by the token limit) become U+FFFD here, where the reply is made, so the
+ * text kept for the next turn's rendering (the post-generation checkpoint's key) is the
+ * text every caller shows and stores. */
 static void emit(request *r, const char *text, size_t len) {
     if (!len) return;
+    size_t n_fixed = 0;
+    char *fixed = utf8_is_text(text, len) ? NULL : utf8_repair(text, len, &n_fixed);
+    if (fixed) text = fixed, len = n_fixed;
     if (r->n_reply + len + 1 > r->cap_reply) { /* kept for the post-generation checkpoint */
         size_t cap = (r->n_reply + len + 1) * 2;
         char *g = realloc(r->reply, cap);
@@ -305,6 +313,7 @@ static void emit(request *r, const char *text, size_t len) {
         r->reply[r->n_reply] = 0;
     }
     if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
+    free(fixed);
 }
 
 /* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
@@ -350,6 +359,9 @@ static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == 
 
 static void emit_reasoning(request *r, const char *text, size_t len) {
     if (!len) return;
+    size_t n_fixed = 0; /* UTF-8, as emit's text */
+    char *fixed = utf8_is_text(text, len) ? NULL : utf8_repair(text, len, &n_fixed);
+    if (fixed) text = fixed, len = n_fixed;
     if (r->n_reasoning + len + 1 > r->cap_reasoning) { /* kept for the post-generation checkpoint */
         size_t cap = (r->n_reasoning + len + 1) * 2;
         char *g = realloc(r->reasoning, cap);
@@ -361,6 +373,7 @@ static void emit_reasoning(request *r, const char *text, size_t len) {
         r->reasoning[r->n_reasoning] = 0;
     }
     if (r->cb.on_reasoning) r->cb.on_reasoning(r->cb.ud, text, len);
+    free(fixed);
 }
 
 /* Reasoning text, trimmed as the templates trim reasoning_content (Qwen3.5's

@@ -1,6 +1,9 @@
 /* unicode.c - UTF-8 helpers and category lookups. See unicode.h. */
 #include "engine/tokenizer/unicode.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* The White_Space property: what llama.cpp's tables (generated with `\s` of Python's
  * regex module) call whitespace. U+001C-001F are not in it, unlike str.isspace(). */
 static int is_white_space(uint32_t cp) {
@@ -114,4 +117,35 @@ int utf8_check_char(const unsigned char *s, size_t len) {
         if (b < l || b > h) return -i;
     }
     return need;
+}
+
+int utf8_is_text(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int len = p[i] ? utf8_check_char(p + i, n - i) : -1;
+        if (len <= 0) return 0;
+        i += (size_t)len;
+    }
+    return 1;
+}
+
+char *utf8_repair(const char *s, size_t n, size_t *out_len) {
+    char *out = malloc(3 * n + 1); /* at worst each byte becomes three */
+    if (!out) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        int len = p[i] ? utf8_check_char(p + i, n - i) : -1;
+        if (len > 0) {
+            memcpy(out + k, s + i, (size_t)len);
+            k += (size_t)len, i += (size_t)len;
+            continue;
+        }
+        memcpy(out + k, "\xEF\xBF\xBD", 3); /* U+FFFD */
+        k += 3;
+        i++; /* each byte that is not part of a character, as tokenizer_decode does */
+    }
+    out[k] = 0;
+    *out_len = k;
+    return out;
 }

@@ -54,6 +54,16 @@ size_t utf8_encode(uint32_t cp, unsigned char *out);
  * character (the maximal invalid subpart, replaced by one U+FFFD). */
 int utf8_check_char(const unsigned char *s, size_t len);
 
+/* The text s[0..n) with each byte that is not part of a UTF-8 character (a truncated
+ * one at the end included) and each NUL as U+FFFD, the rule of tokenizer_decode: a
+ * reply that is not UTF-8 becomes the text every caller shows and stores, so what is
+ * rendered into the next prompt is what was stored. malloc'd, NUL-terminated; NULL when
+ * out of memory. */
+char *utf8_repair(const char *s, size_t n, size_t *out_len);
+
+/* 1 when s[0..n) is whole UTF-8 characters without a NUL: what utf8_repair keeps as is */
+int utf8_is_text(const char *s, size_t n);
+
 /* Unicode version the category tables were generated from. */
 extern const char unicode_data_version[];
 

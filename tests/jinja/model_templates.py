@@ -164,8 +164,10 @@ def ask(args, gguf, db, conv, text, system=None):
     if system:
         cmd += ["--system", system]
     rc, out, err = run(cmd + [text])
-    check(rc == 0, f"ask {conv}: {err}")
-    stats = json.loads(err.strip().splitlines()[-1])
+    stats = json.loads(err.strip().splitlines()[-1]) if err.strip() else {}
+    # ask exits 2 when -n cut the reply, 0 when the model ended its turn
+    want = 2 if stats.get("finish_reason") == "max_tokens" else 0
+    check(rc == want and stats, f"ask {conv}: exit {rc}: {err}")
     return out.decode("utf-8")[:-1], stats  # the reply (ask adds a newline)
 
 
