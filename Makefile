@@ -49,9 +49,8 @@ $(BUILD)/engine/%.o: CFLAGS += $(VECT_FLAGS)
 # -ffp-contract=off: the kernels spell out every fused multiply-add the reference has, and
 # no other (a contracted a*b+c would round differently from llama.cpp).
 # -falign-loops=64: each hot loop starts on a cache line wherever the code before it ends;
-# otherwise an edit to one kernel can move another's loops and change its speed (the very
-# same Q4_K code, shifted 1984 bytes by a Q6_K change, ran 512-token prompts 3-7 % slower;
-# aligned, as before).
+# otherwise an edit to one kernel moves another's loops across cache lines and changes its
+# speed without a change to its code.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c -ffp-contract=off -falign-loops=64
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c \
                 -ffp-contract=off -falign-loops=64

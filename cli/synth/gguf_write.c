@@ -283,8 +283,8 @@ int gguf_writer_save(gguf_writer *w, const char *path, char *err, size_t errlen)
     }
     /* Pages just written stay in the page cache in 4 KB pieces; read back from disk, the
      * file comes in up to 2 MB pieces and is mapped with 2 MB pages, with which the
-     * several-token kernels run 1.1-1.15x faster (fewer TLB misses; docs/performance.md).
-     * So the written pages go to disk and leave the cache. */
+     * several-token kernels miss the TLB less (docs/performance.md, "Page size of the
+     * mapped file"). So the written pages go to disk and leave the cache. */
     if (!rc && (fflush(fp) != 0 || fdatasync(fileno(fp)) != 0)) rc = -1;
     if (!rc) posix_fadvise(fileno(fp), 0, 0, POSIX_FADV_DONTNEED); /* only advice: a refusal changes nothing */
     if (fclose(fp) != 0) rc = -1;

@@ -114,8 +114,8 @@ static int64_t chunk_rows(size_t row_bytes, int T, int tile) {
  * With PAIRS, one token takes two rows at a time, row i of each half of the range (two
  * plain streams, see kernels_avx512.c): each row's sum is a chain of dependent FMAs, one
  * per block, and one row alone waits on the FMA's latency every block. The others go
- * without (Q4_K/Q5_K and Q6_K are bound by their operation count: two rows gave 1.02-1.03x
- * from L2; Q4_1/Q5_1 were not measured): they are only ever given R = 1 and ignore r2. */
+ * without (Q4_K/Q5_K and Q6_K are bound by their operation count, not by a chain's
+ * latency): they are only ever given R = 1 and ignore r2. */
 #define GEMM_DRIVER(fname, KERNEL, TT, PAIRS)                                                           \
     static void fname(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) { \
         const int T = x->T;                                                                         \

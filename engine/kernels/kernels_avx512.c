@@ -106,13 +106,11 @@ INLINE __m512i nibbles_pair(const void *a, const void *b) {
 #endif
 
 /* Decode reads every weight once from memory; hardware prefetching alone leaves the
- * two-row stream at about 60% of the machine's read bandwidth, prefetching a few KB ahead
+ * two-row stream well below the machine's read bandwidth, prefetching a few KB ahead
  * brings it to the bandwidth of a plain sequential read. What counts is the bytes asked
- * for ahead over all of a kernel's streams: PF_AHEAD / streams in each row. (AMD EPYC VM,
- * whole-model passes, 24 alternating rounds: four streams 2 KB ahead each gave 1.06x over
- * 4 KB each for Q8_0 and 1.05x for Q6_K, 1 KB 0.97x; two streams 4 KB ahead each beat
- * 2 KB by 1.03x for Q4_K.) Called once per block of bsz bytes at offset off of rows w0
- * and w1, with ahead = PF_AHEAD / streams. */
+ * for ahead over all of a kernel's streams, so each row asks PF_AHEAD / streams ahead
+ * (less starves the stream, more evicts what is still to be read). Called once per block
+ * of bsz bytes at offset off of rows w0 and w1, with ahead = PF_AHEAD / streams. */
 #define PF_AHEAD 8192
 INLINE void prefetch_pair(const uint8_t *w0, const uint8_t *w1, size_t off, size_t bsz, size_t ahead) {
 #pragma GCC unroll 4
@@ -365,8 +363,8 @@ INLINE __m512i q80_weights_s8(uint32_t wt, const uint8_t *w0, const uint8_t *w1,
  * type in as few operations as it takes: Q8_0 w ^ 0x80 (flipping the sign bit of a two's
  * complement byte adds 128 modulo 256); Q4_0 nibble - 8 + 128 = nibble + 120; Q5_0 (nibble |
  * bit << 4) - 16 + 128 = nibble + 112 = nibble | 0x70, and 16 more where the fifth bit is set
- * (nibble | 0x80): the mask and the OR in one VPTERNLOGD (the one-token Q5_0 kernel in L2:
- * 1.08x against the signed form's subtract, masked add and XOR) */
+ * (nibble | 0x80): the mask and the OR in one VPTERNLOGD, one operation where the signed
+ * form takes a subtract, a masked add and an XOR */
 INLINE __m512i q80_weights(uint32_t wt, const uint8_t *w0, const uint8_t *w1, int64_t b, fp16_t *d0, fp16_t *d1) {
     if (wt == GGML_Q8_0) return _mm512_xor_si512(q80_weights_s8(wt, w0, w1, b, d0, d1), _mm512_set1_epi8((char)0x80));
     if (wt == GGML_Q4_0) {
@@ -465,8 +463,7 @@ static const uint8_t *q80_panels(const kact *x, int TILE, int64_t nb) {
  * The scale product is a multiply by the token's d_x read as a broadcast memory operand.
  * Forming the products of 8 tokens in one multiply and spreading them with broadcast loads
  * from a stack buffer costs fewer vector operations, but each such load waits on the store
- * just before it: on the AMD EPYC VM the direct multiply made this kernel 1.11-1.24x faster
- * at 4 to 12 tokens (1,024 x 512 Q8_0 from L2, one thread, old and new alternating).
+ * just before it, so the direct multiply is faster wherever several tokens share a block.
  *
  * Its panels, per block: each token's 32 values as unsigned bytes x + 128 (broadcast to
  * both halves when read), then the tile's C scales d_x padded to 64 bytes. The offset
@@ -547,14 +544,10 @@ INLINE void k_q80(uint32_t wt, const matrix *W, int64_t r, int64_t r2, int two, 
  * the vector units busy. But neighbouring rows read side by side are four interleaved
  * streams inside the same few KB, which the hardware prefetcher follows badly. So
  * gemm_q80_one cuts its range into four quarters and takes row i of each: four plain
- * sequential streams, each prefetched PF_AHEAD / 4 (2 KB) ahead (prefetch_pair).
- *
- * In-process A/B on a 2-core AMD EPYC VM, 2 threads, matrices far larger than the caches:
- * against the previous kernel (one pair of neighbouring rows), the quarters gave 1.21-1.24x
- * on 1,024 x 248,320 (the output head) and 1,024 x 6,144, 1.15x on 3,584 x 1,024; a plain
- * read of the same bytes gave 1.19-1.20x. Neighbouring pairs two at a time, prefetching the
- * next group's rows, gave 1.03-1.15x; one row at a time in 8 lanes (llama.cpp's form, one
- * stream) read at the plain read's speed but computed at 0.58x in L2. */
+ * sequential streams, each prefetched PF_AHEAD / 4 (2 KB) ahead (prefetch_pair). Four
+ * streams read as fast as a plain read of the same bytes; one row at a time in 8 lanes
+ * (llama.cpp's form, one stream) reads as fast but computes too slowly once the rows are
+ * in cache. */
 INLINE void k_q80_one(uint32_t wt, const matrix *W, const uint8_t *panel, float *Y, const int64_t *rows, const int P,
                       int n) {
     const int64_t nb = W->n_in / QK8_0;
@@ -652,7 +645,7 @@ INLINE int gemm_q80(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const 
 #define R16_TILE 5                 /* tokens per pass: 4 groups x 5 tokens = 20 accumulators */
 #define R16_BLOCK (8 * 64 + 64)    /* bytes of one 16-row block: W_0..W_7, then 16 float scales */
 #define R16_MIN_TOKENS 13          /* fewer tokens: the re-layout costs more than it saves
-                                      (against k_q80: the same time at 12 tokens, 0.87x at 14) */
+                                      (k_q80 is as fast at 12 tokens) */
 
 /* rows r..r+15, all nb blocks, turned around into out (nb * R16_BLOCK bytes). The 16 x 8
  * dwords (row, group) of a block transpose in three permute stages: 4 rows x 4 groups,
@@ -1023,9 +1016,8 @@ INLINE __m512i mins_group(__m512i m, __m512i bs32, int five) {
 /* the sum of a row's and token's 4 mins lanes */
 INLINE float mins_out(const float *m, int five) { return five ? m[0] : (m[0] + m[2]) + (m[1] + m[3]); }
 
-/* Tokens per tile: the per-super-block setup (scales, nibbles) is paid once per tile; 16
- * was about 7% faster than 8 with the VPMADDUBSW kernel, and with q45k_tile_superblock
- * tiles of 8, 12 and 16 ran within the noise at 64 and 512 tokens. */
+/* Tokens per tile: the per-super-block setup (scales, nibbles) is paid once per tile, so
+ * larger tiles pay it less often, up to what the registers and L1 hold. */
 #ifndef Q45K_TILE
 #define Q45K_TILE 16
 #endif
@@ -1214,9 +1206,9 @@ INLINE void k_q45k_one(uint32_t wt, const matrix *W, const uint8_t *panel, float
 }
 
 /* 0 without writing when there is no memory for the panels (the reference runs then).
- * One token takes quarter_groups, two pairs in one kernel (whole-model matrix passes 1.06x
- * the halves for Q4_K, 1.03x for the Q4_K_M mix; the quarters as two calls per step had
- * measured 0.82-1.01x); several tokens go in GEMM_TILES of up to Q45K_TILE. */
+ * One token takes quarter_groups, two pairs in one kernel (four plain streams, as
+ * k_q80_one; as two calls per step the quarters would cost a second pass over the
+ * activations); several tokens go in GEMM_TILES of up to Q45K_TILE. */
 INLINE int gemm_q45k(uint32_t wt, const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
     const uint8_t *panels = q8k_panels(x, Q45K_TILE, W->n_in / QK_K);
     if (!panels) return 0;
@@ -1273,14 +1265,13 @@ INLINE __m512i q6k_offset(__m512i bsums, __m512i nsc32) { return _mm512_madd_epi
 
 /* The activations of the many-token kernel. Per tile of up to Q6K_TILE tokens and super-block,
  * a block (q6k_block) of each token's Q6K_PANEL_TOKEN bytes, then the tile's scales d_x, so
- * that the kernel for C tokens finds token t at a constant offset (against a pointer per
- * token: 1.03-1.12x at 2 to 512 tokens). A token's bytes: for half h and pair p of groups
+ * that the kernel for C tokens finds token t at a constant offset (no pointer per token
+ * to load). A token's bytes: for half h and pair p of groups
  * (2p, 2p + 1), k = 2h + p, the two groups' 32 bytes with their dwords interleaved
  * (VPUNPCKLDQ, VPUNPCKHDQ: lanes 0, 1, 4, 5 | 2, 3, 6, 7 of both), then the 16 bsums; each
- * stored twice, so that one plain 512-bit load serves both rows of a pair. A loop of these
- * products alone ran 0.53 ns per token and two groups with the activations broadcast from
- * memory (VBROADCASTI64X4) whatever the multiplies, 0.41 ns with plain loads
- * (docs/performance.md). 512 tokens over n_in 2048 take 2.4 MB; like the other panels,
+ * stored twice, so that one plain 512-bit load serves both rows of a pair (a broadcast
+ * from memory, VBROADCASTI64X4, costs more than the multiplies it feeds). 512 tokens over
+ * n_in 2048 take 2.4 MB; like the other panels,
  * each thread keeps its buffer for the next call. */
 #define Q6K_TILE 8 /* tokens per tile */
 #define Q6K_PANEL_TOKEN 576
@@ -1345,8 +1336,7 @@ INLINE void q6k_group_pair(__m512i qa, __m512i qb, __m512i s, const uint8_t *xp,
 /* rows r and r2 (r alone when !two) times C tokens; panels: q6k_panels. Software-pipelined
  * by half super-blocks: the next half's weights (and the next super-block's scales) are
  * unpacked between the current half's two group pairs, so that their loads and bit work
- * run while this half's multiplies do, instead of in a gap at the start of each half
- * (6 tokens in L2: 1.08x). */
+ * run while this half's multiplies do, instead of in a gap at the start of each half. */
 INLINE void k_q6k(const matrix *W, int64_t r, int64_t r2, int two, const kact *x, const uint8_t *panels, int t0,
                   const int C, float *Y, int64_t ldy) {
     const int64_t nsb = W->n_in / QK_K;
@@ -1442,7 +1432,7 @@ INLINE void k_q6k_one(const matrix *W, const kact *x, float *Y, const int64_t *r
     }
 }
 
-/* rows [r0, r1); one token in quarter_groups (halves: 0.95x, neighbouring rows: 0.64x),
+/* rows [r0, r1); one token in quarter_groups (four plain streams, as k_q80_one),
  * several in GEMM_TILES of up to 8 tokens; 0 without writing when there is no memory for
  * the panels (the reference runs then) */
 static int gemm_q6_k(const matrix *W, int64_t r0, int64_t r1, const kact *x, float *Y, int64_t ldy) {
