@@ -106,13 +106,18 @@ test:
 	@tools/deps.sh
 	@$(MAKE) --no-print-directory check
 
-check: check-rooms chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
+check: check-rooms check-docs chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
 # The engine's rooms include only the rooms below them (engine/README.md).
 .PHONY: check-rooms
 check-rooms:
 	@tools/check_rooms.sh
+
+# Every path the documents and comments name exists; each room's code table lists its files.
+.PHONY: check-docs
+check-docs:
+	@python3 tools/check_docs.py
 
 # The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
 # always runs that test in a sanitizer build too.

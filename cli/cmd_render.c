@@ -1,7 +1,7 @@
 /* cmd_render.c - `chatfs render`: the prompt a conversation renders to, exactly.
  *
  *   chatfs render [-m MODEL.gguf] [--template NAME | --template-file FILE]
- *                 [--thinking true|false] [--ids] MESSAGES.json
+ *                 [--thinking true|false] [--no-generation-prompt] [--ids] MESSAGES.json
  *
  * What llama-server's /apply-template is for users debugging their prompts: the
  * messages rendered by the model's chat template with the generation prompt, through the
@@ -113,7 +113,7 @@ static int parse_bool(const char *opt, const char *v, int *out) {
 
 int cmd_render(int argc, char **argv) {
     const char *model_path = NULL, *builtin = NULL, *template_file = NULL, *messages_path = NULL;
-    int thinking = 1, ids = 0;
+    int thinking = 1, ids = 0, generation_prompt = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v) model_path = v, i++;
@@ -123,6 +123,7 @@ int cmd_render(int argc, char **argv) {
             if (!parse_bool(a, v, &thinking)) return 1;
             i++;
         } else if (!strcmp(a, "--ids")) ids = 1;
+        else if (!strcmp(a, "--no-generation-prompt")) generation_prompt = 0;
         else if (!messages_path && (a[0] != '-' || !strcmp(a, "-"))) messages_path = a;
         else {
             cli_error("render: unexpected argument '%s' (chatfs render --help)", a);
@@ -166,7 +167,7 @@ int cmd_render(int argc, char **argv) {
         cli_error("%s%s", builtin ? "" : "the chat template does not compile: ", err);
         goto done;
     }
-    if (!(out = template_render(t, m, n, 1, thinking, &len, err, sizeof err))) {
+    if (!(out = template_render(t, m, n, generation_prompt, thinking, &len, err, sizeof err))) {
         cli_error("%s", err);
         goto done;
     }

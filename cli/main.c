@@ -49,7 +49,7 @@ static const char usage_info[] =
     "  and the context a conversation gets by default.\n";
 static const char usage_render[] =
     "usage: chatfs render [-m MODEL.gguf] [--template NAME | --template-file FILE] [--thinking true|false]\n"
-    "                     [--ids] MESSAGES.json\n"
+    "                     [--no-generation-prompt] [--ids] MESSAGES.json\n"
     "  Prints the prompt chatfs gives the model for a conversation, exactly (no newline added):\n"
     "  the messages rendered with the model's chat template and the generation prompt, as a\n"
     "  message sent to a mount is rendered. MESSAGES.json is a JSON array of {\"role\", \"content\",\n"
@@ -59,6 +59,7 @@ static const char usage_render[] =
     "  --template-file F  render the Jinja text in F instead (settings.json's chat_template)\n"
     "  --template NAME    a built-in template: chatml, qwen3, qwen35, llama3, granite, lfm2, nemotron\n"
     "  --thinking BOOL    the template's enable_thinking (default true, as llama.cpp)\n"
+    "  --no-generation-prompt  the conversation as history, without the assistant's opening\n"
     "  --ids              print the token ids (one line) instead of the text\n"
     "  A template that does not compile or refuses the conversation exits 1 with its message.\n";
 static const char usage_run[] =

@@ -1,5 +1,5 @@
 /* backend.h - the engine as the filesystem sees it: a table of functions mirroring
- * engine/chat.h, so that the filesystem runs on the real engine (backend_engine.c), on
+ * engine/runtime/chat.h, so that the filesystem runs on the real engine (backend_engine.c), on
  * an OpenAI-compatible server over HTTP (backend_remote.c), or on a deterministic fake
  * (backend_fake.c) that the FUSE behaviour tests use: configurable tokens, delays and
  * failures, no model needed.

@@ -1,4 +1,4 @@
-/* backend_engine.c - the filesystem's engine table on top of engine/chat.h. */
+/* backend_engine.c - the filesystem's engine table on top of engine/runtime/chat.h. */
 #include <stdio.h>
 #include <stdlib.h>
 

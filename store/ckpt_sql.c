@@ -27,8 +27,8 @@ static const char *const migrations[] = {
     " last_page INTEGER NOT NULL, kind INTEGER NOT NULL, session TEXT, last_used INTEGER NOT NULL,"
     " has_logits INTEGER NOT NULL, bytes INTEGER NOT NULL, checksum INTEGER NOT NULL, rec BLOB, logits BLOB,"
     " UNIQUE(model, hash, n_tokens));",
-    /* version 1 also made ask_turns (chatfs ask's turns) in databases from before
-     * store/ask_history.c; conversations.c's version 3 moves them into its tables */
+    /* version 1 also made ask_turns (chatfs ask's turns, before ask shared the
+     * conversations' tables); conversations.c's version 3 moves them into its tables */
 };
 
 /* Every use of the connection is between db_enter and db_leave (db.h): a transaction

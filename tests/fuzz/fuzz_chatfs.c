@@ -61,7 +61,7 @@
 #include "fs/chatfs.h"
 
 /* settings_to_gen (fs/settings.c) starts from the engine's defaults, which live in
- * engine/chat.c with the whole engine behind them; it is not linked here (and Debian's
+ * engine/runtime/chat.c with the whole engine behind them; it is not linked here (and Debian's
  * clang cannot build its CPU dispatch). The fake reads only max_tokens and the session. */
 void gen_settings_defaults(gen_settings *s) { memset(s, 0, sizeof *s); }
 

@@ -2,8 +2,8 @@
 """check_template.py - does chatfs render and tokenize the default model's conversations as the model was trained?
 
 The default model's tokenizer.chat_template is Qwen3.5's Jinja template (chat_format.py renders it with jinja2 as
-Hugging Face does). chatfs does not run Jinja: it recognises the template's family and renders it with its own
-code (engine/template.c). This compares the two renderings, byte for byte, on
+Hugging Face does). chatfs renders it with its own Jinja interpreter (`chatfs render`, the function a mount
+renders a sent message with). This compares the two renderings, byte for byte, on
   - every held-out question, thinking on and off (the generation prompt);
   - N training conversations, thinking on and off: the generation prompt of every turn, and the whole
     conversation with each reply stored as chatfs stores a generated reply (the raw text after the generation
@@ -14,7 +14,7 @@ and, with --chatfs, chatfs's tokenization of the held-out prompts against tokeni
 tests/test_default_template.c, which repeats the comparison in `make test` without Python.
 
 Usage: /usr/bin/python3 tools/train/check_template.py [--model models/chatfs-default.gguf] [-n 500] [--chatfs ./chatfs]
-(builds tools/train/template_render.c with engine/template.c in a temporary directory; needs cc)
+(--chatfs defaults to the repository's ./chatfs, built by `make`)
 """
 
 import argparse
@@ -30,38 +30,33 @@ sys.path.insert(0, HERE)
 
 import chat_format      # noqa: E402
 import corpus           # noqa: E402
-import evaluate         # noqa: E402
 
 
 class Engine:
-    """engine/template.c behind a pipe (template_render.c)."""
+    """`chatfs render` of the model's own template, one conversation at a time."""
 
-    def __init__(self, workdir, template_path):
-        exe = os.path.join(workdir, "template_render")
-        subprocess.run(["cc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-I", ROOT,
-                        os.path.join(HERE, "template_render.c"), os.path.join(ROOT, "engine", "template.c"),
-                        "-o", exe], check=True)
-        self.exe, self.template_path = exe, template_path
+    def __init__(self, chatfs, model):
+        self.chatfs, self.model = chatfs, model
         self.requests = []
 
     def add(self, messages, gen, thinking):
-        b = [b"%d %d %d\n" % (int(thinking), int(gen), len(messages))]
-        for m in messages:
-            c = m["content"].encode()
-            b.append(b"%s %d\n" % (m["role"].encode(), len(c)) + c)
-        self.requests.append(b"".join(b))
+        self.requests.append((messages, gen, thinking))
 
     def run(self):
-        out = subprocess.run([self.exe, self.template_path], input=b"".join(self.requests), capture_output=True,
-                             check=True).stdout
-        line, out = out.split(b"\n", 1)
         renders = []
-        while out:
-            n, out = out.split(b"\n", 1)
-            renders.append(out[:int(n)].decode())
-            out = out[int(n):]
-        assert len(renders) == len(self.requests)
-        return line.decode(), renders
+        for messages, gen, thinking in self.requests:
+            cmd = [self.chatfs, "render", "-m", self.model, "--thinking", "true" if thinking else "false"]
+            if not gen:
+                cmd.append("--no-generation-prompt")
+            r = subprocess.run(cmd + ["-"], input=json.dumps(messages).encode(), capture_output=True, check=True)
+            renders.append(r.stdout.decode())
+        return renders
+
+
+def load_items(path):
+    """the held-out questions (evaluate.py's format; read here without its PyTorch)"""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def stored_reply(answer, reasoning, thinking):
@@ -74,7 +69,8 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "chatfs-default.gguf"))
     ap.add_argument("--heldout", default=os.path.join(HERE, "heldout.jsonl"))
     ap.add_argument("-n", type=int, default=500, help="training conversations")
-    ap.add_argument("--chatfs", help="a chatfs binary: also compare its tokenization of the held-out prompts")
+    ap.add_argument("--chatfs", default=os.path.join(ROOT, "chatfs"), help="the chatfs binary (default: ./chatfs)")
+    ap.add_argument("--tokens", action="store_true", help="also compare chatfs's tokenization of the held-out prompts")
     ap.add_argument("--show", type=int, default=3, help="differences shown")
     ap.add_argument("--write", metavar="FILE", help="save every 8th render as a fixture for tests/test_default_template.c")
     a = ap.parse_args()
@@ -84,7 +80,7 @@ def main():
     assert jinja == chat_format.TEMPLATE, "the GGUF's template is not tools/train's"
 
     cases = []      # (what, messages, gen, thinking, jinja text)
-    items = evaluate.load_items(a.heldout)
+    items = load_items(a.heldout)
     for it in items:
         for th in (True, False):
             cases.append(("held-out prompt", it["messages"], True, th, chat_format.render(it["messages"], True, th)))
@@ -110,14 +106,10 @@ def main():
         print("wrote %d renders to %s" % (len(cases[::8]), a.write))
 
     with tempfile.TemporaryDirectory() as td:
-        path = os.path.join(td, "template.jinja")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(jinja)
-        eng = Engine(td, path)
+        eng = Engine(a.chatfs, a.model)
         for _, m, gen, th, _ in cases:
             eng.add(m, gen, th)
-        family, renders = eng.run()
-        print("chatfs recognises the template as: %s" % family)
+        renders = eng.run()
         bad = {}
         for (what, m, gen, th, want), got in zip(cases, renders):
             if got != want:
@@ -134,7 +126,7 @@ def main():
                 shown += 1
         ok = not bad
 
-        if a.chatfs:
+        if a.tokens:
             from export_gguf import load
             _, tok = load(a.model)
             same = n = 0
