@@ -293,15 +293,8 @@ int engine_can_think(const chat_engine *e) { return e->can_think; }
 
 /* ---------------------------------------------------------------- text out */
 
-/* The reply's text is UTF-8: a model's stray bytes (a random model's byte tokens, a
- * character cut by the token limit) become U+FFFD here, where the reply is made, so the
- * text kept for the next turn's rendering (the post-generation checkpoint's key) is the
- * text every caller shows and stores. */
 static void emit(request *r, const char *text, size_t len) {
     if (!len) return;
-    size_t n_fixed = 0;
-    char *fixed = utf8_is_text(text, len) ? NULL : utf8_repair(text, len, &n_fixed);
-    if (fixed) text = fixed, len = n_fixed;
     if (r->n_reply + len + 1 > r->cap_reply) { /* kept for the post-generation checkpoint */
         size_t cap = (r->n_reply + len + 1) * 2;
         char *g = realloc(r->reply, cap);
@@ -313,7 +306,6 @@ static void emit(request *r, const char *text, size_t len) {
         r->reply[r->n_reply] = 0;
     }
     if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
-    free(fixed);
 }
 
 /* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
@@ -359,9 +351,6 @@ static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == 
 
 static void emit_reasoning(request *r, const char *text, size_t len) {
     if (!len) return;
-    size_t n_fixed = 0; /* UTF-8, as emit's text */
-    char *fixed = utf8_is_text(text, len) ? NULL : utf8_repair(text, len, &n_fixed);
-    if (fixed) text = fixed, len = n_fixed;
     if (r->n_reasoning + len + 1 > r->cap_reasoning) { /* kept for the post-generation checkpoint */
         size_t cap = (r->n_reasoning + len + 1) * 2;
         char *g = realloc(r->reasoning, cap);
@@ -373,7 +362,6 @@ static void emit_reasoning(request *r, const char *text, size_t len) {
         r->reasoning[r->n_reasoning] = 0;
     }
     if (r->cb.on_reasoning) r->cb.on_reasoning(r->cb.ud, text, len);
-    free(fixed);
 }
 
 /* Reasoning text, trimmed as the templates trim reasoning_content (Qwen3.5's
@@ -403,12 +391,28 @@ static void reasoning_text(request *r, const char *text, size_t len) {
     }
 }
 
+/* The detokenizer's bytes as the reply's text: UTF-8, a model's stray bytes (a random
+ * model's byte tokens, a character cut by the token limit) as U+FFFD. Done here, before
+ * stop strings and the reasoning split look at it, so that everything downstream - the
+ * callbacks, the stop-string match, the text kept for the next turn's rendering (the
+ * post-generation checkpoint's key) - sees the text every caller shows and stores.
+ * *k is updated; *fixed is what to free (NULL when the bytes were text already). */
+static const char *as_text(const char *buf, size_t *k, char **fixed) {
+    *fixed = NULL;
+    if (utf8_is_text(buf, *k)) return buf;
+    size_t n = 0;
+    if (!(*fixed = utf8_repair(buf, *k, &n))) return buf;
+    *k = n;
+    return *fixed;
+}
+
 /* The reasoning ends (its closing marker, or the end of the reply): the detokenizer's
  * last bytes are the reasoning's, the whitespace held back is dropped. */
 static void end_reasoning(request *r) {
-    char buf[64];
+    char buf[64], *fixed;
     size_t k = detok_flush(&r->ds, buf, sizeof buf);
-    reasoning_text(r, buf, k);
+    reasoning_text(r, as_text(buf, &k, &fixed), k);
+    free(fixed);
     r->n_ws = 0;
 }
 
@@ -436,30 +440,35 @@ static int take_token(chat_engine *e, request *r, int tok) {
         r->r.phase = GEN_GENERATING;
         return 0;
     }
-    char buf[512];
+    char buf[512], *fixed;
     size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
+    const char *text = as_text(buf, &k, &fixed);
     if (r->think == THINK_IN) {
         r->r.reasoning_tokens++;
         r->think_tokens++;
-        reasoning_text(r, buf, k);
+        reasoning_text(r, text, k);
+        free(fixed);
         return 0;
     }
     r->think = THINK_OVER;
-    const char *text = buf;
     if (r->strip_answer) {
         while (k && is_space(*text)) text++, k--;
         if (k) r->strip_answer = 0;
     }
-    return push_text(r, text, k);
+    int stopped = push_text(r, text, k);
+    free(fixed);
+    return stopped;
 }
 
 static void flush_text(request *r) {
     if (r->think == THINK_IN) {
         end_reasoning(r);
     } else {
-        char buf[64];
+        char buf[64], *fixed;
         size_t k = detok_flush(&r->ds, buf, sizeof buf);
-        if (k) push_text(r, buf, k);
+        const char *text = as_text(buf, &k, &fixed);
+        if (k) push_text(r, text, k);
+        free(fixed);
     }
     emit(r, r->held, r->n_held);
     r->n_held = 0;
