@@ -27,6 +27,14 @@ STORE_SRC  := $(sort $(wildcard store/*.c))
 FS_SRC     := $(sort $(wildcard fs/*.c))
 LIB_SRC    := $(ENGINE_SRC) $(STORE_SRC) $(FS_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# One archive per room, linked from the top down (fs, store, then the engine's rooms in
+# the reverse of engine/README.md's order): a room that called into a room above it
+# would leave its symbol undefined, so the linker enforces the order check_rooms.sh reads
+# in the includes. The engine's archives need no SQLite, FUSE or libcurl (ENGINE_LDLIBS).
+ENGINE_ROOMS := base gguf kernels layers tokenizer jinja template model arch runtime
+ENGINE_LIBS  := $(foreach r,runtime arch model template jinja tokenizer layers kernels gguf base,$(BUILD)/lib/engine-$(r).a)
+LIBS         := $(BUILD)/lib/fs.a $(BUILD)/lib/store.a $(ENGINE_LIBS)
+ENGINE_LDLIBS := $(shell pkg-config --libs libcjson) -lm -pthread
 CLI_SRC    := $(sort $(wildcard cli/*.c cli/synth/*.c))
 MAIN_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # the GGUF writer and the weight quantizers: chatfs synth's, and the tests'
@@ -81,10 +89,19 @@ run:
 	@echo "chatfs: mounted on $(MOUNTPOINT) (Ctrl-C unmounts). Try: mkdir $(MOUNTPOINT)/c; echo 'What is 17 + 25?' > $(MOUNTPOINT)/c/message; cat $(MOUNTPOINT)/c/reply"
 	./chatfs mount $(MOUNTPOINT) -f -m $(DEFAULT_MODEL)
 
-chatfs: $(MAIN_OBJ) $(BUILD)/libchatfs.a
+chatfs: $(MAIN_OBJ) $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/libchatfs.a: $(LIB_OBJ)
+.PHONY: libs
+libs: $(LIBS)
+
+define ENGINE_ROOM_ARCHIVE
+$(BUILD)/lib/engine-$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard engine/$(1)/*.c)))
+endef
+$(foreach r,$(ENGINE_ROOMS),$(eval $(call ENGINE_ROOM_ARCHIVE,$(r))))
+$(BUILD)/lib/store.a: $(STORE_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/lib/fs.a: $(FS_SRC:%.c=$(BUILD)/%.o)
+$(LIBS):
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -95,11 +112,20 @@ $(BUILD)/%.o: %.c
 $(BUILD)/libsynth.a: $(SYNTH_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(BUILD)/libchatfs.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The tests of the engine alone link only the engine's archives, without SQLite, FUSE or
+# libcurl: the engine stands as a library (a chat engine without a checkpoint store keeps
+# no checkpoints, engine/runtime/checkpoint_port.h).
+ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_jinja \
+                test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe test_parity_qwen35 \
+                test_parity_types test_sampler test_template test_thinking test_tokenizer
+$(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
+
 # The chat-template renderer of the Jinja parity test and benchmark (tests/t_jinja.sh)
-$(BUILD)/tests/jinja_render: $(BUILD)/tests/jinja/jinja_render.o $(BUILD)/libchatfs.a
+$(BUILD)/tests/jinja_render: $(BUILD)/tests/jinja/jinja_render.o $(LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 test:
@@ -109,10 +135,12 @@ test:
 check: check-rooms check-docs chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
 
-# The engine's rooms include only the rooms below them (engine/README.md).
+# The engine's rooms include only the rooms below them (engine/README.md), and the
+# archives use only the rooms below them.
 .PHONY: check-rooms
-check-rooms:
+check-rooms: $(LIBS)
 	@tools/check_rooms.sh
+	@tools/check_links.sh $(LIBS)
 
 # Every path the documents and comments name exists; each room's code table lists its files.
 .PHONY: check-docs
@@ -130,7 +158,7 @@ sanitized-gguf:
 # The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
 # TSan: quick, so make test always runs both.
 .PHONY: sanitized-fs
-# after sanitized-gguf: under make -j both would rebuild build-asan/libchatfs.a at once
+# after sanitized-gguf: under make -j both would rebuild build-asan's archives at once
 sanitized-fs: sanitized-gguf
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_chatfs
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_chatfs
@@ -163,13 +191,13 @@ endif
 
 # Every test under ASan+UBSan (slow: the kernels' scalar path runs unoptimised).
 asan:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a \
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" libs \
 	    $(TEST_SRC:tests/%.c=build-asan/tests/%) build-asan/tests/jinja_render chatfs-asan
 	BUILD=build-asan CHATFS=./chatfs-asan tests/run.sh
 
 chatfs-asan: $(LIB_SRC) $(CLI_SRC)
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/libchatfs.a $(CLI_SRC:%.c=build-asan/%.o)
-	$(CC) -O1 -g $(SAN) -o $@ $(CLI_SRC:%.c=build-asan/%.o) build-asan/libchatfs.a $(LDLIBS)
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" libs $(CLI_SRC:%.c=build-asan/%.o)
+	$(CC) -O1 -g $(SAN) -o $@ $(CLI_SRC:%.c=build-asan/%.o) $(LIBS:$(BUILD)/%=build-asan/%) $(LDLIBS)
 
 # libFuzzer target for the GGUF reader (Debian's clang). FUZZ_SECONDS of fuzzing,
 # starting from the fixtures.
@@ -261,7 +289,7 @@ bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUIL
 # after-restart TTFT), bench/concurrency_bench.c (bench/concurrency.sh: batched decode,
 # single flight) and bench/spec_heldout.c (bench/speculative.sh: the default model's
 # drafts on its held-out conversations).
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libchatfs.a
+$(BUILD)/bench/%: bench/%.c $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 bench-cache: chatfs $(BUILD)/bench/cache_bench
@@ -270,7 +298,7 @@ bench-cache: chatfs $(BUILD)/bench/cache_bench
 # minutes). chatfs does not use OpenBLAS: this measurement alone links it (Debian:
 # libopenblas-dev).
 BLAS_PAIRS ?= 5
-$(BUILD)/bench/blas_bench: bench/blas_bench.c $(BUILD)/libchatfs.a
+$(BUILD)/bench/blas_bench: bench/blas_bench.c $(LIBS)
 	@pkg-config --exists openblas || { echo "make bench-blas: needs OpenBLAS (Debian: libopenblas-dev)"; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(shell pkg-config --cflags openblas 2>/dev/null) -o $@ $^ $(LDLIBS) \

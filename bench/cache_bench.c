@@ -18,6 +18,7 @@
 
 #include "engine/runtime/chat.h"
 #include "engine/model/state.h"
+#include "store/ckpt_store.h"
 #include "store/db.h"
 
 static const char *words[] = {"river", "mountain", "silver", "engine", "quiet", "harbor", "lantern", "meadow",
@@ -111,7 +112,7 @@ static chat_engine *open_engine(const char *model, const char *db) {
         fprintf(stderr, "cache_bench: %s\n", err);
         exit(1);
     }
-    engine_config cfg = {.model_path = model, .checkpoints = open_cs};
+    engine_config cfg = {.model_path = model, .checkpoints = cs_port(open_cs)};
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "cache_bench: %s\n", err);

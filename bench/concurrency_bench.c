@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine/runtime/chat.h"
+#include "store/ckpt_store.h"
 
 #define MAX_CONV 16
 #define MAX_TOKENS 1024
@@ -125,8 +126,17 @@ static void gate_release(void) {
     wait_jobs(&gate_job, 1);
 }
 
+/* the engine's checkpoints, in RAM as a mount without a database keeps them; one engine
+ * at a time */
+static ckpt_store *ram_store;
+
 static chat_engine *open_engine(const char *model, int threads, int no_single_flight) {
-    engine_config cfg = {.model_path = model, .threads = threads, .max_batch = 8,
+    char cerr[256] = "";
+    if (!(ram_store = cs_new(NULL, NULL, cerr, sizeof cerr))) {
+        fprintf(stderr, "concurrency_bench: %s\n", cerr);
+        exit(1);
+    }
+    engine_config cfg = {.model_path = model, .checkpoints = cs_port(ram_store), .threads = threads, .max_batch = 8,
                          .no_single_flight = no_single_flight};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
@@ -234,6 +244,7 @@ static void single_flight(const char *model, int threads, int sys_tokens, int of
     fflush(stdout);
     free(system);
     engine_close(e);
+    cs_close(ram_store);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -268,6 +279,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < k; i++) tps[i][r] = decode(e, ns[i], tokens, 0);
     engine_close(e);
+    cs_close(ram_store);
     double one = 0, six = 0;
     for (int i = 0; i < k; i++) {
         qsort(tps[i], (size_t)reps, sizeof(double), cmp_double);

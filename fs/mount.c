@@ -221,7 +221,7 @@ int chatfs_mount(const mount_opts *o) {
         if (warn[0]) fprintf(stderr, "chatfs: %s\n", warn);
         engine_config cfg = {0};
         cfg.model_path = o->model;
-        cfg.checkpoints = checkpoints;
+        cfg.checkpoints = cs_port(checkpoints);
         cfg.threads = o->threads;
         cfg.n_ctx = o->n_ctx;
         cfg.prefill_chunk = o->prefill_chunk;

@@ -15,7 +15,7 @@
 
 #include "store/ckpt_impl.h"
 #include "store/db.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 static const char *const migrations[] = {
     "CREATE TABLE ckpt_models(id INTEGER PRIMARY KEY, fingerprint BLOB NOT NULL UNIQUE, name TEXT NOT NULL,"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "store/ckpt_impl.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 /* ------------------------------------------------------------------ index */
 
@@ -597,7 +597,8 @@ int cs_restore(ckpt_store *s, const int *t, const uint64_t *h, int n, cs_put_row
 }
 
 void cs_release(ckpt_store *s, cs_hit *hit) {
-    if (hit->entry && hit->entry->pins > 0) hit->entry->pins--;
+    cs_entry *e = hit->entry;
+    if (e && e->pins > 0) e->pins--;
     hit->entry = NULL;
 }
 
@@ -789,3 +790,34 @@ char *cs_stats_json(const ckpt_store *s) {
     cJSON_Delete(o);
     return txt;
 }
+
+/* ---- the engine's port (engine/runtime/checkpoint_port.h) ---- */
+
+static int port_attach(void *s, const ckpt_model *m, char *err, size_t errlen) { return cs_attach(s, m, err, errlen); }
+static uint64_t port_seed(void *s) { return cs_seed(s); }
+static int port_persistent(void *s) { return cs_persistent(s); }
+static int port_restore(void *s, const int *t, const uint64_t *h, int n, ckpt_put_rows put, void *ud, void *rec,
+                        void *logits, ckpt_hit *hit) {
+    return cs_restore(s, t, h, n, put, ud, rec, logits, hit);
+}
+static void port_release(void *s, ckpt_hit *hit) { cs_release(s, hit); }
+static int port_has(void *s, const uint64_t *h, int n) { return cs_has(s, h, n); }
+static int port_save(void *s, const int *t, const uint64_t *h, int n, ckpt_get_rows get, void *ud, const void *rec,
+                     const void *logits, int kind, const char *session) {
+    return cs_save(s, t, h, n, get, ud, rec, logits, kind, session);
+}
+static int port_flush(void *s, int (*stop)(void *ud), void *ud) {
+    return !cs_persistent(s) ? 0 : stop ? cs_flush_until(s, stop, ud) : cs_flush(s);
+}
+static void port_forget_session(void *s, const char *session) { cs_forget_session(s, session); }
+static void port_note_request(void *s, int prompt_tokens, int reused, int computed) {
+    cs_note_request(s, prompt_tokens, reused, computed);
+}
+static void port_count_miss(void *s, const char *reason) { cs_count_miss(s, reason); }
+static char *port_stats_json(void *s) { return cs_stats_json(s); }
+
+static const ckpt_ops cs_ops = {port_attach,  port_seed,  port_persistent,     port_restore,
+                                port_release, port_has,   port_save,           port_flush,
+                                port_forget_session, port_note_request, port_count_miss, port_stats_json};
+
+ckpt_port cs_port(ckpt_store *s) { return (ckpt_port){s ? &cs_ops : NULL, s}; }

@@ -7,7 +7,7 @@
  *
  *  - pages: runs of at most page_tokens tokens with their KV rows (row-major:
  *    row t holds all of token t's K and V), keyed by the chained hash of the whole
- *    prefix up to the page's end (store/hash.h), with a pointer to the parent page.
+ *    prefix up to the page's end (engine/base/hash.h), with a pointer to the parent page.
  *    Pages form a tree shared by every checkpoint with that prefix, so attention KV
  *    is stored once. A checkpoint may end inside its last page (causal attention:
  *    rows before n do not depend on tokens after it).
@@ -19,13 +19,16 @@
  * carries a hash64 checksum that is checked before use; a bad one is dropped and
  * counted. Eviction weighs tokens saved per byte and recency; pinned entries stay.
  *
- * Not thread-safe: one thread (the engine's worker) owns a store. */
+ * Not thread-safe: one thread (the engine's worker) owns a store. The engine reaches it
+ * through the port it defines (engine/runtime/checkpoint_port.h; cs_port), whose types
+ * the store takes as its own. */
 #ifndef CHATFS_CKPT_STORE_H
 #define CHATFS_CKPT_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/runtime/checkpoint_port.h"
 #include "store/db.h"
 
 #define CS_DEFAULT_RAM_BUDGET ((size_t)1 << 30)   /* 1 GiB */
@@ -35,15 +38,7 @@
 typedef struct ckpt_store ckpt_store;
 typedef struct cs_entry cs_entry;
 
-typedef struct {
-    const uint8_t *fingerprint; /* identifies the model (weights, shapes, tokenizer, template) */
-    size_t fp_len;              /* at most 64 */
-    const char *name;           /* for people, and to tell a changed model ("fingerprint mismatch") */
-    size_t row_bytes;           /* KV bytes per token (0 for models without attention) */
-    size_t rec_bytes;           /* recurrent-state bytes per checkpoint (0 for attention-only models) */
-    size_t logits_bytes;        /* bytes of one logits vector */
-    int trimmable;              /* 1: every layer is attention, a longer prefix may be cut back */
-} cs_model;
+typedef ckpt_model cs_model;
 
 typedef struct {
     size_t ram_budget;  /* bytes; 0: none (with a database, a checkpoint goes there at once) */
@@ -72,18 +67,10 @@ int cs_page_tokens(const ckpt_store *s);
 /* 1 when the store writes to a database. */
 int cs_persistent(const ckpt_store *s);
 
-/* Receives restored KV rows [pos0, pos0+rows), row-major, already verified. 0 or -1. */
-typedef int (*cs_put_rows)(void *ud, int pos0, int rows, const void *data);
-/* Fills dst with the KV rows [pos0, pos0+rows) of the live state, row-major. */
-typedef void (*cs_get_rows)(void *ud, int pos0, int rows, void *dst);
-
-typedef struct {
-    int n;                /* tokens the restored state covers (0: nothing restored) */
-    int has_logits;       /* logits after t[n-1] were written (only when n is the whole prompt) */
-    const char *source;   /* "ram", "disk" or "none" */
-    char miss_reason[96]; /* empty on a hit */
-    cs_entry *entry;      /* pinned until cs_release (NULL for a page-only restore or a miss) */
-} cs_hit;
+typedef ckpt_put_rows cs_put_rows;
+typedef ckpt_get_rows cs_get_rows;
+/* hit->entry is the cs_entry pinned until cs_release (NULL for a page-only restore or a miss) */
+typedef ckpt_hit cs_hit;
 
 /* Finds the longest checkpoint whose tokens are a prefix of t[0..n) (h: token chain
  * of t, n+1 values) and restores it: KV rows through put, the recurrent blob into rec
@@ -133,5 +120,9 @@ void cs_get_stats(const ckpt_store *s, cs_stats *out);
 char *cs_stats_json(const ckpt_store *s);
 /* Counts a miss the store did not see (e.g. checkpoints disabled for a request). */
 void cs_count_miss(ckpt_store *s, const char *reason);
+
+/* The store as the engine's checkpoint port (engine_config.checkpoints); s NULL: no
+ * checkpoints. The store must outlive the engine. */
+ckpt_port cs_port(ckpt_store *s);
 
 #endif

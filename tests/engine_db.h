@@ -1,5 +1,5 @@
 /* engine_db.h - a checkpoint store on a database, as a mount makes one for its engine
- * (store/db.h once per process, cs_new, engine_config.checkpoints): for the tests. */
+ * (store/db.h once per process, cs_new, cs_port as engine_config.checkpoints): for the tests. */
 #ifndef CHATFS_TESTS_ENGINE_DB_H
 #define CHATFS_TESTS_ENGINE_DB_H
 
@@ -14,14 +14,18 @@ typedef struct {
     ckpt_store *cs;
 } test_store;
 
-/* Opens the database at path and a store on it with the default budgets. */
-static inline ckpt_store *test_store_open(test_store *t, const char *path) {
+/* Opens the database at path (NULL: none, RAM only) and a store on it with the default
+ * budgets; returns it as the engine's port. */
+static inline ckpt_port test_store_open(test_store *t, const char *path) {
     char err[512] = "";
-    t->db = db_open(path, err, sizeof err);
-    REQUIRE(t->db, "%s", err);
+    t->db = NULL;
+    if (path) {
+        t->db = db_open(path, err, sizeof err);
+        REQUIRE(t->db, "%s", err);
+    }
     t->cs = cs_new(t->db, NULL, err, sizeof err);
     REQUIRE(t->cs, "%s", err);
-    return t->cs;
+    return cs_port(t->cs);
 }
 
 /* After the engine or prefix cache that used it is closed. */

@@ -32,7 +32,7 @@
 #include "engine/model/state.h"
 #include "engine/base/threadpool.h"
 #include "store/db.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 #include "tests/check.h"
 #include "tests/engine_db.h"
 #include "tests/oracle.h"
@@ -185,13 +185,15 @@ static void restore_at_k(const char *path, unsigned seed) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the new process failed (status %d)", m->name, st);
     /* attention-only models: a longer stored prefix is cut back */
     if (m->trimmable) {
-        cs = pc_open(m, NULL, err, sizeof err);
+        test_store ram;
+        cs = pc_open(m, test_store_open(&ram, NULL), err, sizeof err);
         seq_state *s = state_new(m, 0);
         model_prefill(m, s, t, PROMPT_LEN - 1, 0, NULL, &a);
         pc_save(cs, s, t, h, PROMPT_LEN - 1, NULL, PC_INTERVAL, NULL);
         state_free(s);
         check_splits(m, cs, t, PROMPT_LEN, splits, ref, "ram", &a);
         pc_close(cs);
+        test_store_close(&ram);
     }
     rm_db(db_path);
     free(h);
@@ -384,13 +386,13 @@ static void rig_open(rig *g, const char *model_path, const char *db, int with_pl
     engine_config cfg = {.model_path = model_path,
                          .threads = 2,
                          .n_ctx = 4096,
-                         .checkpoints = db ? test_store_open(&g->st, db) : NULL,
+                         .checkpoints = test_store_open(&g->st, db),
                          .prefill_chunk = PREFILL_CHUNK};
     char err[256];
     g->e = engine_open(&cfg, err, sizeof err);
     REQUIRE(g->e, "%s", err);
     if (with_plain) {
-        cfg.checkpoints = NULL;
+        cfg.checkpoints = (ckpt_port){0};
         g->plain = engine_open(&cfg, err, sizeof err);
         REQUIRE(g->plain, "%s", err);
     }
@@ -402,7 +404,7 @@ static void rig_open(rig *g, const char *model_path, const char *db, int with_pl
 static void rig_close(rig *g) {
     engine_close(g->e);
     engine_close(g->plain);
-    if (g->st.db) test_store_close(&g->st);
+    if (g->st.cs) test_store_close(&g->st);
     ledger_free(&g->led);
     free(g->last_prompt);
     template_unref(g->tmpl);

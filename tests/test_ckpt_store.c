@@ -11,7 +11,7 @@
 
 #include "store/ckpt_store.h"
 #include "store/db.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 #include "tests/check.h"
 
 #define ROW 8   /* floats of KV per token */

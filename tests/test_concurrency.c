@@ -34,6 +34,16 @@
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
 #include "tests/check.h"
+#include "tests/engine_db.h"
+
+/* The engines' checkpoints, in RAM as a mount without a database keeps them: a store
+ * for each engine opened, closed at the end of main. */
+static test_store ram_stores[64];
+static int n_ram_stores;
+static ckpt_port ram_store(void) {
+    REQUIRE(n_ram_stores < 64, "too many RAM stores");
+    return test_store_open(&ram_stores[n_ram_stores++], NULL);
+}
 
 static const char *const models[] = {"tests/fixtures/qwen35-tiny-f32.gguf", "tests/fixtures/mamba2-tiny-f32.gguf",
                                      "tests/fixtures/qwen35moe-tiny-f32.gguf"};
@@ -280,7 +290,7 @@ static void prefix_of_alone(chat_engine *ref, const conv *c, const gen_settings 
 /* ---------------------------------------------------------------- the burst */
 
 static void burst(const char *path, chat_engine *ref) {
-    engine_config cfg = {.model_path = path, .threads = 2, .n_ctx = 4096};
+    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096};
     char err[256], what[128];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -380,7 +390,7 @@ static unsigned rnd(unsigned *st) {
 
 #define N_MIX 12
 static void random_mix(const char *path, chat_engine *ref, unsigned seed) {
-    engine_config cfg = {.model_path = path, .threads = 2, .n_ctx = 4096, .prefill_chunk = 96, .max_batch = 4};
+    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096, .prefill_chunk = 96, .max_batch = 4};
     char err[256], what[128];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -456,7 +466,7 @@ static void on_running_progress(void *ud, const gen_report *r) {
 
 static void no_stall(const char *path) {
     const int chunk = 64;
-    engine_config cfg = {.model_path = path, .threads = 2, .n_ctx = 4096, .prefill_chunk = chunk};
+    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096, .prefill_chunk = chunk};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -506,7 +516,7 @@ static void no_stall(const char *path) {
 /* ---------------------------------------------------------------- cancel and fail */
 
 static void cancel_and_fail(const char *path, chat_engine *ref) {
-    engine_config cfg = {.model_path = path, .threads = 2, .n_ctx = 4096, .prefill_chunk = 64};
+    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096, .prefill_chunk = 64};
     char err[256], what[128];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -564,6 +574,7 @@ static void cancel_and_fail(const char *path, chat_engine *ref) {
     /* engine_close with requests running and queued: on_done for each, states freed */
     engine_config small = cfg;
     small.max_batch = 2;
+    small.checkpoints = ram_store(); /* a store serves one engine */
     for (int i = 0; i < N_CONV; i++) conv_free(&c[i]);
     engine_close(e);
     e = engine_open(&small, err, sizeof err);
@@ -588,7 +599,7 @@ static void cancel_and_fail(const char *path, chat_engine *ref) {
 int main(void) {
     quick = getenv("CHATFS_TEST_QUICK") && *getenv("CHATFS_TEST_QUICK") == '1';
     for (int k = 0; k < (quick ? 1 : N_MODELS); k++) {
-        engine_config rc = {.model_path = models[k], .threads = 2, .n_ctx = 4096};
+        engine_config rc = {.model_path = models[k], .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096};
         char err[256];
         chat_engine *ref = engine_open(&rc, err, sizeof err);
         REQUIRE(ref, "%s", err);
@@ -598,5 +609,6 @@ int main(void) {
         if (k == 0) no_stall(models[k]);
         engine_close(ref);
     }
+    for (int i = 0; i < n_ram_stores; i++) test_store_close(&ram_stores[i]);
     return check_report("test_concurrency");
 }

@@ -39,15 +39,24 @@ static void collect(void *ud, const char *t, size_t n) {
     if (s->n + n < sizeof s->text) memcpy(s->text + s->n, t, n), s->n += n;
 }
 
-/* checkpoints: a store on a database (tests/engine_db.h), or NULL for one in RAM */
-static chat_engine *open_engine_ctx(int draft, ckpt_store *checkpoints, int n_ctx) {
+/* the RAM stores of engines opened without a database, closed at the end of main */
+static test_store ram_stores[16];
+static int n_ram_stores;
+
+/* checkpoints: a store on a database (tests/engine_db.h), or {0} for one in RAM */
+static chat_engine *open_engine_ctx(int draft, ckpt_port checkpoints, int n_ctx) {
+    if (!checkpoints.ops) {
+        REQUIRE(n_ram_stores < 16, "too many RAM stores");
+        checkpoints = test_store_open(&ram_stores[n_ram_stores++], NULL);
+    }
     engine_config cfg = {.model_path = MODEL, .checkpoints = checkpoints, .threads = 2, .draft = draft, .n_ctx = n_ctx};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "engine_open: %s", err);
     return e;
 }
-static chat_engine *open_engine(int draft, ckpt_store *checkpoints) { return open_engine_ctx(draft, checkpoints, 0); }
+static chat_engine *open_engine(int draft, ckpt_port checkpoints) { return open_engine_ctx(draft, checkpoints, 0); }
+#define RAM ((ckpt_port){0})
 
 static gen_settings greedy(int max_tokens, int speculative) {
     gen_settings s;
@@ -67,7 +76,7 @@ static void ask(chat_engine *e, const chat_msg *msgs, int n, const gen_settings 
 /* ---------------------------------------------------------------- the default */
 
 static void default_on(void) {
-    chat_engine *e = open_engine(0, NULL), *plain = open_engine(-1, NULL);
+    chat_engine *e = open_engine(0, RAM), *plain = open_engine(-1, RAM);
     CHECK(engine_draft(e) == SPEC_DEFAULT_DRAFT && engine_draft(plain) == 0, "drafts %d / %d", engine_draft(e),
           engine_draft(plain));
     chat_msg msg = {"user", "Hello world! The quick brown fox", NULL};
@@ -127,7 +136,7 @@ static void six_at_once(void) {
                                        "The capital of France is", "1 2 3 4 5 6 7", "Translate: good morning",
                                        "A long time ago in a galaxy"};
     const int draft[SIX] = {1, 2, 3, 4, 0, -1}, max[SIX] = {48, 40, 33, 48, 20, 45};
-    chat_engine *e = open_engine(4, NULL);
+    chat_engine *e = open_engine(4, RAM);
     gen_settings s[SIX];
     chat_msg msg[SIX];
     sink alone[SIX];
@@ -212,7 +221,7 @@ static void two_turns(void) {
     /* the same second turn computed from nothing: the same drafts, so the restored state
      * carried the head's cache and kept row as they were */
     {
-        chat_engine *e = open_engine(3, NULL);
+        chat_engine *e = open_engine(3, RAM);
         gen_settings s = greedy(30, -1);
         s.checkpoints = 0;
         chat_msg msgs[3] = {{"user", "Hello world! The quick brown fox", NULL}, {"assistant", out[1][0].text, NULL},
@@ -236,7 +245,7 @@ static void two_turns(void) {
 /* ---------------------------------------------------------------- the rest */
 
 static void sampling_and_failure(void) {
-    chat_engine *e = open_engine(3, NULL);
+    chat_engine *e = open_engine(3, RAM);
     chat_msg msg = {"user", "Once upon a time", NULL};
     gen_settings s = greedy(32, -1);
     s.temperature = 0.9f, s.seed = 11;
@@ -261,7 +270,7 @@ static void sampling_and_failure(void) {
     /* a reply that fills the context: it ends where plain decoding's ends, drafts or not */
     static sink full[2];
     for (int d = 0; d < 2; d++) {
-        chat_engine *small = open_engine_ctx(d ? 4 : -1, NULL, 48);
+        chat_engine *small = open_engine_ctx(d ? 4 : -1, RAM, 48);
         gen_settings g = greedy(0, -1);
         gen_report ro;
         ask(small, &msg, 1, &g, &full[d], &ro);
@@ -368,5 +377,6 @@ int main(void) {
     two_turns();
     sampling_and_failure();
     default_model_same();
+    for (int i = 0; i < n_ram_stores; i++) test_store_close(&ram_stores[i]);
     return check_report("test_spec_engine");
 }

@@ -23,7 +23,8 @@
 #include "engine/model/mtp.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/speculative.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
+#include "tests/engine_db.h"
 #include "tests/parity.h"
 
 /* The MTP model under test (main runs every one) and its fixture files. */
@@ -250,7 +251,8 @@ static void checkpoint_midway(model *m, arena *a) {
     int *S = long_tokens(&nS);
     const int K = 200, N = 3, gen = 48;
     char err[256] = "";
-    prefix_cache *pc = pc_open(m, NULL, err, sizeof err); /* a store of its own, in RAM */
+    test_store ram;
+    prefix_cache *pc = pc_open(m, test_store_open(&ram, NULL), err, sizeof err); /* a store in RAM */
     REQUIRE(pc, "pc_open: %s", err);
     seq_state *st = state_new(m, 0);
     float *lg = malloc(sizeof(float) * m->n_vocab);
@@ -311,6 +313,7 @@ static void checkpoint_midway(model *m, arena *a) {
     free(lg);
     free(S);
     pc_close(pc);
+    test_store_close(&ram);
 }
 
 /* Six sequences draft in the same passes and are verified in one model pass, beside a

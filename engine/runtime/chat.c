@@ -28,7 +28,7 @@
 #include "engine/runtime/chat_impl.h"
 #include "engine/tokenizer/unicode.h"
 #include "engine/base/threadpool.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 #define TEXT_CAP 4096
 

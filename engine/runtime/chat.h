@@ -1,7 +1,8 @@
 /* chat.h - the engine API: conversations in, streamed replies out.
  *
- * One engine owns a model and a worker thread (the scheduler), and uses a checkpoint
- * store its caller hands it (store/ckpt_store.h: the caller owns the database).
+ * One engine owns a model and a worker thread (the scheduler), and keeps checkpoints in
+ * the store its caller hands it through a port (checkpoint_port.h; chatfs's is
+ * store/ckpt_store.h, RAM and SQLite).
  * Callers submit requests - a conversation as a list of messages plus settings - and
  * the worker runs them: render the chat template, tokenize, find the longest usable
  * checkpoint for the prompt, restore it, prefill the rest while placing new
@@ -18,15 +19,14 @@
 
 #include "engine/model/model.h"
 #include "engine/template/template.h"
-#include "store/ckpt_store.h"
+#include "engine/runtime/checkpoint_port.h"
 
 typedef struct chat_engine chat_engine;
 
 typedef struct {
     const char *model_path;
-    ckpt_store *checkpoints; /* the checkpoint store (cs_new: its database and budgets), made and
-                                closed by the caller around the engine; NULL: RAM only, default
-                                budgets */
+    ckpt_port checkpoints;   /* where checkpoints live (store/ckpt_store.h's cs_port), made and
+                                closed by the caller around the engine; {0}: none kept */
     int threads;             /* 0: every core */
     int n_ctx;               /* most tokens a conversation may hold (at most the model's context);
                                 0: engine_default_context */

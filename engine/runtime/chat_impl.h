@@ -85,7 +85,7 @@ typedef struct request {
     size_t n_ws;
     int strip_reasoning;      /* 1 until the reasoning's first visible character (leading newlines dropped) */
     int strip_answer;         /* 1 until the answer's first visible character after a reasoning block */
-    cs_hit hit;               /* the checkpoint restored (pinned while the request runs) */
+    ckpt_hit hit;             /* the checkpoint restored (pinned while the request runs) */
 
     /* scheduler */
     struct request *leader;   /* single flight: the request whose state this one will copy... */

@@ -8,7 +8,7 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/base/threadpool.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 /* Bump when the layout of seq_state (KV rows, recurrent blob) changes meaning. */
 #define STATE_LAYOUT_VERSION 1
@@ -61,26 +61,25 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
 }
 
 struct prefix_cache {
-    ckpt_store *cs;
-    int own;            /* made here (RAM only): closed here */
-    pthread_mutex_t mu; /* the store is not thread-safe: the worker and the callers' threads
-                           (forget, stats) take turns */
+    ckpt_port port;     /* ops NULL: no store, every checkpoint call finds and keeps nothing */
+    uint64_t seed;      /* h[0]: the store's, or the fingerprint's own without one */
+    pthread_mutex_t mu; /* a store need not be thread-safe: the worker and the callers'
+                           threads (forget, stats) take turns */
 };
 
-prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen) {
+prefix_cache *pc_open(const model *m, ckpt_port port, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     prefix_cache *pc = calloc(1, sizeof *pc);
     if (!pc) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    pc->own = cs == NULL;
-    pc->cs = cs ? cs : cs_new(NULL, NULL, err, errlen);
+    pc->port = port;
     uint8_t fp[FINGERPRINT_BYTES];
     model_fingerprint(m, fp);
     char name[200];
     snprintf(name, sizeof name, "%s/%s", m->arch, m->name);
-    cs_model cm = {
+    ckpt_model cm = {
         .fingerprint = fp,
         .fp_len = sizeof fp,
         .name = name,
@@ -89,11 +88,11 @@ prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen) 
         .logits_bytes = (size_t)m->n_vocab * sizeof(float),
         .trimmable = m->trimmable,
     };
-    if (!pc->cs || cs_attach(pc->cs, &cm, err, errlen) != 0) {
-        if (pc->own) cs_close(pc->cs);
+    if (port.ops && port.ops->attach(port.store, &cm, err, errlen) != 0) {
         free(pc);
         return NULL;
     }
+    pc->seed = port.ops ? port.ops->seed(port.store) : hash64(fp, sizeof fp, 0);
     pthread_mutex_init(&pc->mu, NULL);
     return pc;
 }
@@ -101,62 +100,85 @@ prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen) 
 void pc_close(prefix_cache *pc) {
     if (!pc) return;
     pc_flush(pc, NULL, NULL); /* what is only in RAM */
-    if (pc->own) cs_close(pc->cs);
     pthread_mutex_destroy(&pc->mu);
     free(pc);
 }
 
-uint64_t pc_seed(prefix_cache *pc) { return cs_seed(pc->cs); } /* set once, at open */
+uint64_t pc_seed(prefix_cache *pc) { return pc->seed; } /* set once, at open */
+
+/* Each call below takes the lock around one call of the port, or does nothing without a
+ * store (a restore finds nothing, a save keeps nothing). */
 
 int pc_persistent(prefix_cache *pc) {
-    pthread_mutex_lock(&pc->mu);
-    int p = cs_persistent(pc->cs);
-    pthread_mutex_unlock(&pc->mu);
+    int p = 0;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        p = pc->port.ops->persistent(pc->port.store);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return p;
 }
 
-void pc_release(prefix_cache *pc, cs_hit *hit) {
-    pthread_mutex_lock(&pc->mu);
-    cs_release(pc->cs, hit);
-    pthread_mutex_unlock(&pc->mu);
+void pc_release(prefix_cache *pc, ckpt_hit *hit) {
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        pc->port.ops->release(pc->port.store, hit);
+        pthread_mutex_unlock(&pc->mu);
+    }
+    hit->entry = NULL;
 }
 
 int pc_has(prefix_cache *pc, const uint64_t *h, int n) {
-    pthread_mutex_lock(&pc->mu);
-    int has = cs_has(pc->cs, h, n);
-    pthread_mutex_unlock(&pc->mu);
+    int has = 0;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        has = pc->port.ops->has(pc->port.store, h, n);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return has;
 }
 
 void pc_count_miss(prefix_cache *pc, const char *reason) {
-    pthread_mutex_lock(&pc->mu);
-    cs_count_miss(pc->cs, reason);
-    pthread_mutex_unlock(&pc->mu);
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        pc->port.ops->count_miss(pc->port.store, reason);
+        pthread_mutex_unlock(&pc->mu);
+    }
 }
 
 void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed) {
-    pthread_mutex_lock(&pc->mu);
-    cs_note_request(pc->cs, prompt_tokens, reused, computed);
-    pthread_mutex_unlock(&pc->mu);
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        pc->port.ops->note_request(pc->port.store, prompt_tokens, reused, computed);
+        pthread_mutex_unlock(&pc->mu);
+    }
 }
 
 int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud) {
-    pthread_mutex_lock(&pc->mu);
-    int rc = !cs_persistent(pc->cs) ? 0 : stop ? cs_flush_until(pc->cs, stop, ud) : cs_flush(pc->cs);
-    pthread_mutex_unlock(&pc->mu);
+    int rc = 0;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        rc = pc->port.ops->flush(pc->port.store, stop, ud);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return rc;
 }
 
 void pc_forget_session(prefix_cache *pc, const char *session) {
-    pthread_mutex_lock(&pc->mu);
-    cs_forget_session(pc->cs, session);
-    pthread_mutex_unlock(&pc->mu);
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        pc->port.ops->forget_session(pc->port.store, session);
+        pthread_mutex_unlock(&pc->mu);
+    }
 }
 
 char *pc_stats_json(prefix_cache *pc) {
-    pthread_mutex_lock(&pc->mu);
-    char *js = cs_stats_json(pc->cs);
-    pthread_mutex_unlock(&pc->mu);
+    char *js = NULL;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        js = pc->port.ops->stats_json(pc->port.store);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return js;
 }
 
@@ -207,15 +229,20 @@ static int put_rows(void *ud, int pos0, int rows, const void *src) {
     return 0;
 }
 
-int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit) {
+int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, ckpt_hit *hit) {
     state_reset(s);
     if (n > s->n_ctx) n = s->n_ctx;
     /* room for the whole prompt at once: growing page by page would copy the cache at
      * every doubling (a failure here is caught by put_rows) */
     state_reserve(s, n);
-    pthread_mutex_lock(&pc->mu);
-    int k = cs_restore(pc->cs, t, h, n, put_rows, s, s->rec, logits, hit);
-    pthread_mutex_unlock(&pc->mu);
+    int k = 0;
+    *hit = (ckpt_hit){.source = "none"};
+    snprintf(hit->miss_reason, sizeof hit->miss_reason, "no checkpoint store");
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        k = pc->port.ops->restore(pc->port.store, t, h, n, put_rows, s, s->rec, logits, hit);
+        pthread_mutex_unlock(&pc->mu);
+    }
     if (k > 0) {
         s->n_past = k;
     } else {
@@ -227,18 +254,24 @@ int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, 
 int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
             const char *session) {
     if (s->n_past != n) return -1;
-    pthread_mutex_lock(&pc->mu);
-    int rc = cs_save(pc->cs, t, h, n, get_rows, s, s->rec, logits, kind, session);
-    pthread_mutex_unlock(&pc->mu);
+    int rc = 0;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        rc = pc->port.ops->save(pc->port.store, t, h, n, get_rows, s, s->rec, logits, kind, session);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return rc;
 }
 
 int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
                 const char *session) {
     if (n <= 0 || s->n_past < n) return -1;
-    pthread_mutex_lock(&pc->mu);
-    int rc = cs_save(pc->cs, t, h, n, get_rows, s, rec, NULL, kind, session);
-    pthread_mutex_unlock(&pc->mu);
+    int rc = 0;
+    if (pc->port.ops) {
+        pthread_mutex_lock(&pc->mu);
+        rc = pc->port.ops->save(pc->port.store, t, h, n, get_rows, s, rec, NULL, kind, session);
+        pthread_mutex_unlock(&pc->mu);
+    }
     return rc;
 }
 

@@ -1,5 +1,5 @@
 /* prefix_cache.h - checkpoints of sequence states for one model: the engine's one way
- * to the checkpoint store (store/ckpt_store.h).
+ * to the checkpoint store its caller hands it (checkpoint_port.h).
  *
  * It knows the model: its fingerprint, how a seq_state is cut into KV page rows and a
  * recurrent blob and put back, and where in a conversation checkpoints pay off
@@ -16,7 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/model/state.h"
 #include "engine/template/template.h"
-#include "store/ckpt_store.h"
+#include "engine/runtime/checkpoint_port.h"
 
 #define FINGERPRINT_BYTES 16
 
@@ -29,27 +29,26 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]);
 
 typedef struct prefix_cache prefix_cache;
 
-/* The checkpoints of model m in store cs, which the caller made (cs_new) and closes
- * after pc_close; cs NULL: a RAM-only store of its own with the default budgets. The
- * model is attached to the store here. A warning (the database could not be read: RAM
+/* The checkpoints of model m in the store behind port, which the caller made and closes
+ * after pc_close; port.ops NULL: no checkpoints (restores find nothing, saves keep
+ * nothing). The model is attached to the store here. A warning (the store keeps RAM
  * only) may be left in err even on success; NULL with the reason in err. */
-prefix_cache *pc_open(const model *m, ckpt_store *cs, char *err, size_t errlen);
-/* Writes what is only in RAM; closes the store when it made it. */
+prefix_cache *pc_open(const model *m, ckpt_port port, char *err, size_t errlen);
+/* Writes what is only in RAM. */
 void pc_close(prefix_cache *pc);
-/* h[0] of the token chain (store/hash.h) for this model. */
+/* h[0] of the token chain (engine/base/hash.h) for this model. */
 uint64_t pc_seed(prefix_cache *pc);
 int pc_persistent(prefix_cache *pc); /* 1: checkpoints reach a database */
-/* See cs_release, cs_has, cs_count_miss, cs_note_request, cs_forget_session,
- * cs_stats_json (ckpt_store.h). */
-void pc_release(prefix_cache *pc, cs_hit *hit);
+/* The port's release, has, count_miss, note_request, forget_session and stats_json
+ * (checkpoint_port.h) under the cache's lock; stats_json NULL without a store. */
+void pc_release(prefix_cache *pc, ckpt_hit *hit);
 int pc_has(prefix_cache *pc, const uint64_t *h, int n);
 void pc_count_miss(prefix_cache *pc, const char *reason);
 void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed);
 void pc_forget_session(prefix_cache *pc, const char *session);
 char *pc_stats_json(prefix_cache *pc);
-/* Writes the checkpoints only in RAM to the database; with stop (may be NULL), ending
- * early when stop(ud) says so (cs_flush_until). 0 all written (or no database), 1 some
- * left, -1 error. */
+/* Writes the checkpoints only in RAM to lasting storage; with stop (may be NULL), ending
+ * early when stop(ud) says so. 0 all written (or nothing lasting), 1 some left, -1 error. */
 int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud);
 
 /* Placement kinds (the letters of the "Checkpoints" issue). */
@@ -98,12 +97,12 @@ int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs
 int pc_common_prefix(const int *a, int na, const int *b, int nb);
 
 /* Restores into s the longest checkpoint for t[0..n) (h: token chain of t from
- * cs_seed, n+1 values). logits (n_vocab floats) may be NULL; when not, a checkpoint at
+ * pc_seed, n+1 values). logits (n_vocab floats) may be NULL; when not, a checkpoint at
  * exactly n with stored logits may be used (hit->has_logits). s is reset on a miss.
  * Returns the restored length. */
-int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, cs_hit *hit);
+int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, ckpt_hit *hit);
 /* Saves s (s->n_past == n, the state after t[0..n)) with the logits after it when
- * given. See cs_save for the result. */
+ * given. The port's save gives the result (0 without a store). */
 int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
             const char *session);
 /* Saves the state after t[0..n) when s has gone on past n: the KV rows below n from s

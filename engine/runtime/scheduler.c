@@ -40,7 +40,7 @@
 
 #include "engine/runtime/chat_impl.h"
 #include "engine/base/threadpool.h"
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 /* (c): most tokens recomputed to reach the next turn's boundary; while the engine
  * closes (it waits for the job), an eighth of that */
@@ -196,7 +196,7 @@ static int start_post_job(chat_engine *e, request *r) {
     const int same = n_past <= nc && pc_common_prefix(r->prompt, np, c, nc) == np &&
                      pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
     if (!have && !same) {
-        cs_hit hit;
+        ckpt_hit hit;
         n_past = pc_restore(e->pc, r->state, c, hc, nc, NULL, &hit);
         pc_release(e->pc, &hit);
     }

@@ -1,4 +1,4 @@
-/* hash.h - the two hashes the checkpoint store relies on.
+/* hash.h - the two hashes checkpoints rely on (the engine keys them, store/ checks its blobs).
  *
  * hash64: a fast 64-bit hash of a byte buffer (four 64-bit lanes of multiply-rotate
  * rounds, then an avalanche), used as the checksum of every blob written to the

@@ -1,5 +1,5 @@
 /* hash.c - hash64 and the token chain (see hash.h). */
-#include "store/hash.h"
+#include "engine/base/hash.h"
 
 #include <string.h>
 
