@@ -234,7 +234,7 @@ static int bench_speculative(const char *path, const model *plain, model *m, int
     /* a real speculative decode after the same prompt: greedy, tg tokens */
     state_reset(s);
     if (model_prefill(m, s, toks, at, 0, lg, a) != 0) goto out;
-    int n_out = 1, passes = 0, last = argmax(lg, V);
+    int n_out = 1, passes = 0, last = sampler_argmax(lg, V);
     const double t0 = now_s();
     while (n_out < tg) {
         sp.tokens[0] = last;

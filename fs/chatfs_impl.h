@@ -73,7 +73,7 @@ typedef struct conv {
     struct gen *gen;  /* the running generation, NULL when idle */
     int state;        /* enum state */
     gen_report rep;   /* the last progress report */
-    int finish;       /* of the last reply (enum gen_finish) */
+    enum gen_finish finish; /* of the last reply */
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
     int unsaved;      /* 1 + the index of a reply turn the database refused (a full disk), which

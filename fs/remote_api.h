@@ -65,7 +65,7 @@ typedef struct {
     gen_report rep;
     double t_start, t_first;  /* ms (CLOCK_MONOTONIC): submit, first token */
     int ended;                /* data: [DONE] came */
-    int finish;               /* enum gen_finish from the last finish_reason; FINISH_NONE */
+    enum gen_finish finish;   /* from the last finish_reason; FINISH_NONE */
     char fail[512];           /* why the stream broke: an error event, a malformed chunk */
     size_t reasoning_bytes;
 } remote_stream;

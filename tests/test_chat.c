@@ -53,7 +53,7 @@ static void same_as_direct(chat_engine *e) {
     model_prefill(m, st, ids, n, 0, lg, &a);
     int gen[12], k = 0;
     for (; k < r.generated_tokens; k++) {
-        gen[k] = argmax(lg, m->n_vocab);
+        gen[k] = sampler_argmax(lg, m->n_vocab);
         if (tokenizer_is_eog(m->tok, gen[k])) {
             k++;
             break;

@@ -160,7 +160,7 @@ static void restore_at_k(const char *path, unsigned seed) {
     for (int i = 0; i < N_SPLITS; i++) {
         seq_state *s = state_new(m, 0);
         model_prefill(m, s, t, splits[i], 0, NULL, &a);
-        CHECK(pc_save(cs, s, t, h, splits[i], NULL, PC_INTERVAL, NULL) >= 0, "save at %d", splits[i]);
+        CHECK(pc_save(cs, s, t, h, splits[i], NULL, CK_INTERVAL, NULL) >= 0, "save at %d", splits[i]);
         state_free(s);
     }
     float w_ram = check_splits(m, cs, t, PROMPT_LEN, splits, ref, "ram", &a);
@@ -189,7 +189,7 @@ static void restore_at_k(const char *path, unsigned seed) {
         cs = pc_open(m, test_store_open(&ram, NULL), err, sizeof err);
         seq_state *s = state_new(m, 0);
         model_prefill(m, s, t, PROMPT_LEN - 1, 0, NULL, &a);
-        pc_save(cs, s, t, h, PROMPT_LEN - 1, NULL, PC_INTERVAL, NULL);
+        pc_save(cs, s, t, h, PROMPT_LEN - 1, NULL, CK_INTERVAL, NULL);
         state_free(s);
         check_splits(m, cs, t, PROMPT_LEN, splits, ref, "ram", &a);
         pc_close(cs);
@@ -357,7 +357,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     pc_render pr = as_engine(g, t, n);
     int nm = pc_plan(g->m, &pr, c->m, c->n, g->interval, &mk);
     for (int i = 0; i < nm; i++)
-        if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind == PC_PROMPT);
+        if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind == CK_PROMPT_END);
     /* one pass per chunk, unless two marks lie ahead in it: the first is captured inside
      * the pass, the second ends it */
     int passes = 0;

@@ -240,7 +240,7 @@ static double stat_of(chat_engine *e, const char *key) {
     return v;
 }
 
-/* until the (c) jobs of finished requests are done too */
+/* until the next-turn jobs of finished requests are done too */
 static void wait_idle(chat_engine *e) {
     while (stat_of(e, "active") > 0 || stat_of(e, "queued") > 0) usleep(2000);
 }

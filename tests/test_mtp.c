@@ -112,7 +112,7 @@ static void short_prompt(const model *m, arena *a) {
         teacher_forced(m, S, R, own ? h : ref_hin, own, lg, hout, a);
         const float dl = max_abs_diff(lg, ref_lg, R * V), dh = max_abs_diff(hout, ref_hout, R * E);
         int same = 0;
-        for (int p = 0; p < R; p++) same += argmax(lg + (size_t)p * V, V) == dam[p];
+        for (int p = 0; p < R; p++) same += sampler_argmax(lg + (size_t)p * V, V) == dam[p];
         printf("  teacher-forced head (%s): logits max |diff| %.3g, hidden rows %.3g, argmax %d/%d as llama.cpp\n",
                own ? "our trunk and catch-up" : "llama.cpp's hidden rows", dl, dh, same, R);
         CHECK(dl <= 1e-4f, "teacher-forced logits differ by %g", dl);
@@ -139,7 +139,7 @@ static void short_prompt(const model *m, arena *a) {
             mtp_row row = {.state = s, .token = tok, .pos = pos + i, .h = i ? hc : NULL, .h_out = hc, .logits = lo};
             REQUIRE(mtp_draft(m, &row, 1, a) == 0, "draft row failed");
             worst = fmaxf(worst, max_abs_diff(lo, ref_spec + (size_t)rows * V, V));
-            tok = argmax(lo, V);
+            tok = sampler_argmax(lo, V);
             tokens_same &= tok == draft[i];
         }
         state_free(s);
@@ -179,7 +179,7 @@ static void long_prompt(const model *m, arena *a) {
     float *lg = malloc(sizeof(float) * (size_t)R * V), *hout = malloc(sizeof(float) * (size_t)R * E);
     teacher_forced(m, S, R, h, 1, lg, hout, a);
     int same = 0;
-    for (int p = 0; p < R; p++) same += argmax(lg + (size_t)p * V, V) == dam[p];
+    for (int p = 0; p < R; p++) same += sampler_argmax(lg + (size_t)p * V, V) == dam[p];
     const cJSON *row0 = cJSON_GetObjectItem(mt, "mtp_logits_row0");
     float d0 = 0;
     for (int i = 0; i < 8; i++)

@@ -133,7 +133,7 @@ int main(void) {
     sampler_params p = params(0, 40, 0.95f, 0.05f, 1);
     draw(&p, tie, counts);
     CHECK(counts[1] == DRAWS, "greedy picks the lowest of the tied ids (1), %d of %d", counts[1], DRAWS);
-    CHECK(argmax(tie, V) == 1, "argmax of a tie");
+    CHECK(sampler_argmax(tie, V) == 1, "argmax of a tie");
 
     /* argmax runs in vector passes over blocks of 16: against the plain loop on lengths
      * around the blocks, few distinct values (ties across and within blocks), NaNs,
@@ -156,7 +156,7 @@ int main(void) {
             int want = 0;
             for (int i = 1; i < n; i++)
                 if (x[i] > x[want]) want = i;
-            if (argmax(x, n) != want) bad++;
+            if (sampler_argmax(x, n) != want) bad++;
         }
         CHECK(bad == 0, "argmax differs from the plain loop in %d of 4000 vectors", bad);
     }

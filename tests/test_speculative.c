@@ -58,7 +58,7 @@ static int same_state(const seq_state *a, const seq_state *b) {
  * st->n_past == upto, checking the tokens it feeds against want[]. */
 static int plain_until(const model *m, seq_state *st, float *lg, const int *want, int upto, arena *a) {
     for (int i = 0; st->n_past < upto; i++) {
-        if (argmax(lg, m->n_vocab) != want[i]) return 0;
+        if (sampler_argmax(lg, m->n_vocab) != want[i]) return 0;
         batch_seq b = {.state = st, .tokens = &want[i], .n_tokens = 1, .logits = 1, .out = lg};
         if (model_forward(m, &b, 1, a) != 0) return 0;
     }
@@ -118,7 +118,7 @@ static void oracle_trace(const model *m, const char *suffix, arena *a) {
     REQUIRE(st && lg && spec_init(&sp, m, N) == 0 && sampler_init(&smp, &p, m->n_vocab) == 0, "setup failed");
     REQUIRE(model_prefill(m, st, prompt, n_prompt, 0, lg, a) == 0, "prefill failed");
     run_log *log = calloc(1, sizeof *log);
-    spec_run(m, st, &sp, &smp, argmax(lg, m->n_vocab), n_gen, log, NULL, NULL, a);
+    spec_run(m, st, &sp, &smp, sampler_argmax(lg, m->n_vocab), n_gen, log, NULL, NULL, a);
 
     const cJSON *steps = cJSON_GetObjectItem(spec, "steps");
     int same_steps = log->steps == cJSON_GetArraySize(steps);
@@ -177,7 +177,7 @@ static int split_case(const model *m, const int *S, int K, int N, int gen, arena
     REQUIRE(model_prefill(m, st, S, K, 0, lg, a) == 0 && model_prefill(m, plain, S, K, 0, plg, a) == 0,
             "prefill failed");
     run_log *log = calloc(1, sizeof *log);
-    spec_run(m, st, &sp, &smp, argmax(lg, m->n_vocab), gen, log, plain, plg, a);
+    spec_run(m, st, &sp, &smp, sampler_argmax(lg, m->n_vocab), gen, log, plain, plg, a);
     const int acc = log->accepted;
     free(log);
     spec_free(&sp);
@@ -233,7 +233,7 @@ static void draft_vocab(model *m, arena *a) {
     mtp_row row = {.state = s, .token = S[40], .pos = 40, .h_out = h, .logits = lg};
     REQUIRE(mtp_draft(m, &row, 1, a) == 0, "draft row failed");
     for (int v = 300; v < m->n_vocab; v++) outside += !(lg[v] == -INFINITY);
-    CHECK(outside == 0 && argmax(lg, m->n_vocab) < 300, "%d logits past the draft vocabulary", outside);
+    CHECK(outside == 0 && sampler_argmax(lg, m->n_vocab) < 300, "%d logits past the draft vocabulary", outside);
     printf("  drafts over the first 300 of %d tokens: speculative == plain greedy %s (%d drafts accepted)\n",
            m->n_vocab, check_failures == before ? "ok" : "FAILED", accepted);
     mtp_set_draft_vocab(m, 0);
@@ -264,7 +264,7 @@ static void checkpoint_midway(model *m, arena *a) {
     REQUIRE(st && lg && spec_init(&sp, m, N) == 0 && sampler_init(&smp, &p, m->n_vocab) == 0, "setup failed");
     REQUIRE(model_prefill(m, st, S, K, 0, lg, a) == 0, "prefill failed");
     run_log *whole = calloc(1, sizeof *whole), *part = calloc(1, sizeof *part);
-    spec_run(m, st, &sp, &smp, argmax(lg, m->n_vocab), gen, whole, NULL, NULL, a);
+    spec_run(m, st, &sp, &smp, sampler_argmax(lg, m->n_vocab), gen, whole, NULL, NULL, a);
 
     /* again, stopping after `stop` steps at an accepted position to checkpoint there */
     for (int stop = 1; stop < whole->steps; stop += 3) {
@@ -280,7 +280,7 @@ static void checkpoint_midway(model *m, arena *a) {
         REQUIRE(model_prefill(m, s1, fed + K, at - K, 0, lg, a) == 0, "prefill failed");
         uint64_t *h = malloc(sizeof *h * ((size_t)at + 2));
         token_chain_all(pc_seed(pc), fed, at + 1, h);
-        CHECK(pc_save(pc, s1, fed, h, at, NULL, PC_INTERVAL, NULL) >= 0, "pc_save failed");
+        CHECK(pc_save(pc, s1, fed, h, at, NULL, CK_INTERVAL, NULL) >= 0, "pc_save failed");
         cs_hit hit;
         const int got = pc_restore(pc, s2, fed, h, at + 1, NULL, &hit);
         pc_release(pc, &hit);
@@ -336,7 +336,7 @@ static void six_together(const model *m, arena *a) {
         st_alone[i] = state_new(m, 0);
         REQUIRE(st_alone[i] && spec_init(&sp[i], m, N[i]) == 0 && sampler_init(&smp[i], &p, V) == 0, "setup");
         REQUIRE(model_prefill(m, st_alone[i], ids, start[i], 0, lg, a) == 0, "prefill failed");
-        spec_run(m, st_alone[i], &sp[i], &smp[i], argmax(lg, V), GEN, &alone[i], NULL, NULL, a);
+        spec_run(m, st_alone[i], &sp[i], &smp[i], sampler_argmax(lg, V), GEN, &alone[i], NULL, NULL, a);
         spec_free(&sp[i]);
     }
     /* together; a plain sequence decodes and another prefills in the same passes */
@@ -345,14 +345,14 @@ static void six_together(const model *m, arena *a) {
     REQUIRE(dec && pre && dec_alone && dlg && plg, "out of memory");
     REQUIRE(model_prefill(m, dec, ids, 20, 0, dlg, a) == 0 && model_prefill(m, dec_alone, ids, 20, 0, plg, a) == 0,
             "prefill failed");
-    int got[SIX][GEN + SPEC_MAX_DRAFT + 1], n_got[SIX], dtok = argmax(dlg, V), passes = 0, pre_done = 0;
+    int got[SIX][GEN + SPEC_MAX_DRAFT + 1], n_got[SIX], dtok = sampler_argmax(dlg, V), passes = 0, pre_done = 0;
     for (int i = 0; i < SIX; i++) {
         st[i] = state_new(m, 0);
         REQUIRE(st[i] && spec_init(&sp[i], m, N[i]) == 0 && model_prefill(m, st[i], ids, start[i], 0, lg, a) == 0,
                 "setup failed");
         sampler_free(&smp[i]);
         REQUIRE(sampler_init(&smp[i], &p, V) == 0, "sampler_init");
-        got[i][0] = argmax(lg, V);
+        got[i][0] = sampler_argmax(lg, V);
         n_got[i] = 1;
         spp[i] = &sp[i];
         smpp[i] = &smp[i];
@@ -379,7 +379,7 @@ static void six_together(const model *m, arena *a) {
         REQUIRE(model_forward(m, rows, k + 1 + (slice > 0), a) == 0, "the pass failed");
         pre_done += slice;
         passes++;
-        dtok = argmax(dlg, V);
+        dtok = sampler_argmax(dlg, V);
         for (int r = 0; r < k; r++) {
             const int i = live[r];
             int out[SPEC_MAX_DRAFT + 1];
@@ -396,7 +396,7 @@ static void six_together(const model *m, arena *a) {
     /* the plain row: as alone, one token per pass */
     int dec_tokens[512], ok = 1;
     for (int i = 0; i < passes; i++) {
-        dec_tokens[i] = argmax(plg, V);
+        dec_tokens[i] = sampler_argmax(plg, V);
         batch_seq b = {.state = dec_alone, .tokens = &dec_tokens[i], .n_tokens = 1, .logits = 1, .out = plg};
         ok &= model_forward(m, &b, 1, a) == 0;
     }

@@ -844,7 +844,7 @@ static void test_boundary_search_cost(void) {
         double t2 = now_ms();
         plan[r] = t2 - t1;
         for (int i = 0; i < marks; i++)
-            if (mk[i].kind == PC_USER) a_pos = mk[i].pos;
+            if (mk[i].kind == CK_LAST_USER) a_pos = mk[i].pos;
         if (r == 0) { /* (a) lies where the last question begins: the prompt up to there, tokenized */
             const char *at = prompt, *q;
             while ((q = strstr(at, "<|im_start|>user\n"))) at = q + 1;

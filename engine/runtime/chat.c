@@ -34,7 +34,7 @@
 
 _Static_assert(GEN_MAX_DRAFT == SPEC_MAX_DRAFT, "chat.h and speculative.h disagree on the longest draft");
 
-double now_ms(void) {
+double request_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -416,7 +416,7 @@ static void end_reasoning(request *r) {
     r->n_ws = 0;
 }
 
-int decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }
+int request_decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }
 
 /* One generated token's text goes where it belongs. The reasoning markers are not text:
  * an opening one at the very start of the reply starts a reasoning block (the model opens
@@ -616,7 +616,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     r->r.prompt_tokens = r->n_prompt;
     r->r.source = "none";
     snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", s->checkpoints ? "none stored" : "disabled");
-    r->t_submit = now_ms();
+    r->t_submit = request_now_ms();
 
     pthread_mutex_lock(&e->lock);
     if (e->stopping) {
@@ -650,13 +650,13 @@ void engine_cancel(chat_engine *e, uint64_t id) {
 
 /* ---------------------------------------------------------------- the caller's view */
 
-void progress(request *r) {
+void request_progress(request *r) {
     if (r->cb.on_progress) r->cb.on_progress(r->cb.ud, &r->r);
 }
 
-void finish(chat_engine *e, request *r, int how, const char *error) {
+void request_finish(chat_engine *e, request *r, int how, const char *error) {
     flush_text(r);
-    r->t_done = now_ms();
+    r->t_done = request_now_ms();
     r->r.finish = how;
     r->r.phase = error ? GEN_FAILED : GEN_DONE;
     double decode_ms = r->t_first > 0 ? r->t_done - r->t_first : 0;
@@ -675,7 +675,7 @@ void finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
-int sample_token(chat_engine *e, request *r) {
+int request_sample(chat_engine *e, request *r) {
     if (!r->s.ignore_eog || !e->n_eog) return sampler_sample(&r->smp, r->logits);
     /* ignore_eog: the end-of-generation tokens cannot be drawn (llama.cpp's ignore_eos
      * biases them to -inf), so every token of the reply is text; the logits themselves stay
@@ -688,7 +688,7 @@ int sample_token(chat_engine *e, request *r) {
     return tok;
 }
 
-int sample_step(chat_engine *e, request *r) {
+int request_sample_step(chat_engine *e, request *r) {
     spec_seq *sp = r->spec;
     if (r->s.ignore_eog && e->n_eog) {
         /* as sample_token: no verify row draws an end-of-generation token, so a drafted one
@@ -716,11 +716,11 @@ static int force_end_of_reasoning(chat_engine *e, request *r) {
     return FINISH_NONE;
 }
 
-int accept_token(chat_engine *e, request *r, int tok) {
+int request_accept_token(chat_engine *e, request *r, int tok) {
     r->feed[0] = tok;
     r->n_feed = 1;
     if (r->r.generated_tokens == 0) {
-        r->t_first = now_ms();
+        r->t_first = request_now_ms();
         r->r.ttft_ms = r->t_first - r->t_submit;
     }
     if (r->think == THINK_IN && r->close_ids && r->think_tokens >= r->s.thinking_budget && tok != e->think_close)

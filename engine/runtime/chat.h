@@ -90,8 +90,8 @@ enum gen_finish {
 
 /* What a request did; also the payload of progress callbacks. */
 typedef struct {
-    int phase;               /* enum gen_phase */
-    int finish;              /* enum gen_finish */
+    enum gen_phase phase;
+    enum gen_finish finish;
     int prompt_tokens;
     int reused_tokens;       /* not computed: restored from a checkpoint or shared */
     int shared_tokens;       /* of those, copied from another request that was computing the same

@@ -61,8 +61,8 @@ typedef struct request {
     /* checkpoints (prefix_cache.h) */
     pc_render tmpl;           /* the template the prompt was rendered with (a reference), its
                                  switches, and the prompt's text (owned) and tokens (prompt's,
-                                 until a (c) job replaces prompt) */
-    chat_msg *msgs;           /* a copy of the conversation, for (c) */
+                                 until a next-turn job replaces prompt) */
+    chat_msg *msgs;           /* a copy of the conversation, for CK_NEXT_TURN */
     int n_msgs;
     uint64_t *h;              /* token chain of the prompt (n_prompt + 1) */
     pc_mark *marks;           /* where prefill stops to checkpoint */
@@ -73,12 +73,12 @@ typedef struct request {
     size_t n_reply, cap_reply;
 
     /* reasoning (issue 25): the markers are the engine's (think_open, think_close) */
-    int think;                /* enum think_state */
+    enum think_state think;
     int think_tokens;         /* tokens generated inside the reasoning, its markers not counted (the budget) */
     int *close_ids;           /* the end of the reasoning as the template writes it ("\n</think>\n\n"),
                                  fed when the budget is spent; NULL without a budget */
     int n_close_ids;
-    char *reasoning;          /* the reasoning streamed to the caller (for (c)) */
+    char *reasoning;          /* the reasoning streamed to the caller (for CK_NEXT_TURN) */
     size_t n_reasoning, cap_reasoning;
     char ws[64];              /* whitespace at the end of the reasoning so far, held back: the newline
                                  before the closing marker is the marker's */
@@ -90,7 +90,7 @@ typedef struct request {
     /* scheduler */
     struct request *leader;   /* single flight: the request whose state this one will copy... */
     int flight_pos;           /* ...once it stands at this position */
-    int post;                 /* no caller any more: the post-generation checkpoint job (c) */
+    int post;                 /* no caller any more: the CK_NEXT_TURN job */
 } request;
 
 struct chat_engine {
@@ -144,32 +144,32 @@ struct chat_engine {
         uint64_t prompt_tokens, computed_tokens, generated_tokens;
         uint64_t steps, decode_rows, prefill_rows, retried_steps, max_active;
         uint64_t flight_requests, flight_tokens; /* single flight: followers, tokens not computed */
-        uint64_t post_jobs, post_tokens;         /* (c) jobs and the tokens they computed */
+        uint64_t post_jobs, post_tokens;         /* next-turn jobs and the tokens they computed */
         uint64_t spec_steps, drafted, accepted;  /* speculative decoding: verify rows, drafts, accepted */
     } stats;
 };
 
-double now_ms(void);
+double request_now_ms(void);
 /* chat.c: a request's text, progress and end, as its caller sees them */
-void progress(request *r);
+void request_progress(request *r);
 /* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token). */
-int sample_token(chat_engine *e, request *r);
+int request_sample(chat_engine *e, request *r);
 /* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
  * ignore_eog, never an end-of-generation token). Returns their count. */
-int sample_step(chat_engine *e, request *r);
+int request_sample_step(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text (reasoning or answer), decide whether to stop,
  * and set r->feed to what the next decode row feeds - the token, or the end of the
  * reasoning instead of it when the thinking budget is spent. Returns a gen_finish value,
  * or FINISH_NONE to go on. */
-int accept_token(chat_engine *e, request *r, int tok);
+int request_accept_token(chat_engine *e, request *r, int tok);
 /* The phase of a request that decodes: GEN_THINKING inside a reasoning block, else
  * GEN_GENERATING. */
-int decode_phase(const request *r);
+int request_decode_phase(const request *r);
 /* The end for the caller: the last text, the report, on_done (once). */
-void finish(chat_engine *e, request *r, int how, const char *error);
+void request_finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);
 /* scheduler.c: a request's speculation buffers go back to the engine's spares */
-void spec_release(chat_engine *e, request *r);
+void request_spec_release(chat_engine *e, request *r);
 
 /* scheduler.c: the worker thread */
 void *engine_worker(void *arg);

@@ -251,7 +251,7 @@ int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, 
     return k;
 }
 
-int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
+int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, ckpt_place kind,
             const char *session) {
     if (s->n_past != n) return -1;
     int rc = 0;
@@ -263,7 +263,7 @@ int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int
     return rc;
 }
 
-int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, ckpt_place kind,
                 const char *session) {
     if (n <= 0 || s->n_past < n) return -1;
     int rc = 0;
@@ -336,19 +336,19 @@ int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs
         return -1;
     }
     memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
-    /* (e) the end of the system prompt: where any first user message would begin */
+    /* CK_SYSTEM_END: the end of the system prompt: where any first user message would begin */
     if (n_msgs > 0 && !strcmp(msgs[0].role, "system")) {
         copy[1] = (chat_msg){"user", "", NULL};
         int k = dummy_boundary(m, r, copy, 2, prompt, n_prompt);
-        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_SYSTEM};
+        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, CK_SYSTEM_END};
         memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
     }
-    /* (a) where the last user message begins */
+    /* CK_LAST_USER: where the last user message begins */
     if (n_msgs > 0 && !strcmp(msgs[n_msgs - 1].role, "user")) {
         int k = dummy_boundary(m, r, copy, n_msgs, prompt, n_prompt);
-        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, PC_USER};
+        if (k > 0 && k < n_prompt) mk[n++] = (pc_mark){k, CK_LAST_USER};
     }
-    /* (d) every interval tokens */
+    /* CK_INTERVAL: every interval tokens */
     for (int p = interval; p < n_prompt; p += interval) {
         if (n == cap) {
             cap *= 2;
@@ -356,14 +356,14 @@ int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs
             if (!g) break;
             mk = g;
         }
-        mk[n++] = (pc_mark){p, PC_INTERVAL};
+        mk[n++] = (pc_mark){p, CK_INTERVAL};
     }
-    /* (b) the end of the prompt */
+    /* CK_PROMPT_END: the end of the prompt */
     if (n == cap) {
         pc_mark *g = realloc(mk, sizeof *mk * (size_t)(cap + 1));
         if (g) mk = g, cap++;
     }
-    if (n < cap) mk[n++] = (pc_mark){n_prompt, PC_PROMPT};
+    if (n < cap) mk[n++] = (pc_mark){n_prompt, CK_PROMPT_END};
     free(copy);
     qsort(mk, (size_t)n, sizeof *mk, cmp_mark);
     int k = 0; /* one mark per position: the lowest letter wins ('a' over 'd' ...) */

@@ -51,18 +51,20 @@ char *pc_stats_json(prefix_cache *pc);
  * early when stop(ud) says so. 0 all written (or nothing lasting), 1 some left, -1 error. */
 int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud);
 
-/* Placement kinds (the letters of the "Checkpoints" issue). */
-enum {
-    PC_USER = 'a',      /* where the last user message begins */
-    PC_PROMPT = 'b',    /* the end of the rendered prompt (with the logits that follow) */
-    PC_NEXT = 'c',      /* after generation: the end of the turn as the next prompt renders it */
-    PC_INTERVAL = 'd',  /* every N tokens inside a long prefill */
-    PC_SYSTEM = 'e'     /* the end of the system prompt */
-};
+/* Where a checkpoint is placed (docs/checkpoints.md says why each pays). The value is
+ * the letter the store keeps in its kind column, so the names can change and stored
+ * checkpoints keep theirs. */
+typedef enum {
+    CK_LAST_USER = 'a',  /* where the last user message begins */
+    CK_PROMPT_END = 'b', /* the end of the rendered prompt (with the logits that follow) */
+    CK_NEXT_TURN = 'c',  /* after generation: the end of the turn as the next prompt renders it */
+    CK_INTERVAL = 'd',   /* every N tokens inside a long prefill */
+    CK_SYSTEM_END = 'e'  /* the end of the system prompt */
+} ckpt_place;
 
 typedef struct {
     int pos;
-    int kind;
+    ckpt_place kind;
 } pc_mark;
 
 /* How a conversation's prompt was rendered: the template and its switches, and the
@@ -78,13 +80,13 @@ typedef struct {
     int n_ids;
 } pc_render;
 
-/* Where to checkpoint while prefilling the prompt msgs rendered to (r): (e), (a), every
- * `interval` tokens (d), and the end (b). Sorted by position, one mark per position,
+/* Where to checkpoint while prefilling the prompt msgs rendered to (r): CK_SYSTEM_END,
+ * CK_LAST_USER, every `interval` tokens (CK_INTERVAL), and CK_PROMPT_END. Sorted by position, one mark per position,
  * positions in 1..r->n_ids. Returns the count and a malloc'd array in *out (-1 when out
  * of memory). */
 int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, int interval, pc_mark **out);
 
-/* (c): the tokens the next prompt will start with after this reply: the common
+/* CK_NEXT_TURN: the tokens the next prompt will start with after this reply: the common
  * prefix of [msgs..., assistant(reply, reasoning), user(x)] for two different
  * one-character x, with the generation prompt. Rendering the history this way (not msgs
  * alone) is what makes templates that drop reasoning from history still hit. reasoning:
@@ -103,12 +105,12 @@ int pc_common_prefix(const int *a, int na, const int *b, int nb);
 int pc_restore(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, float *logits, ckpt_hit *hit);
 /* Saves s (s->n_past == n, the state after t[0..n)) with the logits after it when
  * given. The port's save gives the result (0 without a store). */
-int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, int kind,
+int pc_save(prefix_cache *pc, seq_state *s, const int *t, const uint64_t *h, int n, const float *logits, ckpt_place kind,
             const char *session);
 /* Saves the state after t[0..n) when s has gone on past n: the KV rows below n from s
  * (a pass leaves them as they are) and the recurrent blob rec captured at n (see
  * batch_seq.capture). No logits. */
-int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, int kind,
+int pc_save_rec(prefix_cache *pc, seq_state *s, const float *rec, const int *t, const uint64_t *h, int n, ckpt_place kind,
                 const char *session);
 
 #endif

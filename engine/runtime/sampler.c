@@ -79,7 +79,7 @@ static float max_value(const float *x, int n) {
  * waits, so it is two passes the compiler vectorises: the maximum, then the first block of
  * 16 that holds it. The plain loop took 1.2 ms here, a tenth of a six-sequence step for
  * six; these passes take 0.06 ms. */
-int argmax(const float *x, int n) {
+int sampler_argmax(const float *x, int n) {
     enum { L = 16 };
     if (n <= 0 || x[0] != x[0]) return 0;
     const float best = max_value(x, n);
@@ -282,7 +282,7 @@ int sampler_sample(sampler *s, const float *logits) {
     double z = 0;
     switch (distribution(s, logits, &n, &z)) {
     case DIST_ARGMAX:
-        return argmax(logits, s->n_vocab);
+        return sampler_argmax(logits, s->n_vocab);
     case DIST_ALL: { /* one draw in id order */
         const float *e = s->e;
         const double u = uniform(s) * z;
@@ -313,7 +313,7 @@ void sampler_probs(sampler *s, const float *logits, float *out) {
     memset(out, 0, sizeof *out * (size_t)s->n_vocab);
     switch (distribution(s, logits, &n, &z)) {
     case DIST_ARGMAX:
-        out[argmax(logits, s->n_vocab)] = 1.0f;
+        out[sampler_argmax(logits, s->n_vocab)] = 1.0f;
         break;
     case DIST_ALL:
         for (int i = 0; i < s->n_vocab; i++) out[i] = (float)(s->e[i] / z);

@@ -40,6 +40,6 @@ double sampler_uniform(sampler *s);
  * -1 when no weight is positive. */
 int sampler_draw(sampler *s, const float *w, int n);
 /* index of the largest value, lowest index on ties */
-int argmax(const float *x, int n);
+int sampler_argmax(const float *x, int n);
 
 #endif

@@ -30,7 +30,7 @@
  * draft is never in the state, so checkpoints (taken from the state) hold accepted tokens
  * only.
  *
- * The post-generation checkpoint (c) is a job of its own: the finished request stays in
+ * The post-generation checkpoint (CK_NEXT_TURN) is a job of its own: the finished request stays in
  * the batch without its caller, feeds the end of its turn (a few tokens; up to
  * POST_MAX_COMPUTE when the template drops reasoning from history) in slices like any
  * prompt, saves, and leaves. A follow-up sent meanwhile follows it. */
@@ -42,7 +42,7 @@
 #include "engine/base/threadpool.h"
 #include "engine/base/hash.h"
 
-/* (c): most tokens recomputed to reach the next turn's boundary; while the engine
+/* CK_NEXT_TURN: most tokens recomputed to reach the next turn's boundary; while the engine
  * closes (it waits for the job), an eighth of that */
 #define POST_MAX_COMPUTE 4096
 /* single flight: a shorter shared part is computed rather than waited for */
@@ -99,7 +99,7 @@ static spec_seq *spec_take(chat_engine *e, int n_max) {
     return NULL;
 }
 
-void spec_release(chat_engine *e, request *r) {
+void request_spec_release(chat_engine *e, request *r) {
     if (!r->spec) return;
     if (e->n_spec_spare < SPEC_SPARES && e->n_spec_spare < e->max_batch) {
         e->spec_spare[e->n_spec_spare++] = r->spec;
@@ -170,7 +170,7 @@ static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row)
                 (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
 }
 
-/* (c) after generation: the checkpoint the next turn starts from, the end of this turn
+/* CK_NEXT_TURN after generation: the checkpoint the next turn starts from, the end of this turn
  * as the next prompt will render it. When the conversation so far (prompt + generated
  * tokens) is a prefix of that rendering, the live state only lacks the tail; when it
  * is not (the template drops reasoning from history, or the reply re-tokenizes
@@ -214,7 +214,7 @@ static int start_post_job(chat_engine *e, request *r) {
     free(r->h);
     r->h = hc;
     free(r->marks);
-    *mk = (pc_mark){nc, PC_NEXT};
+    *mk = (pc_mark){nc, CK_NEXT_TURN};
     r->marks = mk;
     r->n_marks = 1;
     r->next_mark = 0;
@@ -257,7 +257,7 @@ static void take_over(chat_engine *e, request *f) {
  * waiting itself), with checkpoints on, not yet past the shared part. Worth waiting for
  * when it shares FLIGHT_MIN_TOKENS more than r holds, or any more when it is already as
  * far as r (then it gets there no later than r would: a follow-up sent while its
- * conversation's (c) job runs waits for that job). The longest share wins. r keeps its
+ * conversation's next-turn job runs waits for that job). The longest share wins. r keeps its
  * last prompt token to compute itself: it needs the logits after it. Returns 1 when r
  * follows one (or took its state at once: it stood right there). */
 static int try_follow(chat_engine *e, request *r) {
@@ -297,7 +297,7 @@ static void hand_over(chat_engine *e, request *l) {
             f->leader = NULL;
             f->r.phase = GEN_PREFILL;
         } else continue;
-        progress(f);
+        request_progress(f);
     }
 }
 
@@ -308,7 +308,7 @@ static void release_followers(chat_engine *e, request *l) {
         if (f->leader != l) continue;
         f->leader = NULL;
         if (!try_follow(e, f)) f->r.phase = GEN_PREFILL;
-        progress(f);
+        request_progress(f);
     }
 }
 
@@ -327,23 +327,23 @@ static int begin(chat_engine *e, request *r, const char **error) {
     }
     const int draft = r->s.speculative < 0 ? e->draft : r->s.speculative;
     if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
-    r->t_prefill = now_ms();
+    r->t_prefill = request_now_ms();
     if (restore_prompt(e, r)) {
-        r->r.phase = decode_phase(r);
-        int how = accept_token(e, r, sample_token(e, r)); /* first: it may open a reasoning block */
-        progress(r);
+        r->r.phase = request_decode_phase(r);
+        int how = request_accept_token(e, r, request_sample(e, r)); /* first: it may open a reasoning block */
+        request_progress(r);
         return how;
     }
     if (!try_follow(e, r)) r->r.phase = GEN_PREFILL;
-    progress(r);
+    request_progress(r);
     return FINISH_NONE;
 }
 
 /* r ended: its caller hears it, its followers go on without it, its pin goes, and it
  * leaves the batch - or stays as the job of its post-generation checkpoint. */
 static void end_request(chat_engine *e, request *r, int how, const char *error) {
-    spec_release(e, r);
-    finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
+    request_spec_release(e, r);
+    request_finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
     release_followers(e, r);
     pc_release(e->pc, &r->hit);
     /* the store counts what checkpoints gave; single flight has its own counter */
@@ -517,7 +517,7 @@ static void forward_rows(chat_engine *e, int n) {
     for (int i = 0; i < n; i++) e->row_ok[i] = model_forward(e->m, &e->rows[i], 1, &e->arena) == 0;
 }
 
-/* Generated tokens fed to the model: kept for (c). */
+/* Generated tokens fed to the model: kept for CK_NEXT_TURN. */
 static void track_fed(request *r, const int *toks, int n) {
     if (r->n_gen + n > r->cap_gen) {
         int cap = r->cap_gen ? 2 * r->cap_gen : 64;
@@ -537,16 +537,16 @@ static void track_fed(request *r, const int *toks, int n) {
 static void decode_progress(request *r) {
     r->r.decode_passes++;
     if (r->t_first > 0) {
-        double ms = now_ms() - r->t_first;
+        double ms = request_now_ms() - r->t_first;
         if (ms > 0 && r->r.generated_tokens > 1) r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (ms / 1e3);
     }
-    progress(r);
+    request_progress(r);
 }
 
-/* A decode row: the tokens fed are kept for (c), the next one sampled and streamed. */
+/* A decode row: the tokens fed are kept for CK_NEXT_TURN, the next one sampled and streamed. */
 static void after_decode(chat_engine *e, request *r) {
     track_fed(r, r->feed, r->n_feed);
-    int how = accept_token(e, r, r->drawn);
+    int how = request_accept_token(e, r, r->drawn);
     decode_progress(r);
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
@@ -562,7 +562,7 @@ static void after_verify(chat_engine *e, request *r) {
     for (int i = 0; i < r->n_step; i++) {
         track_fed(r, &sp->tokens[i], 1);
         r->state->n_past = sp->pos0 + i + 1; /* what accept_token's context check sees */
-        how = accept_token(e, r, r->step_tokens[i]);
+        how = request_accept_token(e, r, r->step_tokens[i]);
         keep = i + 1;
         if (how != FINISH_NONE) break;
         if (r->n_feed != 1 || r->feed[0] != r->step_tokens[i]) break; /* the budget's forced end */
@@ -575,7 +575,7 @@ static void after_verify(chat_engine *e, request *r) {
 }
 
 /* A prefill slice of k tokens: checkpoint, hand over to followers; at the end of the
- * prompt, the first token (or, for a (c) job, its save and its end). */
+ * prompt, the first token (or, for a next-turn job, its save and its end). */
 static void after_slice(chat_engine *e, request *r, int k) {
     const int at_end = r->state->n_past == r->n_prompt;
     if (r->post) {
@@ -593,16 +593,16 @@ static void after_slice(chat_engine *e, request *r, int k) {
     if (!at_end) {
         checkpoint_mark(e, r, 0);
         hand_over(e, r);
-        progress(r);
+        request_progress(r);
         return;
     }
-    double ms = now_ms() - r->t_prefill;
+    double ms = request_now_ms() - r->t_prefill;
     if (ms > 0) r->r.prefill_tokens_per_s = r->r.computed_tokens / (ms / 1e3);
     hand_over(e, r); /* before the state moves on */
-    r->r.phase = decode_phase(r);
-    int how = accept_token(e, r, sample_token(e, r)); /* before the report: it may open a reasoning block */
-    progress(r);
-    checkpoint_mark(e, r, 1); /* (b) after the first token is out: not in its latency */
+    r->r.phase = request_decode_phase(r);
+    int how = request_accept_token(e, r, request_sample(e, r)); /* before the report: it may open a reasoning block */
+    request_progress(r);
+    checkpoint_mark(e, r, 1); /* CK_PROMPT_END after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
 
@@ -623,8 +623,8 @@ static void sample_rows(void *arg, int ith, int nth) {
     (void)nth;
     request *r = e->row_of[ith];
     if (!e->row_ok[ith]) return;
-    if (verifying(r)) r->n_step = sample_step(e, r);
-    else r->drawn = sample_token(e, r);
+    if (verifying(r)) r->n_step = request_sample_step(e, r);
+    else r->drawn = request_sample(e, r);
 }
 
 /* One step: plan, one model pass, then each row's request takes its result. Ending one
@@ -691,7 +691,7 @@ static int take_work(chat_engine *e) {
         pthread_cond_wait(&e->wake, &e->lock);
     }
     closing = e->stopping;
-    /* a (c) job is no caller's to cancel; while closing, only short ones finish */
+    /* a next-turn job is no caller's to cancel; while closing, only short ones finish */
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
         const int stop = r->post ? closing && r->n_prompt - r->state->n_past > POST_MAX_COMPUTE / 8
@@ -702,7 +702,7 @@ static int take_work(chat_engine *e) {
     while (dropped) {
         request *r = dropped;
         dropped = r->next;
-        finish(e, r, FINISH_CANCELLED, NULL);
+        request_finish(e, r, FINISH_CANCELLED, NULL);
         request_free(r);
     }
     for (int i = 0; i < n_stop; i++) {
@@ -722,7 +722,7 @@ static void begin_admitted(chat_engine *e) {
         int how = begin(e, r, &error);
         if (how == FINISH_NONE) continue;
         end_request(e, r, how, how == FINISH_ERROR ? error : NULL);
-        i--; /* r left (or stayed as a (c) job, which the next round skips) */
+        i--; /* r left (or stayed as a next-turn job, which the next round skips) */
     }
 }
 
@@ -749,16 +749,16 @@ static void maybe_flush(chat_engine *e) {
     pthread_mutex_lock(&e->lock);
     const int idle = e->n_act == 0 && !e->queue;
     pthread_mutex_unlock(&e->lock);
-    if (!idle && now_ms() - e->last_flush <= FLUSH_EVERY_MS) return;
+    if (!idle && request_now_ms() - e->last_flush <= FLUSH_EVERY_MS) return;
     int rc = pc_flush(e->pc, idle ? request_waiting : stop_now, e);
     if (rc == 1) return; /* more to write: the next round goes on */
-    e->last_flush = now_ms();
+    e->last_flush = request_now_ms();
     e->unflushed = 0;
 }
 
 void *engine_worker(void *arg) {
     chat_engine *e = arg;
-    e->last_flush = now_ms();
+    e->last_flush = request_now_ms();
     while (take_work(e)) {
         begin_admitted(e);
         step(e);

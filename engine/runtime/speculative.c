@@ -58,11 +58,11 @@ void spec_free(spec_seq *sp) {
  * a draw from its distribution, which row j of q keeps for spec_accept. */
 static int pick_draft(spec_seq *sp, sampler *smp, int j) {
     const int V = sp->m->n_vocab;
-    if (smp->p.temperature <= 0.0f) return argmax(sp->p, V);
+    if (smp->p.temperature <= 0.0f) return sampler_argmax(sp->p, V);
     float *q = sp->q + (size_t)j * V;
     sampler_probs(smp, sp->p, q);
     const int d = sampler_draw(smp, q, V);
-    return d >= 0 ? d : argmax(sp->p, V);
+    return d >= 0 ? d : sampler_argmax(sp->p, V);
 }
 
 int spec_draft(spec_seq *const *sp, seq_state *const *st, sampler *const *smp, const int *want, int n, arena *a) {
