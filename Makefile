@@ -3,6 +3,8 @@
 #   make              build ./chatfs
 #   make run          install what is missing, build, and run chatfs on the bundled model
 #   make test         install what is missing, build, and run every test (the command CI runs)
+#   make check        the fast loop: the room checks and the C test programs, two at a time
+#                     (no package install, no llama-server, no sanitizer builds)
 #   make bench        benchmarks on synthetic models (see bench/)
 #   make bench-blas   OpenBLAS side by side with our own kernels (docs/performance.md)
 #   make asan         sanitizer build (ASan+UBSan) of the tests, then run them
@@ -130,10 +132,21 @@ $(BUILD)/tests/jinja_render: $(BUILD)/tests/jinja/jinja_render.o $(LIBS)
 
 test:
 	@tools/deps.sh
-	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory check-all
 
-check: check-rooms check-docs chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
+# Everything: the C test programs, the end-to-end scripts (tests/t_*.sh: the mount driven
+# by real tools, a real llama-server, python-jinja2), the sanitizer builds, a fuzz smoke.
+check-all: check-rooms check-docs chatfs $(TEST_BIN) $(BUILD)/tests/jinja_render sanitized-gguf sanitized-fs fuzz-smoke
 	BUILD=$(BUILD) tests/run.sh
+
+# The inner loop: the same C test programs, run two at a time, each one's output whole.
+UNIT_RUNS := $(TEST_BIN:$(BUILD)/tests/%=unit-%)
+.PHONY: check-all unit-tests $(UNIT_RUNS)
+check: check-rooms check-docs chatfs $(TEST_BIN)
+	@$(MAKE) --no-print-directory -k -j2 -O unit-tests
+unit-tests: $(UNIT_RUNS)
+$(UNIT_RUNS): unit-%:
+	@$(BUILD)/tests/$* || { echo "FAILED: $(BUILD)/tests/$*"; exit 1; }
 
 # The engine's rooms include only the rooms below them (engine/README.md), and the
 # archives use only the rooms below them.
