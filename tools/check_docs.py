@@ -25,7 +25,7 @@ TABLES = {"engine/README.md": "engine", "engine/jinja/README.md": "engine/jinja"
 # paths that name what the build or a test makes, llama.cpp's files (its models/templates,
 # its C++ sources) or a placeholder (engine/ROOM), not what this tree holds
 MADE = re.compile(r"^(tests/fixtures/.*\.(gguf|json|f32)|tests/tmp|.*/build(/|$)|models/.*\.gguf|models/templates"
-                  r"|.*\.cpp$|.*/[A-Z]+$|.*/[A-Z]+/)")
+                  r"|.*\.cpp$|.*/[A-Z]+$|.*/[A-Z]+/|.*(NAME|ROOM|MODEL))")
 
 
 def tracked():
