@@ -36,6 +36,14 @@
 #include "tests/check.h"
 #include "tests/engine_db.h"
 
+/* The injected fault: a request whose session is "fail-after-N" breaks its row once it
+ * has N tokens, as a failing model would. */
+static int break_row(void *ud, const char *session, int generated) {
+    int n;
+    return session && sscanf(session, "fail-after-%d", &n) == 1 && generated >= n;
+}
+static const engine_faults faults = {break_row, NULL};
+
 /* The engines' checkpoints, in RAM as a mount without a database keeps them: a store
  * for each engine opened, closed at the end of main. */
 static test_store ram_stores[64];
@@ -261,7 +269,7 @@ static void collect(void *ud, const char *t, size_t n) {
 static void reference(chat_engine *ref, const conv *c, const gen_settings *s, sink *out, gen_report *rep) {
     gen_settings alone = *s;
     alone.checkpoints = 0;
-    alone.test_fail_after = 0;
+    alone.session = NULL; /* no injected fault */
     char err[256];
     out->n = 0;
     CHECK(engine_run(ref, c->m, c->n, &alone, collect, out, rep, err, sizeof err) == 0, "reference: %s", err);
@@ -516,7 +524,8 @@ static void no_stall(const char *path) {
 /* ---------------------------------------------------------------- cancel and fail */
 
 static void cancel_and_fail(const char *path, chat_engine *ref) {
-    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .threads = 2, .n_ctx = 4096, .prefill_chunk = 64};
+    engine_config cfg = {.model_path = path, .checkpoints = ram_store(), .faults = &faults, .threads = 2, .n_ctx = 4096,
+                         .prefill_chunk = 64};
     char err[256], what[128];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -536,7 +545,7 @@ static void cancel_and_fail(const char *path, chat_engine *ref) {
     }
     jobs[0].cancel_in_prefill = 1; /* the leader the others wait for */
     jobs[2].cancel_after = 5;
-    s[4].test_fail_after = 3;
+    s[4].session = "fail-after-3"; /* its row breaks the pass after 3 tokens (break_row) */
     gate_hold(e);
     for (int i = 0; i < N_CONV; i++) CHECK(submit(e, &c[i], &s[i], &jobs[i]), "cancel burst: %s", jobs[i].error);
     gen_settings bad = s[1];
@@ -584,7 +593,7 @@ static void cancel_and_fail(const char *path, chat_engine *ref) {
         conv_add(&c[i], "system", system);
         conv_add(&c[i], "user", "Tell me everything.");
         s[i].max_tokens = 0; /* until the context is full */
-        s[i].test_fail_after = 0;
+        s[i].session = NULL;
         CHECK(submit(e, &c[i], &s[i], &jobs[i]), "close: %s", jobs[i].error);
     }
     while (stat_of(e, "decode_rows") < 4) usleep(1000);

@@ -9,7 +9,7 @@
  *     checkpoint and goes on speculating to the plain reply, with the drafts of the same
  *     turn computed from nothing; the stored checkpoints are the plain run's (the same
  *     reuse);
- *   - sampling is reproducible with a seed; a row that breaks the pass (test_fail_after)
+ *   - sampling is reproducible with a seed; a row that breaks the pass (an injected fault)
  *     fails its request alone; a reply that fills the context ends where plain decoding's
  *     does;
  *   - draft settings out of range are refused, and an engine asked to speculate on a model
@@ -43,13 +43,22 @@ static void collect(void *ud, const char *t, size_t n) {
 static test_store ram_stores[16];
 static int n_ram_stores;
 
+/* The injected fault: a request whose session is "fail-after-N" breaks its row once it
+ * has N tokens, as a failing model would. */
+static int break_row(void *ud, const char *session, int generated) {
+    int n;
+    return session && sscanf(session, "fail-after-%d", &n) == 1 && generated >= n;
+}
+static const engine_faults faults = {break_row, NULL};
+
 /* checkpoints: a store on a database (tests/engine_db.h), or {0} for one in RAM */
 static chat_engine *open_engine_ctx(int draft, ckpt_port checkpoints, int n_ctx) {
     if (!checkpoints.ops) {
         REQUIRE(n_ram_stores < 16, "too many RAM stores");
         checkpoints = test_store_open(&ram_stores[n_ram_stores++], NULL);
     }
-    engine_config cfg = {.model_path = MODEL, .checkpoints = checkpoints, .threads = 2, .draft = draft, .n_ctx = n_ctx};
+    engine_config cfg = {.model_path = MODEL, .checkpoints = checkpoints, .faults = &faults, .threads = 2,
+                         .draft = draft, .n_ctx = n_ctx};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "engine_open: %s", err);
@@ -256,14 +265,14 @@ static void sampling_and_failure(void) {
     CHECK(a.n == b.n && !memcmp(a.text, b.text, a.n) && ra.drafted_tokens > 0, "the same seed gave another reply");
 
     s = greedy(32, 3);
-    s.test_fail_after = 5;
+    s.session = "fail-after-5";
     sink c;
     gen_report rc;
     char err[256];
     memset(&c, 0, sizeof c);
     CHECK(engine_run(e, &msg, 1, &s, collect, &c, &rc, err, sizeof err) != 0 && rc.generated_tokens >= 5,
           "a failing speculative row did not fail its request (%d tokens)", rc.generated_tokens);
-    s.test_fail_after = 0;
+    s.session = NULL;
     ask(e, &msg, 1, &s, &c, &rc); /* the engine goes on */
     CHECK(rc.generated_tokens == 32, "after a failure: %d tokens", rc.generated_tokens);
 

@@ -553,7 +553,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         s = &defaults;
     }
     if (s->n_stop < 0 || s->n_stop > GEN_MAX_STOP || s->max_tokens < 0 || s->temperature < 0 ||
-        s->test_fail_after < 0 || s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT || s->thinking_budget < -1) {
+        s->speculative < -1 || s->speculative > SPEC_MAX_DRAFT || s->thinking_budget < -1) {
         snprintf(err, errlen, "invalid generation settings");
         return refuse(EINVAL);
     }

@@ -23,6 +23,15 @@
 
 typedef struct chat_engine chat_engine;
 
+/* Faults a test injects, as a failing model would. break_row is asked for every decode
+ * row the scheduler plans (session: the request's gen_settings.session; generated: its
+ * tokens so far); 1 makes that row break the model pass it is in, so the request fails
+ * and the others in the pass are retried. Nothing but tests sets one. */
+typedef struct {
+    int (*break_row)(void *ud, const char *session, int generated);
+    void *ud;
+} engine_faults;
+
 typedef struct {
     const char *model_path;
     ckpt_port checkpoints;   /* where checkpoints live (store/ckpt_store.h's cs_port), made and
@@ -32,6 +41,7 @@ typedef struct {
                                 0: engine_default_context */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
     int max_batch;           /* most requests running at once (decoded together); 0: 8 */
+    const engine_faults *faults; /* NULL: none (tests only) */
     int no_single_flight;    /* 1: a request never waits for another one computing the same
                                 prefix, it computes the prefix itself (benchmarks) */
     int draft;               /* speculative decoding with the model's MTP head (runtime/speculative.h):
@@ -67,8 +77,6 @@ typedef struct {
     int checkpoints;         /* 1: look up and store checkpoints (default); 0: neither */
     const char *session;     /* who the request belongs to (a conversation id), for budgets and
                                 engine_forget_session; may be NULL */
-    int test_fail_after;     /* tests only: after this many generated tokens the request's row
-                                breaks the model pass it is in, as a failing model would; 0: never */
     int speculative;         /* drafts per step: -1 the engine's (the default), 0 none, N up to N; only
                                 where the engine speculates (engine_config.draft) */
 } gen_settings;

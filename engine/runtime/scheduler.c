@@ -396,9 +396,10 @@ static int capture_room(chat_engine *e, int i) {
     return e->capture[i] != NULL;
 }
 
-/* test_fail_after: r's row breaks the pass it is in */
-static int failing(const request *r) {
-    return r->s.test_fail_after > 0 && r->r.generated_tokens >= r->s.test_fail_after;
+/* an injected fault (engine_config.faults): r's row breaks the pass it is in */
+static int failing(const chat_engine *e, const request *r) {
+    const engine_faults *f = e->cfg.faults;
+    return f && f->break_row && f->break_row(f->ud, r->s.session, r->r.generated_tokens);
 }
 
 /* r feeds the model one token a step, or more (its reasoning's forced end) */
@@ -414,8 +415,8 @@ static int verifying(const request *r) { return r->spec && r->n_feed == 1; }
  * budget: the drafts are the reasoning tokens the budget still allows, and the model's
  * token after them is the one the budget replaces with the end of the reasoning
  * (after_verify), so a step reaches the budget's end and no further. */
-static int draft_room(const request *r) {
-    int want = failing(r) ? 0 : r->spec->n_max;
+static int draft_room(const chat_engine *e, const request *r) {
+    int want = failing(e, r) ? 0 : r->spec->n_max;
     if (r->s.max_tokens > 0 && r->s.max_tokens - r->r.generated_tokens - 1 < want)
         want = r->s.max_tokens - r->r.generated_tokens - 1;
     if (r->close_ids && r->think != THINK_OVER) {
@@ -442,7 +443,7 @@ static void draft_rows(chat_engine *e) {
         request *r = e->act[i];
         if (!decoding(r) || !verifying(r)) continue;
         r->spec->tokens[0] = r->feed[0];
-        want[n] = draft_room(r);
+        want[n] = draft_room(e, r);
         sp[n] = r->spec, st[n] = r->state, smp[n] = &r->smp;
         n++;
     }
@@ -454,18 +455,18 @@ static void draft_rows(chat_engine *e) {
  * after the request served last - until prefill_chunk tokens. Returns the number of rows;
  * the first *n_decode are decode rows. */
 static int plan_rows(chat_engine *e, int *n_decode) {
-    static const int broken = -1; /* test_fail_after: a token no model has */
+    static const int broken = -1; /* an injected fault: a token no model has */
     int n = 0;
     for (int i = 0; i < e->n_act; i++) {
         request *r = e->act[i];
         if (!decoding(r)) continue;
         if (verifying(r)) {
             e->rows[n] = spec_verify_row(r->spec, r->state);
-            if (failing(r)) e->rows[n].tokens = &broken; /* it drafted nothing */
+            if (failing(e, r)) e->rows[n].tokens = &broken; /* it drafted nothing */
         } else {
             e->rows[n] = (batch_seq){.state = r->state,
-                                     .tokens = failing(r) ? &broken : r->feed,
-                                     .n_tokens = failing(r) ? 1 : r->n_feed,
+                                     .tokens = failing(e, r) ? &broken : r->feed,
+                                     .n_tokens = failing(e, r) ? 1 : r->n_feed,
                                      .logits = 1,
                                      .out = r->logits};
         }
