@@ -451,22 +451,27 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     return rc;
 }
 
-/* The text fits in the context together with c's history? Asked at each write of a
- * message, so that EFBIG comes back where shells look (they ignore close). Only a
- * conversation whose bytes come near the context is counted (rendered and tokenized by
- * the backend); the rest pass by their length, and the message is rendered once, when it
- * is sent. fs->mu held; released while the backend counts. 0 or -EFBIG. */
-int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
-    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
+/* A message being written, checked at each write so that errors come back where shells
+ * look (they ignore close): the chat template renders it with c's history (a template's
+ * raise_exception refuses it: -EINVAL, well under a millisecond to render), and it fits
+ * in the context (-EFBIG). Only a conversation whose bytes come near the context is
+ * counted (tokenized by the backend); the rest pass by their length. A backend that
+ * cannot check a rendering or count (a remote server) refuses when the message is sent.
+ * fs->mu held; released while the backend works. 0, -EINVAL or -EFBIG, the reason in c's
+ * error file. */
+int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len) {
+    size_t tlen = cfs_strip_newline(text, len);
+    if (blank(text, tlen)) return 0; /* nothing to send (yet) */
     size_t bytes = strlen(c->system) + len;
     for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
     int ctx = fs->be->context(fs->be);
     /* a token covers at least one byte; the template adds a few per message */
-    if (bytes + 16 * (size_t)(c->n_turns + 3) < (size_t)ctx) return 0;
+    int count = fs->be->count_tokens && bytes + 16 * (size_t)(c->n_turns + 3) >= (size_t)ctx;
+    if (!count && !fs->be->check_render) return 0;
     int n;
     chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
     char **copies = calloc(2 * n + 1, sizeof *copies);
-    char *t = cfs_memdup0(text, cfs_strip_newline(text, len));
+    char *t = cfs_memdup0(text, tlen);
     if (!m || !copies || !t) {
         free(m), free(copies), free(t);
         return -ENOMEM;
@@ -480,17 +485,23 @@ int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
     settings_copy(&st, &c->st);
     gen_settings gs;
     settings_to_gen(&st, &gs);
+    char err[512] = "";
     pthread_mutex_unlock(&fs->mu);
-    int tokens = fs->be->count_tokens(fs->be, m, n + 1, &gs);
+    int renders = fs->be->check_render ? fs->be->check_render(fs->be, m, n + 1, &gs, err, sizeof err) : 0;
+    int tokens = count && renders == 0 ? fs->be->count_tokens(fs->be, m, n + 1, &gs) : 0;
     pthread_mutex_lock(&fs->mu);
     for (int i = 0; i < 2 * n; i++) free(copies[i]);
     free(copies), free(m), free(t);
     settings_free(&st);
+    if (renders < 0) {
+        cfs_set_error(c, "%s", err[0] ? err : "the chat template refuses the message");
+        return -EINVAL;
+    }
     if (tokens >= ctx) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
     }
-    return 0; /* (-2: the backend cannot count; the message is refused when sent) */
+    return 0; /* (tokens -2: the backend cannot count; the message is refused when sent) */
 }
 
 int cfs_is_derived(int kind) {

@@ -132,6 +132,7 @@ void cfs_conv_unref(conv *c) {
     free(c->system);
     free(c->error);
     free(c->fail);
+    free(c->refused);
     settings_free(&c->st);
     cfs_stream_unref(c->reply);
     cfs_stream_unref(c->thinking);
@@ -202,7 +203,10 @@ static const turn *last_assistant(const conv *c) {
 
 /* The reply file shows the last assistant turn again (after an edit or a load). */
 void cfs_reset_reply(conv *c) {
+    free(c->refused);
+    c->refused = NULL;
     const turn *t = last_assistant(c);
+    c->rep_turn = t ? (int)(t - c->turns) + 1 : 0;
     stream *s = cfs_stream_of_turn(t), *ts = finished_stream(t ? t->reasoning : NULL, t ? t->reasoning_len : 0);
     if (s) {
         cfs_stream_unref(c->reply);
@@ -215,6 +219,23 @@ void cfs_reset_reply(conv *c) {
 }
 
 int cfs_busy(const conv *c) { return c->gen != NULL; }
+
+void cfs_refuse_message(conv *c, const char *why) {
+    stream *s = cfs_stream_new(), *ts = cfs_stream_new();
+    char *p = strdup(why && why[0] ? why : "refused");
+    if (!s || !ts || !p) {
+        cfs_stream_unref(s), cfs_stream_unref(ts), free(p);
+        return;
+    }
+    s->done = s->failed = ts->done = ts->failed = 1; /* empty, and a read gets EIO */
+    cfs_stream_unref(c->reply);
+    c->reply = s;
+    cfs_stream_unref(c->thinking);
+    c->thinking = ts;
+    free(c->refused);
+    c->refused = p;
+    c->mtime_hist = cfs_now_ns();
+}
 
 /* ---- the database refused a change ----
  *

@@ -400,6 +400,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
                             drop_user ? "the message" : "the request for a new reply");
     if (rc) {
         free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
+        if (drop_user) cfs_refuse_message(c, c->error ? c->error : "the database refused it");
         return rc;
     }
     /* the engine copies the request, but the texts may change once we unlock */
@@ -425,6 +426,9 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     c->thinking = ts;
     c->gen = g;
     c->state = ST_BUSY;
+    free(c->refused); /* a reply to this message: the last refusal is over */
+    c->refused = NULL;
+    c->rep_turn = g->turn + 1;
     memset(&c->rep, 0, sizeof c->rep);
     c->rep.phase = GEN_QUEUED;
     c->finish = FINISH_NONE;
@@ -460,6 +464,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             cfs_reset_reply(c);
             c->state = ST_IDLE;
             cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");
+            cfs_refuse_message(c, err[0] ? err : "the engine refused the conversation");
         }
         g->refs--; /* the engine's */
         rc = why == EFBIG ? -EFBIG : why == EINVAL ? -EINVAL : -EIO; /* EINVAL: the template refuses it */

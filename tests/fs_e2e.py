@@ -715,17 +715,17 @@ def test_status_formats():
         os.mkdir(m.p("b"))
         check(read(m.p("a", "status")) == "idle\n", "idle")
         send(m, "a", "first #tokens=4")
-        prefill = re.compile(r"prefill \d+/\d+ \(\d+%\) reused \d+\n\Z")
+        prefill = re.compile(r"prefill \d+/\d+ \(\d+%\) reused \d+ turn 2\n\Z")
         check(wait_for(lambda: prefill.match(read(m.p("a", "status"))), 2, 0.01),
               "prefill: %r" % read(m.p("a", "status")))
         send(m, "b", "second #tokens=2")
-        check(read(m.p("b", "status")) == "queued\n", "queued behind a: %r" % read(m.p("b", "status")))
-        generating = re.compile(r"generating [1-9]\d* tokens \d+\.\d tok/s\n\Z")
+        check(read(m.p("b", "status")) == "queued turn 2\n", "queued behind a: %r" % read(m.p("b", "status")))
+        generating = re.compile(r"generating [1-9]\d* tokens \d+\.\d tok/s turn 2\n\Z")
         check(wait_for(lambda: generating.match(read(m.p("a", "status"))), 3, 0.01),
               "generating: %r" % read(m.p("a", "status")))
         wait_done(m, "a")
         st = read(m.p("a", "status"))
-        check(re.match(r"done 4 tokens \d+\.\d tok/s reused \d+/[1-9]\d*\n\Z", st), "done: %r" % st)
+        check(re.match(r"done 4 tokens \d+\.\d tok/s reused \d+/[1-9]\d* turn \d+\n\Z", st), "done: %r" % st)
         wait_done(m, "b")
         check(read(m.p("b", "status")).startswith("done 2 tokens"), "b done: " + read(m.p("b", "status")))
 
@@ -1322,9 +1322,9 @@ def test_speculative():
             wait_done(m, name, 60)
         on, off = read(m.p("on", "status")), read(m.p("off", "status"))
         check(read(m.p("on", "reply")) == read(m.p("off", "reply")), "speculative and plain replies differ")
-        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\) drafted [1-9]\d* accepted \d+\n\Z", on),
+        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\) drafted [1-9]\d* accepted \d+ turn \d+\n\Z", on),
               "status with speculation: %r" % on)
-        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\)\n\Z", off), "status without: %r" % off)
+        check(re.match(r"done 24 tokens \d+\.\d tok/s reused \d+/\d+ \(max_tokens\) turn \d+\n\Z", off), "status without: %r" % off)
         check(json.loads(read(m.p("on", "settings.json")))["speculative"] is None, "speculative: null")
         eng = json.loads(read(m.p("stats.json")))["engine"]
         check(eng["draft"] >= 1 and eng["drafted_tokens"] > 0 and eng["accepted_tokens"] > 0, "engine stats %s" % eng)
@@ -1608,12 +1608,12 @@ def test_thinking_files():
         check(read(m.p("a", "reply")) == expected("add up #think=5 #delay=150"), "reply: the answer only")
         wait_done(m, "a")
         st = read(m.p("a", "status"))
-        check(re.match(r"done 17 tokens \(5 thinking\) \d+\.\d tok/s reused \d+/\d+\n\Z", st), "done: %r" % st)
+        check(re.match(r"done 17 tokens \(5 thinking\) \d+\.\d tok/s reused \d+/\d+ turn 2\n\Z", st), "done: %r" % st)
         check(turns(m, "a") == ["001-user.md", "002-assistant.md", "002-assistant.thinking.md"], str(turns(m, "a")))
         check(read(m.p("a", "turns", "002-assistant.thinking.md")) == th, "the turn's reasoning")
         # status while thinking; epoll on thinking; O_NONBLOCK; Ctrl-C on a waiting cat
         send(m, "a", "slow #think=6 #delay=400 #tokens=2")
-        check(wait_for(lambda: re.match(r"thinking [1-9]\d* tokens \d+\.\d tok/s\n\Z", read(m.p("a", "status"))), 3,
+        check(wait_for(lambda: re.match(r"thinking [1-9]\d* tokens \d+\.\d tok/s turn \d+\n\Z", read(m.p("a", "status"))), 3,
                        0.01), "status while thinking: %r" % read(m.p("a", "status")))
         fd = os.open(m.p("a", "thinking"), os.O_RDONLY | os.O_NONBLOCK)
         got = b""

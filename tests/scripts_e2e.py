@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""What scripts meet (issue 37, item 1 and its bullets), with the real tools: bash's
+`echo >` and `cat`, and the `sqlite3` CLI holding the database. Every failure must be
+visible to the shell or in a file a script reads: a message the template refuses fails
+the write, a refused message leaves no stale reply to mistake for the answer, status
+names the turn a reply answers, a busy database never drops a message, and the limits
+(the context at mount, the system prompt, an import's keys) say why. Runs with
+tests/fs_e2e.py's helpers: python3 tests/scripts_e2e.py [NAME...] [-v]"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fs_e2e as E  # noqa: E402
+
+E.TMP = os.path.join(E.ROOT, "tests", "tmp", "scripts")
+CHATFS, MODEL, check, sh, read, write = E.CHATFS, E.MODEL, E.check, E.sh, E.read, E.write
+
+REFUSING = ("{% if messages[-1].content == 'forbidden' %}{{ raise_exception('No forbidden words.') }}{% endif %}"
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+            "<|im_start|>assistant\n")
+
+
+def test_template_refusal_fails_the_write():
+    """a message the chat template refuses: bash's `echo > message` exits non-zero (the
+    write fails with EINVAL), the template's message is in error, nothing is stored, and
+    status says the message was not sent; the next message goes through"""
+    with E.Mount("refuse", model=MODEL, extra=["-t", "1"]) as m:
+        os.mkdir(m.p("t"))
+        write(m.p("t", "settings.json"), json.dumps({"chat_template": REFUSING, "max_tokens": 3, "temperature": 0}))
+        rc, _, err = sh("echo forbidden > t/message", cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "echo exits %d: %r" % (rc, err))
+        check(read(m.p("t", "error")) == "chat template: No forbidden words.\n", "error: %r" % read(m.p("t", "error")))
+        check(E.turns(m, "t") == [], "nothing stored: %s" % E.turns(m, "t"))
+        st = read(m.p("t", "status"))
+        check(st == "error: the message was not sent: chat template: No forbidden words.\n", "status: %r" % st)
+        rc, out, err = sh("echo fine > t/message && cat t/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0 and out.strip(), "the next message: %d %r" % (rc, err))
+        check(re.match(r"done 3 tokens .* turn 2\n\Z", read(m.p("t", "status"))), read(m.p("t", "status")))
+
+
+def test_refused_send_leaves_no_stale_reply():
+    """after a refused message, `cat reply` and `cat thinking` fail (EIO) instead of
+    printing the previous answer, until the next message; every reply's status line ends
+    with its turn number"""
+    with E.Mount("stale", fake="delay=2") as m:
+        os.mkdir(m.p("a"))
+        rc, out, err = sh("echo one > a/message && cat a/reply", cwd=m.mnt)
+        check(rc == 0 and out == E.expected("one"), "first reply: %d %r" % (rc, err))
+        st = read(m.p("a", "status"))
+        check(re.match(r"done 12 tokens \d+\.\d tok/s reused \d+/\d+ turn 2\n\Z", st), "status: %r" % st)
+        # the fake's template refuses a message that says #refuse (fs/backend.h)
+        rc, _, err = sh("echo 'two #refuse' > a/message", cwd=m.mnt)
+        check(rc != 0, "the refused write exits %d" % rc)
+        rc, out, err = sh("cat a/reply", cwd=m.mnt)
+        check(rc != 0 and out == "" and "Input/output error" in err, "cat reply: %d %r %r" % (rc, out, err))
+        rc, out, err = sh("cat a/thinking", cwd=m.mnt)
+        check(rc != 0 and "Input/output error" in err, "cat thinking: %d %r" % (rc, err))
+        st = read(m.p("a", "status"))
+        check(st.startswith("error: the message was not sent: fake template:"), "status: %r" % st)
+        check(E.turns(m, "a") == ["001-user.md", "002-assistant.md"], "nothing stored: %s" % E.turns(m, "a"))
+        rc, out, err = sh("echo three > a/message && cat a/reply", cwd=m.mnt)
+        check(rc == 0 and out == E.expected("three"), "the next message: %d %r" % (rc, err))
+        check(read(m.p("a", "status")).endswith(" turn 4\n"), "turn 4: %r" % read(m.p("a", "status")))
+        # while it generates too: the line names the turn being written
+        rc, _, _ = sh("echo 'four #delay=100' > a/message", cwd=m.mnt)
+        check(E.wait_for(lambda: read(m.p("a", "status")).startswith("generating"), 5), read(m.p("a", "status")))
+        check(re.match(r"generating \d+ tokens \d+\.\d tok/s turn 6\n\Z", read(m.p("a", "status"))),
+              "generating: %r" % read(m.p("a", "status")))
+        E.wait_done(m, "a")
+
+
+E.TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
+
+if __name__ == "__main__":
+    sys.exit(E.main())
