@@ -346,8 +346,10 @@ void cfs_reset_reply(conv *c);
 void cfs_refuse_message(conv *c, const char *why);
 int cfs_busy(const conv *c); /* a reply is being generated */
 /* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
- * -ENOSPC (the disk is full) / -EIO: then the error file says `what` ("the message")
- * was not stored, and c is put back to what the database holds. */
+ * -ENOSPC (the disk is full) / -EAGAIN (another process holds the database) / -EIO:
+ * then the error file says `what` ("the message") was not stored, and c is put back to
+ * what the database holds. With turns pending (c->pending), a busy database adds this
+ * change to them instead (0). */
 int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what);
 /* A change the database refused (rc -ENOSPC or -EIO, err its reason): the error file
  * says what was not stored; returns rc. */
@@ -373,6 +375,11 @@ void cfs_stop_gen(chatfs *fs, conv *c);
  * rest and ends it (chatfs_free). Called without fs->mu. */
 int cfs_saver_start(chatfs *fs);
 void cfs_saver_drain(chatfs *fs);
+/* c->pending is set: the saver stores c's turns from there when the database lets go
+ * (tried every second); the error file says they are not stored yet. fs->mu held. */
+void cfs_save_pending(chatfs *fs, conv *c);
+/* c's pending turns were stored: the note in the error file goes. fs->mu held. */
+void cfs_pending_stored(chatfs *fs, conv *c);
 void cfs_saver_stop(chatfs *fs);
 
 /* ---- views.c ---- */

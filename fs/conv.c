@@ -247,6 +247,9 @@ void cfs_refuse_message(conv *c, const char *why) {
 int cfs_store_failed(conv *c, int rc, const char *what, const char *err) {
     if (rc == -ENOSPC)
         cfs_set_error(c, "the disk is full: %s was not stored (%s); free some space and try again", what, err);
+    else if (rc == -EAGAIN)
+        cfs_set_error(c, "the database is busy (another process holds it): %s was not stored (%s); try again when "
+                      "it lets go", what, err);
     else
         cfs_set_error(c, "the database failed: %s was not stored (%s)", what, err);
     return rc;
@@ -276,7 +279,9 @@ static int reload_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
 }
 
 void cfs_reload(chatfs *fs, conv *c) {
-    if (!fs->st || cfs_busy(c)) return;
+    /* turns the database has not taken yet (c->pending) are newer than its copy: the
+     * saver stores them, and they stay */
+    if (!fs->st || cfs_busy(c) || c->pending) return;
     /* a reply the database has not taken yet (generation.c: the saver retries it) is
      * newer than the database's copy of its turn: it stays */
     turn keep = {0};
@@ -298,10 +303,13 @@ void cfs_reload(chatfs *fs, conv *c) {
 }
 
 /* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
- * -ENOSPC / -EIO when the database refused: then the error file says that `what` was
- * not stored and c is what the database holds again (cfs_reload). */
+ * -ENOSPC / -EAGAIN / -EIO when the database refused: then the error file says that
+ * `what` was not stored and c is what the database holds again (cfs_reload). While c has
+ * turns the database has not taken (c->pending), the save starts at the first of them,
+ * and a busy database leaves this change pending with them (0): the saver stores it. */
 int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what) {
     if (!fs->st) return 0;
+    if (c->pending && from > c->pending - 1) from = c->pending - 1;
     int n = c->n_turns - from;
     convs_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
     if (!t) return -ENOMEM;
@@ -315,9 +323,17 @@ int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *w
     char err[256];
     int rc = convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err);
     free(t);
+    if (rc == -EAGAIN && c->pending && !with_system) {
+        cfs_save_pending(fs, c);
+        return 0;
+    }
     if (rc) {
+        c->pending = 0; /* refused for another reason (a full disk): what the database holds stands */
         cfs_store_failed(c, rc, what, err);
         cfs_reload(fs, c);
+    } else if (c->pending) {
+        c->pending = 0;
+        cfs_pending_stored(fs, c);
     }
     return rc;
 }

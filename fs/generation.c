@@ -51,12 +51,15 @@ void cfs_unlock(chatfs *fs) {
 typedef struct save_req {
     struct save_req *next;
     int64_t conv;
-    int idx; /* 0-based */
+    int idx; /* 0-based; PENDING_REQ: the conversation's pending turns (c->pending) */
 } save_req;
+
+#define PENDING_REQ -1
 
 /* notes that turn idx of conversation c is due; fs->mu held */
 static void save_due(chatfs *fs, conv *c, int idx) {
     if (!fs->st || !fs->saver_running) return;
+    if (c->pending) idx = PENDING_REQ; /* its row may not be there yet: it goes with the pending turns */
     for (save_req *q = fs->saves; q; q = q->next)
         if (q->conv == c->id && q->idx == idx) return; /* the copy is taken when it is written */
     save_req *q = calloc(1, sizeof *q);
@@ -107,6 +110,91 @@ static void save_done(chatfs *fs, int64_t conv_id, int idx) {
     c->mtime_hist = cfs_now_ns();
 }
 
+/* ---- turns the database has not taken: another process held it ----
+ *
+ * A message must not be lost because another process (the sqlite3 shell, a backup)
+ * holds the database longer than the busy timeout: the message is generated anyway, its
+ * turns stay in memory marked pending (c->pending), and the saver stores every turn from
+ * the first pending one (convs_replace_turns, the texts as they read at that moment),
+ * trying again every RETRY_INTERVAL_S until the database lets go. Until then every save
+ * of c starts there (cfs_save_turns), and nothing reloads c from the database. */
+
+void cfs_save_pending(chatfs *fs, conv *c) {
+    if (!c->error || !strstr(c->error, "not stored yet"))
+        cfs_set_error(c, "the database is busy (another process holds it): turn %d and those after it are not "
+                      "stored yet; they are written when it lets go", c->pending);
+    if (!fs->st || !fs->saver_running || queued(fs->retries, c->id, PENDING_REQ)) return;
+    save_req *q = calloc(1, sizeof *q);
+    if (!q) return;
+    *q = (save_req){fs->retries, c->id, PENDING_REQ};
+    fs->retries = q;
+    pthread_cond_broadcast(&fs->save_cv);
+}
+
+void cfs_pending_stored(chatfs *fs, conv *c) {
+    if (c->error && strstr(c->error, "database is busy")) {
+        cfs_log(fs, 1, "%s: the turns that waited for the database are stored now", c->name);
+        cfs_clear_error(c);
+    }
+    c->mtime_hist = cfs_now_ns();
+}
+
+/* c's pending turns, copied for the saver to write without fs->mu; NULL on no memory */
+static convs_turn *copy_pending(conv *c, int *n) {
+    int from = c->pending - 1;
+    *n = c->n_turns - from;
+    convs_turn *t = calloc(*n > 0 ? *n : 1, sizeof *t);
+    if (!t) return NULL;
+    for (int i = 0; i < *n; i++) {
+        const turn *u = &c->turns[from + i];
+        size_t len, rlen = 0;
+        const char *text = cfs_turn_text(c, from + i, &len), *r = u->user ? NULL : cfs_turn_reasoning(c, from + i, &rlen);
+        t[i] = (convs_turn){u->user, cfs_memdup0(text, len), len, u->complete, u->mtime, r ? cfs_memdup0(r, rlen) : NULL,
+                            rlen};
+    }
+    return t;
+}
+
+static void free_copies(convs_turn *t, int n) {
+    for (int i = 0; t && i < n; i++) free((char *)t[i].text), free((char *)t[i].reasoning);
+    free(t);
+}
+
+/* the saver's write of c's pending turns; fs->mu held, released while it writes */
+static void save_pending_now(chatfs *fs, int64_t conv_id) {
+    conv *c = cfs_find_conv_id(fs, conv_id);
+    if (!c || !c->pending) return;
+    int n, pending = c->pending;
+    convs_turn *t = copy_pending(c, &n);
+    int ok = t != NULL;
+    for (int i = 0; ok && i < n; i++) ok = t[i].text && (t[i].user || t[i].reasoning);
+    if (!ok) {
+        free_copies(t, n);
+        cfs_save_pending(fs, c); /* no memory now: later */
+        return;
+    }
+    fs->saving = 1;
+    pthread_mutex_unlock(&fs->mu);
+    char err[256];
+    int rc = convs_replace_turns(fs->st, conv_id, pending, t, n, NULL, err, sizeof err);
+    free_copies(t, n);
+    pthread_mutex_lock(&fs->mu);
+    fs->saving = 0;
+    c = cfs_find_conv_id(fs, conv_id);
+    if (!c || c->pending != pending) return; /* gone, or saved meanwhile by an operation */
+    if (rc) {
+        cfs_log(fs, 2, "%s: saving the pending turns: %s", c->name, err);
+        if (fs->saver_stop) cfs_log(fs, 1, "%s: turn %d and those after it could not be stored before the unmount "
+                                    "(%s)", c->name, pending, err);
+        else cfs_save_pending(fs, c);
+        return;
+    }
+    c->pending = 0;
+    cfs_pending_stored(fs, c);
+    /* a reply that went on growing after the copy is saved as usual from now on */
+    if (c->gen) save_due(fs, c, c->gen->turn);
+}
+
 /* the refused saves due again: every RETRY_INTERVAL_S, and once more when stopping */
 static void retry_due(chatfs *fs) {
     while (fs->retries) {
@@ -135,6 +223,13 @@ static void *saver(void *arg) {
         if (!fs->saves) break;
         save_req *q = fs->saves;
         fs->saves = q->next;
+        if (q->idx == PENDING_REQ) {
+            int64_t id = q->conv;
+            free(q);
+            save_pending_now(fs, id);
+            pthread_cond_broadcast(&fs->save_cv);
+            continue;
+        }
         int64_t q_conv = q->conv;
         conv *c = cfs_find_conv_id(fs, q_conv);
         char *text = NULL, *reasoning = NULL;
@@ -395,9 +490,12 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
         return -ENOMEM;
     }
     /* the message (and the empty reply it waits for) is stored before anything starts:
-     * one the database refuses (a full disk) is not sent, and c is as it was */
-    int rc = cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0,
-                            drop_user ? "the message" : "the request for a new reply");
+     * one the database refuses (a full disk) is not sent, and c is as it was; one it
+     * cannot take now (another process holds it past the busy timeout) is sent, and
+     * pending until the saver stores it */
+    int from = drop_user ? c->n_turns - 2 : c->n_turns - 1;
+    if (!c->pending) c->pending = from + 1; /* kept only when the database is busy */
+    int rc = cfs_save_turns(fs, c, from, 0, drop_user ? "the message" : "the request for a new reply");
     if (rc) {
         free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
         if (drop_user) cfs_refuse_message(c, c->error ? c->error : "the database refused it");
@@ -433,6 +531,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     c->rep.phase = GEN_QUEUED;
     c->finish = FINISH_NONE;
     cfs_clear_error(c);
+    if (c->pending) cfs_save_pending(fs, c); /* the error file says the turns are not stored yet */
     c->mtime_hist = cfs_now_ns();
     cfs_young_end(fs, c); /* in use: no copy is arriving */
     fs->n_running++;

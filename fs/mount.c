@@ -231,6 +231,10 @@ int chatfs_mount(const mount_opts *o) {
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;
+    /* another process holding the database (the sqlite3 shell, a backup) stalls a file
+     * operation at most this long; what it keeps from being stored waits in memory and is
+     * stored when it lets go (fs/generation.c) */
+    db_busy_timeout(database, 200);
     if (!(fs = chatfs_new(be, store, err, sizeof err))) goto fail;
     if (foreground) chatfs_set_log(fs, stderr, o->verbose ? 2 : 1);
     if (!(F = fsfuse_new(fs))) {

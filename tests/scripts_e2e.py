@@ -73,6 +73,71 @@ def test_refused_send_leaves_no_stale_reply():
         E.wait_done(m, "a")
 
 
+class Locker:
+    """the sqlite3 CLI holding db with BEGIN EXCLUSIVE for secs seconds (then COMMIT)"""
+
+    def __init__(self, db, secs):
+        self.p = subprocess.Popen(["sqlite3", db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p.stdin.write("BEGIN EXCLUSIVE;\nSELECT 'locked';\n")
+        self.p.stdin.flush()
+        check(self.p.stdout.readline().strip() == "locked", "sqlite3 took no lock")
+        self.until = time.monotonic() + secs
+
+    def release(self):
+        time.sleep(max(0, self.until - time.monotonic()))
+        self.p.stdin.write("COMMIT;\n")
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+
+
+def db_turns(db, conv):
+    rc, out, err = sh("sqlite3 '%s' \"SELECT t.idx || ' ' || t.role || ' ' || t.content FROM conversation_turn t JOIN "
+                      "conversation c ON c.id = t.conversation WHERE c.name = '%s' ORDER BY t.idx\"" % (db, conv))
+    check(rc == 0, "sqlite3 read: %r" % err)
+    return out.splitlines()
+
+
+def test_busy_database_keeps_the_message():
+    """another process holding the database (sqlite3 with BEGIN EXCLUSIVE for 15 s): a
+    message is still sent and answered at once (echo exits 0, cat reply reads the
+    answer), error says it is not stored yet, it is stored when the lock goes, and a
+    remount shows it; a change that cannot wait (the system prompt) fails with EAGAIN"""
+    with E.Mount("busy", fake="delay=2") as m:
+        os.mkdir(m.p("a"))
+        rc, out, _ = sh("echo one > a/message && cat a/reply", cwd=m.mnt)
+        check(rc == 0 and out == E.expected("one"), "before the lock")
+        lock = Locker(m.db, 15)
+        t0 = time.monotonic()
+        rc, out, err = sh("echo two > a/message && cat a/reply", cwd=m.mnt)
+        dt = time.monotonic() - t0
+        check(rc == 0 and out == E.expected("two"), "sent while the database is held: %d %r %r" % (rc, out, err))
+        check(dt < 5, "no long stall: %.1f s" % dt)
+        check(re.match(r"done 12 tokens .* turn 4\n\Z", read(m.p("a", "status"))), read(m.p("a", "status")))
+        check("database is busy" in read(m.p("a", "error")) and "not stored yet" in read(m.p("a", "error")),
+              "error: %r" % read(m.p("a", "error")))
+        check(len(db_turns(m.db, "a")) == 2, "not in the database yet: %s" % db_turns(m.db, "a"))
+        rc, _, err = sh("mkdir b", cwd=m.mnt)
+        check(rc != 0 and "Resource temporarily unavailable" in err and not os.path.exists(m.p("b")),
+              "mkdir while held: %d %r" % (rc, err))
+        try:  # the system prompt is stored at the close, where Python looks
+            write(m.p("a", "system"), "Be brief.\n")
+            got = None
+        except OSError as e:
+            got = e.errno
+        check(got == E.errno.EAGAIN, "system while held: %s" % got)
+        check("database is busy (another process holds it): the system prompt was not stored" in read(m.p("a", "error")),
+              "its reason: %r" % read(m.p("a", "error")))
+        check(read(m.p("a", "system")) == "", "the old prompt stays")
+        lock.release()
+        check(E.wait_for(lambda: len(db_turns(m.db, "a")) == 4, 5), "stored when the lock went: %s" % db_turns(m.db, "a"))
+        check(E.wait_for(lambda: read(m.p("a", "error")) == "", 3), "error cleared: %r" % read(m.p("a", "error")))
+    with E.Mount("busy", fake="delay=2", db=m.db) as m2:
+        check(E.turns(m2, "a") == ["001-user.md", "002-assistant.md", "003-user.md", "004-assistant.md"],
+              "after a remount: %s" % E.turns(m2, "a"))
+        check(read(m2.p("a", "turns", "003-user.md")) == "two\n" and
+              read(m2.p("a", "turns", "004-assistant.md")) == E.expected("two"), "the texts")
+
+
 E.TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
 
 if __name__ == "__main__":
