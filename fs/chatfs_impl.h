@@ -405,6 +405,9 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
 /* A message being written: rendered (the template may refuse it: -EINVAL) and, near the
  * context, counted (-EFBIG); the reason in c's error file. */
 int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len);
+/* A system prompt being written: with c's history it leaves room for a message in the
+ * context, else -EFBIG with the reason in c's error file. */
+int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len);
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
 /* An import only adds turns after the ones c has: -1 when it can, else (with the reason

@@ -348,11 +348,13 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
 static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     len = cfs_strip_newline(text, len);
     if (strlen(c->system) == len && !memcmp(c->system, text, len)) return 0;
+    int rc = cfs_check_system(fs, c, text, len);
+    if (rc) return rc;
     char *p = cfs_memdup0(text, len);
     if (!p) return -ENOMEM;
     int64_t mtime = cfs_now_ns();
     char err[256];
-    int rc = fs->st ? convs_set_system(fs->st, c->id, p, mtime, err, sizeof err) : 0;
+    rc = fs->st ? convs_set_system(fs->st, c->id, p, mtime, err, sizeof err) : 0;
     if (rc) { /* the old prompt stays */
         free(p);
         return cfs_store_failed(c, rc, "the system prompt", err);
@@ -451,6 +453,64 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     return rc;
 }
 
+/* c's conversation as the backend would get it, with system in place of c's system
+ * prompt (NULL: c's) and a last user message (NULL: none): rendered when render (0, or
+ * -1 with the template's reason in err) and, when count, its tokens in *tokens. fs->mu
+ * held; released while the backend works. 0, -1 (refused), or -ENOMEM. */
+static int ask_backend(chatfs *fs, conv *c, const char *system, const char *user, int render, int count, int *tokens,
+                       char *err, size_t errlen) {
+    int n;
+    chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
+    char **copies = calloc(2 * n + 2, sizeof *copies);
+    if (!m || !copies) {
+        free(m), free(copies);
+        return -ENOMEM;
+    }
+    int has_system = c->system[0] != 0, oom = 0, n0 = n; /* copies: n0 contents, n0 reasonings, a system */
+    for (int i = 0; i < n; i++) {
+        if (!(m[i].content = copies[i] = strdup(m[i].content))) oom = 1;
+        if (m[i].reasoning_content && !(m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content))) oom = 1;
+    }
+    if (system && has_system) { /* the first message is the system prompt: replaced */
+        free(copies[0]);
+        m[0].content = copies[0] = strdup(system);
+        oom |= !copies[0];
+    } else if (system && system[0]) { /* a new first message */
+        memmove(m + 1, m, n * sizeof *m);
+        m[0] = (chat_msg){"system", copies[2 * n0 + 1] = strdup(system), NULL};
+        oom |= !copies[2 * n0 + 1];
+        n++;
+    }
+    char *u = user ? strdup(user) : NULL;
+    if (user) m[n++] = (chat_msg){"user", u, NULL};
+    if (oom || (user && !u)) {
+        for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+        free(copies), free(m), free(u);
+        return -ENOMEM;
+    }
+    conv_settings st; /* the template and its switches, as a send will render */
+    settings_copy(&st, &c->st);
+    gen_settings gs;
+    settings_to_gen(&st, &gs);
+    pthread_mutex_unlock(&fs->mu);
+    int renders = render && fs->be->check_render ? fs->be->check_render(fs->be, m, n, &gs, err, errlen) : 0;
+    *tokens = count && renders == 0 ? fs->be->count_tokens(fs->be, m, n, &gs) : 0;
+    pthread_mutex_lock(&fs->mu);
+    for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+    free(copies), free(m), free(u);
+    settings_free(&st);
+    return renders < 0 ? -1 : 0;
+}
+
+/* the bytes of c's history; a token covers at least one byte, and the template adds a
+ * few per message: a conversation below the context by that much fits without a count */
+static int may_not_fit(chatfs *fs, conv *c, size_t system_len, size_t extra) {
+    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
+    size_t bytes = system_len + extra;
+    for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
+    return bytes + 16 * (size_t)(c->n_turns + 3) >= (size_t)fs->be->context(fs->be);
+}
+
 /* A message being written, checked at each write so that errors come back where shells
  * look (they ignore close): the chat template renders it with c's history (a template's
  * raise_exception refuses it: -EINVAL, well under a millisecond to render), and it fits
@@ -462,46 +522,44 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
 int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len) {
     size_t tlen = cfs_strip_newline(text, len);
     if (blank(text, tlen)) return 0; /* nothing to send (yet) */
-    size_t bytes = strlen(c->system) + len;
-    for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
-    int ctx = fs->be->context(fs->be);
-    /* a token covers at least one byte; the template adds a few per message */
-    int count = fs->be->count_tokens && bytes + 16 * (size_t)(c->n_turns + 3) >= (size_t)ctx;
+    int count = may_not_fit(fs, c, strlen(c->system), tlen);
     if (!count && !fs->be->check_render) return 0;
-    int n;
-    chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
-    char **copies = calloc(2 * n + 1, sizeof *copies);
-    char *t = cfs_memdup0(text, tlen);
-    if (!m || !copies || !t) {
-        free(m), free(copies), free(t);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < n; i++) {
-        m[i].content = copies[i] = strdup(m[i].content);
-        if (m[i].reasoning_content) m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content);
-    }
-    m[n] = (chat_msg){"user", t, NULL};
-    conv_settings st; /* the template and its switches, as the send will render */
-    settings_copy(&st, &c->st);
-    gen_settings gs;
-    settings_to_gen(&st, &gs);
-    char err[512] = "";
-    pthread_mutex_unlock(&fs->mu);
-    int renders = fs->be->check_render ? fs->be->check_render(fs->be, m, n + 1, &gs, err, sizeof err) : 0;
-    int tokens = count && renders == 0 ? fs->be->count_tokens(fs->be, m, n + 1, &gs) : 0;
-    pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < 2 * n; i++) free(copies[i]);
-    free(copies), free(m), free(t);
-    settings_free(&st);
-    if (renders < 0) {
+    char *t = cfs_memdup0(text, tlen), err[512] = "";
+    if (!t) return -ENOMEM;
+    int tokens = 0, rc = ask_backend(fs, c, NULL, t, 1, count, &tokens, err, sizeof err);
+    free(t);
+    if (rc == -ENOMEM) return rc;
+    if (rc < 0) {
         cfs_set_error(c, "%s", err[0] ? err : "the chat template refuses the message");
         return -EINVAL;
     }
+    int ctx = fs->be->context(fs->be);
     if (tokens >= ctx) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
     }
     return 0; /* (tokens -2: the backend cannot count; the message is refused when sent) */
+}
+
+/* A system prompt being written (at each write, and when it is set): with c's history it
+ * must leave room in the context for a message, else every message would be refused
+ * for a reason the message does not have. Counted only near the context, as messages
+ * are; a prefix already too long is refused at once. fs->mu held. 0 or -EFBIG. */
+int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len) {
+    size_t slen = cfs_strip_newline(text, len);
+    if (!may_not_fit(fs, c, slen, 0)) return 0;
+    char *t = cfs_memdup0(text, slen), err[512] = "";
+    if (!t) return -ENOMEM;
+    int tokens = 0, rc = ask_backend(fs, c, t, NULL, 0, 1, &tokens, err, sizeof err);
+    free(t);
+    if (rc == -ENOMEM) return rc;
+    int ctx = fs->be->context(fs->be);
+    if (tokens >= ctx) {
+        cfs_set_error(c, "the system prompt makes the conversation %d tokens long%s, more than the context of %d: "
+                      "no message would fit; shorten it", tokens, c->n_turns ? " with its turns" : "", ctx);
+        return -EFBIG;
+    }
+    return 0;
 }
 
 int cfs_is_derived(int kind) {

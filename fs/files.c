@@ -325,6 +325,7 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
                 break;
             }
         break;
+    case K_SYSTEM: v = cfs_check_system(fs, h->c, h->buf, h->len); break;
     case K_SETTINGS: v = cfs_set_settings(fs, h->c, h->buf, h->len, 0); break;
     case K_GSETTINGS: v = cfs_set_settings(fs, NULL, h->buf, h->len, 0); break;
     case K_CTL: v = cfs_run_ctl(fs, h->c, h->buf, h->len, 0); break;
