@@ -202,6 +202,21 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             rc = -1;
             break;
         }
+        /* a key chatfs does not keep would be lost without a word (tool_calls, name, ...):
+         * refused, naming it, until the files can hold it */
+        const char *unknown = NULL;
+        for (cJSON *k = m->child; k && !unknown; k = k->next)
+            if (strcmp(k->string, "role") && strcmp(k->string, "content") && strcmp(k->string, "reasoning_content"))
+                unknown = k->string;
+        for (cJSON *p = cJSON_IsArray(content) ? content->child : NULL; p && !unknown; p = p->next)
+            for (cJSON *k = cJSON_IsObject(p) ? p->child : NULL; k && !unknown; k = k->next)
+                if (strcmp(k->string, "type") && strcmp(k->string, "text")) unknown = k->string;
+        if (unknown) {
+            snprintf(err, errlen, "messages.json: message %d has \"%.40s\", which a conversation cannot keep (it "
+                     "holds role, content and reasoning_content): the import would drop it", i + 1, unknown);
+            rc = -1;
+            break;
+        }
         /* content: a string, or an array of {"type": "text", "text": ...} parts */
         char *body = NULL;
         size_t blen = 0;
