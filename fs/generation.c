@@ -412,8 +412,10 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         save_due(fs, c, g->turn);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
         static const char *const how[] = {"", "end of turn", "max_tokens", "stop string", "context full", "stopped", "failed"};
-        char thought[40] = "";
-        if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
+        char thought[64] = ""; /* as status says it (views.c) */
+        if (r->reasoning_tokens > 0)
+            snprintf(thought, sizeof thought, g->ts->len ? " (%d thinking)" : " (%d thinking: only the markers)",
+                     r->reasoning_tokens);
         cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated%s, first token after %.0f ms, "
                 "%.1f tok/s, %s%s%s", c->name, r->prompt_tokens, r->reused_tokens, r->source ? r->source : "none",
                 r->computed_tokens, r->generated_tokens, thought, r->ttft_ms, r->decode_tokens_per_s,

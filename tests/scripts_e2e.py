@@ -138,6 +138,79 @@ def test_busy_database_keeps_the_message():
               read(m2.p("a", "turns", "004-assistant.md")) == E.expected("two"), "the texts")
 
 
+def test_context_cut_is_said_at_mount():
+    """-c larger than the model's context: the mount says on stderr that it was cut, to
+    what and why; a -c that fits says nothing of the kind"""
+    with E.Mount("ctx", model=MODEL, extra=["-t", "1", "-c", "100000"]) as m:
+        log = m.log_text()
+        check("chatfs: -c 100000 is more than the model's context (it was trained on 4096 tokens): a conversation "
+              "holds at most 4096" in log, "mount's stderr: %r" % log)
+        check("context 4096 tokens per conversation" in read(m.p("README")) or "4096" in read(m.p("stats.json")),
+              "the context in effect")
+    with E.Mount("ctx2", model=MODEL, extra=["-t", "1", "-c", "1024"]) as m:
+        check("more than the model's context" not in m.log_text(), "a -c that fits: %r" % m.log_text())
+
+
+def test_thinking_of_only_the_markers():
+    """a reply whose reasoning was only its markers (thinking_budget 0 closes it at once):
+    the thinking file is empty and status says what the thinking tokens were"""
+    with E.Mount("markers", model=E.DEFAULT_MODEL, extra=["-t", "1"]) as m:
+        os.mkdir(m.p("a"))
+        write(m.p("a", "settings.json"), '{"thinking_budget": 0, "max_tokens": 8, "temperature": 0}')
+        rc, out, err = sh("echo 'What is 2+2?' > a/message && cat a/reply", cwd=m.mnt, timeout=120)
+        check(rc == 0, "sent: %r" % err)
+        st = read(m.p("a", "status"))
+        check(read(m.p("a", "thinking")) == "", "thinking: %r" % read(m.p("a", "thinking")))
+        check(re.match(r"done 8 tokens \(2 thinking: only the markers\) ", st), "status: %r" % st)
+        # a reply with reasoning keeps the plain count
+        os.mkdir(m.p("b"))
+        write(m.p("b", "settings.json"), '{"thinking_budget": 6, "max_tokens": 12, "temperature": 0}')
+        rc, out, err = sh("echo 'What is 14 + 5 + 20?' > b/message && cat b/reply", cwd=m.mnt, timeout=120)
+        st = read(m.p("b", "status"))
+        check(rc == 0 and read(m.p("b", "thinking")) != "" and re.match(r"done 12 tokens \(\d+ thinking\) ", st),
+              "with reasoning: %r %r" % (read(m.p("b", "thinking")), st))
+
+
+def test_system_prompt_too_long_fails_its_write():
+    """a 5 MB system prompt: `cat big > system` fails with EFBIG (File too large) and error
+    says why; the prompt stays as it was and messages still go through"""
+    with E.Mount("system", fake="delay=2") as m:
+        os.mkdir(m.p("a"))
+        big = os.path.join(m.dir, "big.txt")
+        write(big, ("All work and no play makes Jack a dull boy. " * 120000)[:5000000] + "\n")
+        rc, _, err = sh("cat '%s' > a/system" % big, cwd=m.mnt)
+        check(rc != 0 and "File too large" in err, "cat exits %d: %r" % (rc, err))
+        e = read(m.p("a", "error"))
+        check(e.startswith("the system prompt makes the conversation ") and "more than the context of 4096" in e,
+              "error: %r" % e)
+        check(read(m.p("a", "system")) == "", "the prompt stays: %d bytes" % len(read(m.p("a", "system"))))
+        rc, _, err = sh("echo 'Be brief.' > a/system && echo hi > a/message", cwd=m.mnt)
+        check(rc == 0 and read(m.p("a", "system")) == "Be brief.\n", "a prompt that fits: %r" % err)
+        E.wait_done(m, "a")
+        check(read(m.p("a", "reply")) == E.expected("hi"), "the message after it")
+
+
+def test_import_refuses_what_it_would_drop():
+    """messages.json with tool_calls or another key a conversation cannot keep: the write
+    fails with EINVAL (echo exits non-zero), error names the key, nothing is imported"""
+    with E.Mount("import", fake="delay=2") as m:
+        os.mkdir(m.p("a"))
+        calls = ('[{"role": "user", "content": "weather?"}, {"role": "assistant", "content": "", "tool_calls": '
+                 '[{"id": "1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}]')
+        rc, _, err = sh("echo '%s' > a/messages.json" % calls, cwd=m.mnt)
+        check(rc != 0 and "Invalid argument" in err, "tool_calls: %d %r" % (rc, err))
+        check('message 2 has "tool_calls"' in read(m.p("a", "error")), "error: %r" % read(m.p("a", "error")))
+        check(E.turns(m, "a") == [], "nothing imported: %s" % E.turns(m, "a"))
+        rc, _, err = sh("""echo '[{"role": "user", "content": "hi", "name": "bob"}]' > a/messages.json""", cwd=m.mnt)
+        check(rc != 0 and 'message 1 has "name"' in read(m.p("a", "error")), "name: %r" % read(m.p("a", "error")))
+        rc, _, err = sh("""echo '[{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]}]'"""
+                        """ > a/messages.json""", cwd=m.mnt)
+        check(rc != 0 and '"cache_control"' in read(m.p("a", "error")), "a part's key: %r" % read(m.p("a", "error")))
+        rc, _, err = sh("""echo '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", """
+                        """"reasoning_content": null}]' > a/messages.json""", cwd=m.mnt)
+        check(rc == 0 and E.turns(m, "a") == ["001-user.md", "002-assistant.md"], "what it keeps: %r" % err)
+
+
 E.TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
 
 if __name__ == "__main__":
