@@ -162,6 +162,12 @@ def test_thinking_of_only_the_markers():
         st = read(m.p("a", "status"))
         check(read(m.p("a", "thinking")) == "", "thinking: %r" % read(m.p("a", "thinking")))
         check(re.match(r"done 8 tokens \(2 thinking: only the markers\) ", st), "status: %r" % st)
+        # chatfs ask through the mount reads that status: its --json counts the same tokens
+        rc, out, err = sh("'%s' ask --db '%s' --conversation a --json -n 8 'And 3+3?'" % (CHATFS, m.db), timeout=120)
+        o = json.loads(out) if rc == 2 else {}  # 2: -n cut the reply
+        st = read(m.p("a", "status"))
+        check(rc == 2 and o["reasoning"] == "" and "(2 thinking: only the markers)" in st and o["reasoning_tokens"] == 2,
+              "ask --json: %d %r %r %r" % (rc, out, err, st))
         # a reply with reasoning keeps the plain count
         os.mkdir(m.p("b"))
         write(m.p("b", "settings.json"), '{"thinking_budget": 6, "max_tokens": 12, "temperature": 0}')
