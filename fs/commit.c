@@ -323,6 +323,11 @@ int cfs_import_conflict(conv *c, const import *im) {
  * a turn: a copy of an older backup brings nothing new. */
 static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     if (cfs_busy(c)) return -EBUSY;
+    if (c->pending) { /* an import may bring a system prompt, which cannot wait with the turns */
+        cfs_set_error(c, "the database is busy (another process holds it): messages.json was not imported, turn %d "
+                      "and those after it are not stored yet; try again when it lets go", c->pending);
+        return -EAGAIN;
+    }
     import im;
     char err[256];
     int rc = cfs_parse_import(text, len, &im, err, sizeof err);

@@ -1251,7 +1251,7 @@ def test_mount_says_what_it_is():
         os.mkdir(m.p("c"))
         check(sh("echo 'What is 17 + 25?' > c/message && cat c/reply", cwd=m.mnt, timeout=60)[0] == 0, "a reply")
         check(wait_for(lambda: re.search(r"chatfs: c: \d+ prompt tokens \(\d+ reused from \w+, \d+ computed\), \d+ "
-                                         r"generated( \(\d+ thinking\))?, first token after \d+ ms, [\d.]+ tok/s", m.log_text()), 5),
+                                         r"generated( \(\d+ thinking(: only the markers)?\))?, first token after \d+ ms, [\d.]+ tok/s", m.log_text()), 5),
               "-f: one line per reply: %r" % m.log_text())
         check("chatfs: c: a message of 16 bytes" in m.log_text(), "-v: the message: %r" % m.log_text())
         # ignore_eos with a chat model: no end-of-turn tokens drawn, so no tokens hidden
