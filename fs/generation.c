@@ -160,6 +160,20 @@ static void free_copies(convs_turn *t, int n) {
     free(t);
 }
 
+/* c's turns from index from on still read as t[0..n) */
+static int same_as_copy(const conv *c, int from, const convs_turn *t, int n) {
+    if (c->n_turns - from != n) return 0;
+    for (int i = 0; i < n; i++) {
+        size_t len, rlen = 0;
+        const turn *u = &c->turns[from + i];
+        const char *text = cfs_turn_text(c, from + i, &len), *r = u->user ? NULL : cfs_turn_reasoning(c, from + i, &rlen);
+        if (u->user != t[i].user || u->complete != t[i].complete || len != t[i].len || memcmp(text, t[i].text, len) ||
+            rlen != t[i].reasoning_len || (rlen && memcmp(r, t[i].reasoning, rlen)))
+            return 0;
+    }
+    return 1;
+}
+
 /* the saver's write of c's pending turns; fs->mu held, released while it writes */
 static void save_pending_now(chatfs *fs, int64_t conv_id) {
     conv *c = cfs_find_conv_id(fs, conv_id);
@@ -177,22 +191,36 @@ static void save_pending_now(chatfs *fs, int64_t conv_id) {
     pthread_mutex_unlock(&fs->mu);
     char err[256];
     int rc = convs_replace_turns(fs->st, conv_id, pending, t, n, NULL, err, sizeof err);
-    free_copies(t, n);
     pthread_mutex_lock(&fs->mu);
     fs->saving = 0;
     c = cfs_find_conv_id(fs, conv_id);
-    if (!c || c->pending != pending) return; /* gone, or saved meanwhile by an operation */
+    if (!c || c->pending != pending) { /* gone, or saved meanwhile by an operation */
+        free_copies(t, n);
+        return;
+    }
     if (rc) {
+        free_copies(t, n);
         cfs_log(fs, 2, "%s: saving the pending turns: %s", c->name, err);
         if (fs->saver_stop) cfs_log(fs, 1, "%s: turn %d and those after it could not be stored before the unmount "
                                     "(%s)", c->name, pending, err);
         else cfs_save_pending(fs, c);
         return;
     }
+    /* what changed while it was written (the reply grew or ended, a turn went) was
+     * redirected here by save_due, or was not saved at all: written again at once, until
+     * the database holds what the files show */
+    int same = same_as_copy(c, pending - 1, t, n);
+    free_copies(t, n);
+    if (!same) {
+        if (!queued(fs->saves, conv_id, PENDING_REQ)) {
+            save_req *q = calloc(1, sizeof *q);
+            if (q) *q = (save_req){fs->saves, conv_id, PENDING_REQ}, fs->saves = q;
+            else cfs_save_pending(fs, c);
+        }
+        return;
+    }
     c->pending = 0;
     cfs_pending_stored(fs, c);
-    /* a reply that went on growing after the copy is saved as usual from now on */
-    if (c->gen) save_due(fs, c, c->gen->turn);
 }
 
 /* the refused saves due again: every RETRY_INTERVAL_S, and once more when stopping */
