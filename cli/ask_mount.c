@@ -136,12 +136,9 @@ static char *turn_settings(const char *saved, const ask_req *q) {
 static void parse_done(const char *st, ask_result *r) {
     r->generated_tokens = r->reasoning_tokens = r->prompt_tokens = r->reused_tokens = -1;
     sscanf(st, "done %d tokens", &r->generated_tokens);
-    const char *p = strstr(st, " thinking)");
-    r->reasoning_tokens = 0;
-    if (p) {
-        while (p > st && p[-1] != '(') p--;
-        r->reasoning_tokens = atoi(p);
-    }
+    /* "done 57 tokens (40 thinking) ..." or "(2 thinking: only the markers)" */
+    const char *p = strstr(st, " tokens (");
+    r->reasoning_tokens = p && !strncmp(p + 9 + strspn(p + 9, "0123456789"), " thinking", 9) ? atoi(p + 9) : 0;
     if ((p = strstr(st, " reused "))) sscanf(p, " reused %d/%d", &r->reused_tokens, &r->prompt_tokens);
     r->finish = strstr(st, " (max_tokens)")    ? FINISH_LENGTH
                 : strstr(st, " (context full)") ? FINISH_CONTEXT

@@ -31,6 +31,10 @@ struct fs_backend {
                        const gen_callbacks *cb, char *err, size_t errlen);
     void (*cancel)(fs_backend *b, uint64_t id);
     int (*count_tokens)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s);
+    /* Renders the conversation as submit would, without running it: 0, or -1 with the
+     * reason in err when submit would refuse it with EINVAL (the chat template raises or
+     * fails). NULL: the backend cannot tell before it submits (a remote server renders). */
+    int (*check_render)(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s, char *err, size_t errlen);
     int (*context)(fs_backend *b);
     void (*forget_session)(fs_backend *b, const char *session);
     char *(*stats_json)(fs_backend *b); /* malloc'd JSON object */
@@ -74,6 +78,7 @@ int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *
  *   delay=MS     time per token (default 20)        tokens=N  tokens per reply (default 12)
  *   ctx=N        context size in tokens (4096)      prefill=MS  time before the first token (0)
  *   count=0      it cannot count tokens (count_tokens is NULL), as a remote backend may
+ *   render=0     it cannot check a rendering (check_render is NULL), as a remote backend
  *   think=N      reasoning words before each reply (default 0): "Thinking about: M." cut to
  *                40 bytes, then " t1 t2 ...", to on_reasoning in phase GEN_THINKING; none
  *                with enable_thinking 0, at most thinking_budget (when >= 0). With think=
@@ -83,7 +88,10 @@ int backend_run(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *
  * Tokens are whole words: the reply to a message M is "Reply to: M." cut to its first
  * 40 bytes, then "w1 w2 w3 ...". Prompt tokens are counted as ceil(bytes / 4) plus 4 per
  * message. A user message can override per request with words in it:
- *   #tokens=N  #delay=MS  #fail=N (fail with "fake engine failure" after N tokens)  #think=N */
+ *   #tokens=N  #delay=MS  #fail=N (fail with "fake engine failure" after N tokens)  #think=N
+ * and its "template" refuses a conversation whose last user message says #refuse, as a
+ * chat template's raise_exception would: submit and check_render fail with EINVAL and
+ * "fake template: the message says #refuse". */
 fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,10 @@ static void eng_cancel(fs_backend *b, uint64_t id) { engine_cancel(E(b), id); }
 static int eng_count(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s) {
     return engine_count_tokens(E(b), msgs, n, s);
 }
+static int eng_check_render(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s, char *err,
+                            size_t errlen) {
+    return engine_check_render(E(b), msgs, n, s, err, errlen);
+}
 static int eng_context(fs_backend *b) { return engine_context(E(b)); }
 static void eng_forget(fs_backend *b, const char *session) { engine_forget_session(E(b), session); }
 static char *eng_stats(fs_backend *b) { return engine_stats_json(E(b)); }
@@ -40,6 +44,7 @@ fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errl
                       .submit = eng_submit,
                       .cancel = eng_cancel,
                       .count_tokens = eng_count,
+                      .check_render = eng_check_render,
                       .context = eng_context,
                       .forget_session = eng_forget,
                       .stats_json = eng_stats,

@@ -175,18 +175,42 @@ static int override(const char *text, const char *key, int dflt) {
     return p ? atoi(p + strlen(key)) : dflt;
 }
 
-static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
-                            const gen_callbacks *cb, char *err, size_t errlen) {
-    fake *f = (fake *)b;
+/* the fake's "template": it renders every conversation but one whose last user message
+ * says #refuse, as a chat template's raise_exception would refuse it */
+static int fake_render(const chat_msg *msgs, int n, char *err, size_t errlen) {
     const char *last = "";
     for (int i = 0; i < n; i++) {
         if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") && strcmp(msgs[i].role, "assistant")) {
             snprintf(err, errlen, "unknown role '%s'", msgs[i].role);
-            errno = EINVAL;
-            return 0;
+            return -1;
         }
         if (!strcmp(msgs[i].role, "user")) last = msgs[i].content;
     }
+    if (strstr(last, "#refuse")) {
+        snprintf(err, errlen, "fake template: the message says #refuse");
+        return -1;
+    }
+    return 0;
+}
+
+static int fake_check_render(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s, char *err,
+                             size_t errlen) {
+    (void)b, (void)s;
+    if (fake_render(msgs, n, err, errlen) == 0) return 0;
+    errno = EINVAL;
+    return -1;
+}
+
+static uint64_t fake_submit(fs_backend *b, const chat_msg *msgs, int n, const gen_settings *s,
+                            const gen_callbacks *cb, char *err, size_t errlen) {
+    fake *f = (fake *)b;
+    const char *last = "";
+    if (fake_render(msgs, n, err, errlen)) {
+        errno = EINVAL;
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(msgs[i].role, "user")) last = msgs[i].content;
     int pt = count(msgs, n);
     if (pt >= f->ctx) {
         snprintf(err, errlen, "the prompt has %d tokens, more than the context of %d", pt, f->ctx);
@@ -305,7 +329,7 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
     f->tokens = 12;
     f->ctx = 4096;
     f->think = f->temp_pct = f->top_k = -1;
-    int counts = 1;
+    int counts = 1, renders = 1;
     char *copy = strdup(spec ? spec : ""), *save = NULL;
     for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -314,10 +338,10 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
         if (eq && !strcmp(kv, "temp")) v = (int)(atof(eq + 1) * 100 + 0.5);
         int *dst = !strcmp(kv, "delay") ? &f->delay_ms : !strcmp(kv, "tokens") ? &f->tokens
                  : !strcmp(kv, "ctx") ? &f->ctx : !strcmp(kv, "prefill") ? &f->prefill_ms
-                 : !strcmp(kv, "count") ? &counts : !strcmp(kv, "think") ? &f->think
+                 : !strcmp(kv, "count") ? &counts : !strcmp(kv, "render") ? &renders : !strcmp(kv, "think") ? &f->think
                  : !strcmp(kv, "temp") ? &f->temp_pct : !strcmp(kv, "topk") ? &f->top_k : NULL;
         if (!dst || v < 0) {
-            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill, count, think, temp, topk)",
+            snprintf(err, errlen, "fake engine: bad option '%s' (delay, tokens, ctx, prefill, count, render, think, temp, topk)",
                      kv);
             free(copy);
             free(f);
@@ -331,6 +355,7 @@ fs_backend *backend_fake_open(const char *spec, char *err, size_t errlen) {
                            .submit = fake_submit,
                            .cancel = fake_cancel,
                            .count_tokens = counts ? fake_count : NULL,
+                           .check_render = renders ? fake_check_render : NULL,
                            .context = fake_context,
                            .forget_session = fake_forget,
                            .stats_json = fake_stats,

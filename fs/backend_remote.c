@@ -565,6 +565,7 @@ fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errl
                            .submit = rem_submit,
                            .cancel = rem_cancel,
                            .count_tokens = NULL, /* the server counts */
+                           .check_render = NULL, /* and renders */
                            .context = rem_context,
                            .forget_session = rem_forget,
                            .stats_json = rem_stats,

@@ -76,6 +76,10 @@ typedef struct conv {
     enum gen_finish finish; /* of the last reply */
     char *error;      /* the error file; NULL when fine */
     char *fail;       /* why the last reply failed (status) */
+    char *refused;    /* why the last message was not sent (cfs_refuse_message); NULL: it was */
+    int rep_turn;     /* 1 + the index of the assistant turn the reply and status are about; 0: none */
+    int pending;      /* 1 + the index of the first turn the database has not taken because another
+                         process held it (SQLITE_BUSY): the saver stores turns[pending-1..]; 0: none */
     int unsaved;      /* 1 + the index of a reply turn the database refused (a full disk), which
                          the saver writes again every second until it fits; 0: none */
     stream *reply;    /* the current or last reply */
@@ -333,12 +337,19 @@ const char *cfs_turn_reasoning(const conv *c, int i, size_t *len);
 int cfs_set_reasoning(turn *t, const char *text, size_t len);
 void cfs_turn_free(turn *t);
 void cfs_turns_truncate(conv *c, int n);
-/* The reply and thinking files show the last assistant turn again (after an edit or a load). */
+/* The reply and thinking files show the last assistant turn again (after an edit or a
+ * load); a refused message's mark (cfs_refuse_message) goes: the history changed. */
 void cfs_reset_reply(conv *c);
+/* A message that was not sent (refused at its write or when sent): until a reply starts
+ * or the history changes, reply and thinking read EIO (never the previous answer as if it
+ * answered this message) and status says "error: the message was not sent: why". */
+void cfs_refuse_message(conv *c, const char *why);
 int cfs_busy(const conv *c); /* a reply is being generated */
 /* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
- * -ENOSPC (the disk is full) / -EIO: then the error file says `what` ("the message")
- * was not stored, and c is put back to what the database holds. */
+ * -ENOSPC (the disk is full) / -EAGAIN (another process holds the database) / -EIO:
+ * then the error file says `what` ("the message") was not stored, and c is put back to
+ * what the database holds. With turns pending (c->pending), a busy database adds this
+ * change to them instead (0). */
 int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what);
 /* A change the database refused (rc -ENOSPC or -EIO, err its reason): the error file
  * says what was not stored; returns rc. */
@@ -364,6 +375,11 @@ void cfs_stop_gen(chatfs *fs, conv *c);
  * rest and ends it (chatfs_free). Called without fs->mu. */
 int cfs_saver_start(chatfs *fs);
 void cfs_saver_drain(chatfs *fs);
+/* c->pending is set: the saver stores c's turns from there when the database lets go
+ * (tried every second); the error file says they are not stored yet. fs->mu held. */
+void cfs_save_pending(chatfs *fs, conv *c);
+/* c's pending turns were stored: the note in the error file goes. fs->mu held. */
+void cfs_pending_stored(chatfs *fs, conv *c);
 void cfs_saver_stop(chatfs *fs);
 
 /* ---- views.c ---- */
@@ -386,7 +402,12 @@ int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len
 /* the checks fs_write makes at each write (final 0), so errors come back at write(2) */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
-int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len);
+/* A message being written: rendered (the template may refuse it: -EINVAL) and, near the
+ * context, counted (-EFBIG); the reason in c's error file. */
+int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len);
+/* A system prompt being written: with c's history it leaves room for a message in the
+ * context, else -EFBIG with the reason in c's error file. */
+int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len);
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
 /* An import only adds turns after the ones c has: -1 when it can, else (with the reason

@@ -202,6 +202,21 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             rc = -1;
             break;
         }
+        /* a key chatfs does not keep would be lost without a word (tool_calls, name, ...):
+         * refused, naming it, until the files can hold it */
+        const char *unknown = NULL;
+        for (cJSON *k = m->child; k && !unknown; k = k->next)
+            if (strcmp(k->string, "role") && strcmp(k->string, "content") && strcmp(k->string, "reasoning_content"))
+                unknown = k->string;
+        for (cJSON *p = cJSON_IsArray(content) ? content->child : NULL; p && !unknown; p = p->next)
+            for (cJSON *k = cJSON_IsObject(p) ? p->child : NULL; k && !unknown; k = k->next)
+                if (strcmp(k->string, "type") && strcmp(k->string, "text")) unknown = k->string;
+        if (unknown) {
+            snprintf(err, errlen, "messages.json: message %d has \"%.40s\", which a conversation cannot keep (it "
+                     "holds role, content and reasoning_content): the import would drop it", i + 1, unknown);
+            rc = -1;
+            break;
+        }
         /* content: a string, or an array of {"type": "text", "text": ...} parts */
         char *body = NULL;
         size_t blen = 0;
@@ -308,6 +323,11 @@ int cfs_import_conflict(conv *c, const import *im) {
  * a turn: a copy of an older backup brings nothing new. */
 static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     if (cfs_busy(c)) return -EBUSY;
+    if (c->pending) { /* an import may bring a system prompt, which cannot wait with the turns */
+        cfs_set_error(c, "the database is busy (another process holds it): messages.json was not imported, turn %d "
+                      "and those after it are not stored yet; try again when it lets go", c->pending);
+        return -EAGAIN;
+    }
     import im;
     char err[256];
     int rc = cfs_parse_import(text, len, &im, err, sizeof err);
@@ -348,11 +368,13 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
 static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     len = cfs_strip_newline(text, len);
     if (strlen(c->system) == len && !memcmp(c->system, text, len)) return 0;
+    int rc = cfs_check_system(fs, c, text, len);
+    if (rc) return rc;
     char *p = cfs_memdup0(text, len);
     if (!p) return -ENOMEM;
     int64_t mtime = cfs_now_ns();
     char err[256];
-    int rc = fs->st ? convs_set_system(fs->st, c->id, p, mtime, err, sizeof err) : 0;
+    rc = fs->st ? convs_set_system(fs->st, c->id, p, mtime, err, sizeof err) : 0;
     if (rc) { /* the old prompt stays */
         free(p);
         return cfs_store_failed(c, rc, "the system prompt", err);
@@ -451,46 +473,113 @@ int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     return rc;
 }
 
-/* The text fits in the context together with c's history? Asked at each write of a
- * message, so that EFBIG comes back where shells look (they ignore close). Only a
- * conversation whose bytes come near the context is counted (rendered and tokenized by
- * the backend); the rest pass by their length, and the message is rendered once, when it
- * is sent. fs->mu held; released while the backend counts. 0 or -EFBIG. */
-int cfs_check_fits(chatfs *fs, conv *c, const char *text, size_t len) {
-    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
-    size_t bytes = strlen(c->system) + len;
-    for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
-    int ctx = fs->be->context(fs->be);
-    /* a token covers at least one byte; the template adds a few per message */
-    if (bytes + 16 * (size_t)(c->n_turns + 3) < (size_t)ctx) return 0;
+/* c's conversation as the backend would get it, with system in place of c's system
+ * prompt (NULL: c's) and a last user message (NULL: none): rendered when render (0, or
+ * -1 with the template's reason in err) and, when count, its tokens in *tokens. fs->mu
+ * held; released while the backend works. 0, -1 (refused), or -ENOMEM. */
+static int ask_backend(chatfs *fs, conv *c, const char *system, const char *user, int render, int count, int *tokens,
+                       char *err, size_t errlen) {
     int n;
     chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
-    char **copies = calloc(2 * n + 1, sizeof *copies);
-    char *t = cfs_memdup0(text, cfs_strip_newline(text, len));
-    if (!m || !copies || !t) {
-        free(m), free(copies), free(t);
+    char **copies = calloc(2 * n + 2, sizeof *copies);
+    if (!m || !copies) {
+        free(m), free(copies);
         return -ENOMEM;
     }
+    int has_system = c->system[0] != 0, oom = 0, n0 = n; /* copies: n0 contents, n0 reasonings, a system */
     for (int i = 0; i < n; i++) {
-        m[i].content = copies[i] = strdup(m[i].content);
-        if (m[i].reasoning_content) m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content);
+        if (!(m[i].content = copies[i] = strdup(m[i].content))) oom = 1;
+        if (m[i].reasoning_content && !(m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content))) oom = 1;
     }
-    m[n] = (chat_msg){"user", t, NULL};
-    conv_settings st; /* the template and its switches, as the send will render */
+    if (system && has_system) { /* the first message is the system prompt: replaced */
+        free(copies[0]);
+        m[0].content = copies[0] = strdup(system);
+        oom |= !copies[0];
+    } else if (system && system[0]) { /* a new first message */
+        memmove(m + 1, m, n * sizeof *m);
+        m[0] = (chat_msg){"system", copies[2 * n0 + 1] = strdup(system), NULL};
+        oom |= !copies[2 * n0 + 1];
+        n++;
+    }
+    char *u = user ? strdup(user) : NULL;
+    if (user) m[n++] = (chat_msg){"user", u, NULL};
+    if (oom || (user && !u)) {
+        for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+        free(copies), free(m), free(u);
+        return -ENOMEM;
+    }
+    conv_settings st; /* the template and its switches, as a send will render */
     settings_copy(&st, &c->st);
     gen_settings gs;
     settings_to_gen(&st, &gs);
     pthread_mutex_unlock(&fs->mu);
-    int tokens = fs->be->count_tokens(fs->be, m, n + 1, &gs);
+    int renders = render && fs->be->check_render ? fs->be->check_render(fs->be, m, n, &gs, err, errlen) : 0;
+    *tokens = count && renders == 0 ? fs->be->count_tokens(fs->be, m, n, &gs) : 0;
     pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < 2 * n; i++) free(copies[i]);
-    free(copies), free(m), free(t);
+    for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+    free(copies), free(m), free(u);
     settings_free(&st);
+    return renders < 0 ? -1 : 0;
+}
+
+/* the bytes of c's history; a token covers at least one byte, and the template adds a
+ * few per message: a conversation below the context by that much fits without a count */
+static int may_not_fit(chatfs *fs, conv *c, size_t system_len, size_t extra) {
+    if (!fs->be->count_tokens) return 0; /* the backend cannot count: refused when sent */
+    size_t bytes = system_len + extra;
+    for (int i = 0; i < c->n_turns; i++) bytes += c->turns[i].len;
+    return bytes + 16 * (size_t)(c->n_turns + 3) >= (size_t)fs->be->context(fs->be);
+}
+
+/* A message being written, checked at each write so that errors come back where shells
+ * look (they ignore close): the chat template renders it with c's history (a template's
+ * raise_exception refuses it: -EINVAL, well under a millisecond to render), and it fits
+ * in the context (-EFBIG). Only a conversation whose bytes come near the context is
+ * counted (tokenized by the backend); the rest pass by their length. A backend that
+ * cannot check a rendering or count (a remote server) refuses when the message is sent.
+ * fs->mu held; released while the backend works. 0, -EINVAL or -EFBIG, the reason in c's
+ * error file. */
+int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len) {
+    size_t tlen = cfs_strip_newline(text, len);
+    if (blank(text, tlen)) return 0; /* nothing to send (yet) */
+    int count = may_not_fit(fs, c, strlen(c->system), tlen);
+    if (!count && !fs->be->check_render) return 0;
+    char *t = cfs_memdup0(text, tlen), err[512] = "";
+    if (!t) return -ENOMEM;
+    int tokens = 0, rc = ask_backend(fs, c, NULL, t, 1, count, &tokens, err, sizeof err);
+    free(t);
+    if (rc == -ENOMEM) return rc;
+    if (rc < 0) {
+        cfs_set_error(c, "%s", err[0] ? err : "the chat template refuses the message");
+        return -EINVAL;
+    }
+    int ctx = fs->be->context(fs->be);
     if (tokens >= ctx) {
         cfs_set_error(c, "the message makes the conversation %d tokens long, more than the context of %d", tokens, ctx);
         return -EFBIG;
     }
-    return 0; /* (-2: the backend cannot count; the message is refused when sent) */
+    return 0; /* (tokens -2: the backend cannot count; the message is refused when sent) */
+}
+
+/* A system prompt being written (at each write, and when it is set): with c's history it
+ * must leave room in the context for a message, else every message would be refused
+ * for a reason the message does not have. Counted only near the context, as messages
+ * are; a prefix already too long is refused at once. fs->mu held. 0 or -EFBIG. */
+int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len) {
+    size_t slen = cfs_strip_newline(text, len);
+    if (!may_not_fit(fs, c, slen, 0)) return 0;
+    char *t = cfs_memdup0(text, slen), err[512] = "";
+    if (!t) return -ENOMEM;
+    int tokens = 0, rc = ask_backend(fs, c, t, NULL, 0, 1, &tokens, err, sizeof err);
+    free(t);
+    if (rc == -ENOMEM) return rc;
+    int ctx = fs->be->context(fs->be);
+    if (tokens >= ctx) {
+        cfs_set_error(c, "the system prompt makes the conversation %d tokens long%s, more than the context of %d: "
+                      "no message would fit; shorten it", tokens, c->n_turns ? " with its turns" : "", ctx);
+        return -EFBIG;
+    }
+    return 0;
 }
 
 int cfs_is_derived(int kind) {

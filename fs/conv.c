@@ -132,6 +132,7 @@ void cfs_conv_unref(conv *c) {
     free(c->system);
     free(c->error);
     free(c->fail);
+    free(c->refused);
     settings_free(&c->st);
     cfs_stream_unref(c->reply);
     cfs_stream_unref(c->thinking);
@@ -202,7 +203,10 @@ static const turn *last_assistant(const conv *c) {
 
 /* The reply file shows the last assistant turn again (after an edit or a load). */
 void cfs_reset_reply(conv *c) {
+    free(c->refused);
+    c->refused = NULL;
     const turn *t = last_assistant(c);
+    c->rep_turn = t ? (int)(t - c->turns) + 1 : 0;
     stream *s = cfs_stream_of_turn(t), *ts = finished_stream(t ? t->reasoning : NULL, t ? t->reasoning_len : 0);
     if (s) {
         cfs_stream_unref(c->reply);
@@ -216,6 +220,23 @@ void cfs_reset_reply(conv *c) {
 
 int cfs_busy(const conv *c) { return c->gen != NULL; }
 
+void cfs_refuse_message(conv *c, const char *why) {
+    stream *s = cfs_stream_new(), *ts = cfs_stream_new();
+    char *p = strdup(why && why[0] ? why : "refused");
+    if (!s || !ts || !p) {
+        cfs_stream_unref(s), cfs_stream_unref(ts), free(p);
+        return;
+    }
+    s->done = s->failed = ts->done = ts->failed = 1; /* empty, and a read gets EIO */
+    cfs_stream_unref(c->reply);
+    c->reply = s;
+    cfs_stream_unref(c->thinking);
+    c->thinking = ts;
+    free(c->refused);
+    c->refused = p;
+    c->mtime_hist = cfs_now_ns();
+}
+
 /* ---- the database refused a change ----
  *
  * A change the database did not take did not happen: the operation fails with ENOSPC
@@ -226,6 +247,9 @@ int cfs_busy(const conv *c) { return c->gen != NULL; }
 int cfs_store_failed(conv *c, int rc, const char *what, const char *err) {
     if (rc == -ENOSPC)
         cfs_set_error(c, "the disk is full: %s was not stored (%s); free some space and try again", what, err);
+    else if (rc == -EAGAIN)
+        cfs_set_error(c, "the database is busy (another process holds it): %s was not stored (%s); try again when "
+                      "it lets go", what, err);
     else
         cfs_set_error(c, "the database failed: %s was not stored (%s)", what, err);
     return rc;
@@ -255,7 +279,9 @@ static int reload_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
 }
 
 void cfs_reload(chatfs *fs, conv *c) {
-    if (!fs->st || cfs_busy(c)) return;
+    /* turns the database has not taken yet (c->pending) are newer than its copy: the
+     * saver stores them, and they stay */
+    if (!fs->st || cfs_busy(c) || c->pending) return;
     /* a reply the database has not taken yet (generation.c: the saver retries it) is
      * newer than the database's copy of its turn: it stays */
     turn keep = {0};
@@ -277,10 +303,13 @@ void cfs_reload(chatfs *fs, conv *c) {
 }
 
 /* Persists turns[from..] (0-based) and, with with_system, the system prompt. 0, or
- * -ENOSPC / -EIO when the database refused: then the error file says that `what` was
- * not stored and c is what the database holds again (cfs_reload). */
+ * -ENOSPC / -EAGAIN / -EIO when the database refused: then the error file says that
+ * `what` was not stored and c is what the database holds again (cfs_reload). While c has
+ * turns the database has not taken (c->pending), the save starts at the first of them,
+ * and a busy database leaves this change pending with them (0): the saver stores it. */
 int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what) {
     if (!fs->st) return 0;
+    if (c->pending && from > c->pending - 1) from = c->pending - 1;
     int n = c->n_turns - from;
     convs_turn *t = calloc(n > 0 ? n : 1, sizeof *t);
     if (!t) return -ENOMEM;
@@ -294,9 +323,17 @@ int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *w
     char err[256];
     int rc = convs_replace_turns(fs->st, c->id, from + 1, t, n, with_system ? c->system : NULL, err, sizeof err);
     free(t);
+    if (rc == -EAGAIN && c->pending && !with_system) {
+        cfs_save_pending(fs, c);
+        return 0;
+    }
     if (rc) {
+        c->pending = 0; /* refused for another reason (a full disk): what the database holds stands */
         cfs_store_failed(c, rc, what, err);
         cfs_reload(fs, c);
+    } else if (c->pending) {
+        c->pending = 0;
+        cfs_pending_stored(fs, c);
     }
     return rc;
 }

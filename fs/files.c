@@ -317,13 +317,15 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     }
     if (!v) switch (h->kind) {
     case K_MESSAGE:
-        v = cfs_check_fits(fs, h->c, h->buf, h->len);
+        v = cfs_check_message(fs, h->c, h->buf, h->len);
+        if (v == -EINVAL || v == -EFBIG) cfs_refuse_message(h->c, h->c->error ? h->c->error : "refused");
         for (size_t i = 0; !v && i < h->len; i++)
             if (!strchr(" \t\r\n", h->buf[i])) { /* a message on its way: no copy writes one */
                 cfs_young_end(fs, h->c);
                 break;
             }
         break;
+    case K_SYSTEM: v = cfs_check_system(fs, h->c, h->buf, h->len); break;
     case K_SETTINGS: v = cfs_set_settings(fs, h->c, h->buf, h->len, 0); break;
     case K_GSETTINGS: v = cfs_set_settings(fs, NULL, h->buf, h->len, 0); break;
     case K_CTL: v = cfs_run_ctl(fs, h->c, h->buf, h->len, 0); break;

@@ -51,12 +51,15 @@ void cfs_unlock(chatfs *fs) {
 typedef struct save_req {
     struct save_req *next;
     int64_t conv;
-    int idx; /* 0-based */
+    int idx; /* 0-based; PENDING_REQ: the conversation's pending turns (c->pending) */
 } save_req;
+
+#define PENDING_REQ -1
 
 /* notes that turn idx of conversation c is due; fs->mu held */
 static void save_due(chatfs *fs, conv *c, int idx) {
     if (!fs->st || !fs->saver_running) return;
+    if (c->pending) idx = PENDING_REQ; /* its row may not be there yet: it goes with the pending turns */
     for (save_req *q = fs->saves; q; q = q->next)
         if (q->conv == c->id && q->idx == idx) return; /* the copy is taken when it is written */
     save_req *q = calloc(1, sizeof *q);
@@ -107,6 +110,119 @@ static void save_done(chatfs *fs, int64_t conv_id, int idx) {
     c->mtime_hist = cfs_now_ns();
 }
 
+/* ---- turns the database has not taken: another process held it ----
+ *
+ * A message must not be lost because another process (the sqlite3 shell, a backup)
+ * holds the database longer than the busy timeout: the message is generated anyway, its
+ * turns stay in memory marked pending (c->pending), and the saver stores every turn from
+ * the first pending one (convs_replace_turns, the texts as they read at that moment),
+ * trying again every RETRY_INTERVAL_S until the database lets go. Until then every save
+ * of c starts there (cfs_save_turns), and nothing reloads c from the database. */
+
+void cfs_save_pending(chatfs *fs, conv *c) {
+    if (!c->error || !strstr(c->error, "not stored yet"))
+        cfs_set_error(c, "the database is busy (another process holds it): turn %d and those after it are not "
+                      "stored yet; they are written when it lets go", c->pending);
+    if (!fs->st || !fs->saver_running || queued(fs->retries, c->id, PENDING_REQ)) return;
+    save_req *q = calloc(1, sizeof *q);
+    if (!q) return;
+    *q = (save_req){fs->retries, c->id, PENDING_REQ};
+    fs->retries = q;
+    pthread_cond_broadcast(&fs->save_cv);
+}
+
+void cfs_pending_stored(chatfs *fs, conv *c) {
+    if (c->error && strstr(c->error, "database is busy")) {
+        cfs_log(fs, 1, "%s: the turns that waited for the database are stored now", c->name);
+        cfs_clear_error(c);
+    }
+    c->mtime_hist = cfs_now_ns();
+}
+
+/* c's pending turns, copied for the saver to write without fs->mu; NULL on no memory */
+static convs_turn *copy_pending(conv *c, int *n) {
+    int from = c->pending - 1;
+    *n = c->n_turns - from;
+    convs_turn *t = calloc(*n > 0 ? *n : 1, sizeof *t);
+    if (!t) return NULL;
+    for (int i = 0; i < *n; i++) {
+        const turn *u = &c->turns[from + i];
+        size_t len, rlen = 0;
+        const char *text = cfs_turn_text(c, from + i, &len), *r = u->user ? NULL : cfs_turn_reasoning(c, from + i, &rlen);
+        t[i] = (convs_turn){u->user, cfs_memdup0(text, len), len, u->complete, u->mtime, r ? cfs_memdup0(r, rlen) : NULL,
+                            rlen};
+    }
+    return t;
+}
+
+static void free_copies(convs_turn *t, int n) {
+    for (int i = 0; t && i < n; i++) free((char *)t[i].text), free((char *)t[i].reasoning);
+    free(t);
+}
+
+/* c's turns from index from on still read as t[0..n) */
+static int same_as_copy(const conv *c, int from, const convs_turn *t, int n) {
+    if (c->n_turns - from != n) return 0;
+    for (int i = 0; i < n; i++) {
+        size_t len, rlen = 0;
+        const turn *u = &c->turns[from + i];
+        const char *text = cfs_turn_text(c, from + i, &len), *r = u->user ? NULL : cfs_turn_reasoning(c, from + i, &rlen);
+        if (u->user != t[i].user || u->complete != t[i].complete || len != t[i].len || memcmp(text, t[i].text, len) ||
+            rlen != t[i].reasoning_len || (rlen && memcmp(r, t[i].reasoning, rlen)))
+            return 0;
+    }
+    return 1;
+}
+
+/* the saver's write of c's pending turns; fs->mu held, released while it writes */
+static void save_pending_now(chatfs *fs, int64_t conv_id) {
+    conv *c = cfs_find_conv_id(fs, conv_id);
+    if (!c || !c->pending) return;
+    int n, pending = c->pending;
+    convs_turn *t = copy_pending(c, &n);
+    int ok = t != NULL;
+    for (int i = 0; ok && i < n; i++) ok = t[i].text && (t[i].user || t[i].reasoning);
+    if (!ok) {
+        free_copies(t, n);
+        cfs_save_pending(fs, c); /* no memory now: later */
+        return;
+    }
+    fs->saving = 1;
+    pthread_mutex_unlock(&fs->mu);
+    char err[256];
+    int rc = convs_replace_turns(fs->st, conv_id, pending, t, n, NULL, err, sizeof err);
+    pthread_mutex_lock(&fs->mu);
+    fs->saving = 0;
+    c = cfs_find_conv_id(fs, conv_id);
+    if (!c || c->pending != pending) { /* gone, or saved meanwhile by an operation */
+        free_copies(t, n);
+        return;
+    }
+    if (rc) {
+        free_copies(t, n);
+        cfs_log(fs, 2, "%s: saving the pending turns: %s", c->name, err);
+        if (fs->saver_stop) cfs_log(fs, 1, "%s: turn %d and those after it could not be stored before the unmount "
+                                    "(%s)", c->name, pending, err);
+        else cfs_save_pending(fs, c);
+        return;
+    }
+    /* what changed while it was written (the reply grew or ended, a turn went) was
+     * redirected here by save_due, or was not saved at all: written again at once, until
+     * the database holds what the files show */
+    int same = same_as_copy(c, pending - 1, t, n);
+    free_copies(t, n);
+    if (!same) {
+        if (!queued(fs->saves, conv_id, PENDING_REQ)) {
+            save_req *q = calloc(1, sizeof *q);
+            if (q) *q = (save_req){fs->saves, conv_id, PENDING_REQ}, fs->saves = q;
+            else cfs_save_pending(fs, c);
+        }
+        return;
+    }
+    c->pending = 0;
+    cfs_pending_stored(fs, c);
+}
+
 /* the refused saves due again: every RETRY_INTERVAL_S, and once more when stopping */
 static void retry_due(chatfs *fs) {
     while (fs->retries) {
@@ -135,6 +251,13 @@ static void *saver(void *arg) {
         if (!fs->saves) break;
         save_req *q = fs->saves;
         fs->saves = q->next;
+        if (q->idx == PENDING_REQ) {
+            int64_t id = q->conv;
+            free(q);
+            save_pending_now(fs, id);
+            pthread_cond_broadcast(&fs->save_cv);
+            continue;
+        }
         int64_t q_conv = q->conv;
         conv *c = cfs_find_conv_id(fs, q_conv);
         char *text = NULL, *reasoning = NULL;
@@ -317,8 +440,10 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         save_due(fs, c, g->turn);
         g->refs--; /* c->gen's reference; the engine's is dropped below */
         static const char *const how[] = {"", "end of turn", "max_tokens", "stop string", "context full", "stopped", "failed"};
-        char thought[40] = "";
-        if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
+        char thought[64] = ""; /* as status says it (views.c) */
+        if (r->reasoning_tokens > 0)
+            snprintf(thought, sizeof thought, g->ts->len ? " (%d thinking)" : " (%d thinking: only the markers)",
+                     r->reasoning_tokens);
         cfs_log(fs, 1, "%s: %d prompt tokens (%d reused from %s, %d computed), %d generated%s, first token after %.0f ms, "
                 "%.1f tok/s, %s%s%s", c->name, r->prompt_tokens, r->reused_tokens, r->source ? r->source : "none",
                 r->computed_tokens, r->generated_tokens, thought, r->ttft_ms, r->decode_tokens_per_s,
@@ -395,11 +520,15 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
         return -ENOMEM;
     }
     /* the message (and the empty reply it waits for) is stored before anything starts:
-     * one the database refuses (a full disk) is not sent, and c is as it was */
-    int rc = cfs_save_turns(fs, c, drop_user ? c->n_turns - 2 : c->n_turns - 1, 0,
-                            drop_user ? "the message" : "the request for a new reply");
+     * one the database refuses (a full disk) is not sent, and c is as it was; one it
+     * cannot take now (another process holds it past the busy timeout) is sent, and
+     * pending until the saver stores it */
+    int from = drop_user ? c->n_turns - 2 : c->n_turns - 1;
+    if (!c->pending) c->pending = from + 1; /* kept only when the database is busy */
+    int rc = cfs_save_turns(fs, c, from, 0, drop_user ? "the message" : "the request for a new reply");
     if (rc) {
         free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
+        if (drop_user) cfs_refuse_message(c, c->error ? c->error : "the database refused it");
         return rc;
     }
     /* the engine copies the request, but the texts may change once we unlock */
@@ -425,10 +554,14 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     c->thinking = ts;
     c->gen = g;
     c->state = ST_BUSY;
+    free(c->refused); /* a reply to this message: the last refusal is over */
+    c->refused = NULL;
+    c->rep_turn = g->turn + 1;
     memset(&c->rep, 0, sizeof c->rep);
     c->rep.phase = GEN_QUEUED;
     c->finish = FINISH_NONE;
     cfs_clear_error(c);
+    if (c->pending) cfs_save_pending(fs, c); /* the error file says the turns are not stored yet */
     c->mtime_hist = cfs_now_ns();
     cfs_young_end(fs, c); /* in use: no copy is arriving */
     fs->n_running++;
@@ -460,6 +593,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
             cfs_reset_reply(c);
             c->state = ST_IDLE;
             cfs_set_error(c, "%s", err[0] ? err : "the engine refused the conversation");
+            cfs_refuse_message(c, err[0] ? err : "the engine refused the conversation");
         }
         g->refs--; /* the engine's */
         rc = why == EFBIG ? -EFBIG : why == EINVAL ? -EINVAL : -EIO; /* EINVAL: the template refuses it */

@@ -231,6 +231,15 @@ int chatfs_mount(const mount_opts *o) {
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) goto fail;
+    /* the engine holds a conversation to the model's trained context (engine_open): a
+     * larger -c is cut, and the user hears why */
+    if (!o->fake && !o->engine_url && o->n_ctx > 0 && be->context(be) < o->n_ctx)
+        fprintf(stderr, "chatfs: -c %d is more than the model's context (it was trained on %d tokens): a "
+                "conversation holds at most %d\n", o->n_ctx, be->context(be), be->context(be));
+    /* another process holding the database (the sqlite3 shell, a backup) stalls a file
+     * operation at most this long; what it keeps from being stored waits in memory and is
+     * stored when it lets go (fs/generation.c) */
+    db_busy_timeout(database, 200);
     if (!(fs = chatfs_new(be, store, err, sizeof err))) goto fail;
     if (foreground) chatfs_set_log(fs, stderr, o->verbose ? 2 : 1);
     if (!(F = fsfuse_new(fs))) {

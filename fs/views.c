@@ -147,9 +147,16 @@ static void speculation_note(const gen_report *r, sbuf *b) {
     if (r->drafted_tokens > 0) sb_fmt(b, " drafted %d accepted %d", r->drafted_tokens, r->accepted_tokens);
 }
 
+/* Every line about a reply ends with " turn N", N its turn's number (turns/00N-assistant.md),
+ * so that a script can tell the reply it reads answers its message; a message that was
+ * not sent has no reply to name. */
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
-    if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
+    int about_reply = 1;
+    if (c->refused && c->state != ST_BUSY) {
+        sb_fmt(b, "error: the message was not sent: %s", c->refused);
+        about_reply = 0;
+    } else if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
         sb_fmt(b, "error: %s", c->error ? c->error : "the last reply is not stored yet");
     else if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
     else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
@@ -165,8 +172,15 @@ static void render_status(const conv *c, sbuf *b) {
         sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
     } else if (c->state == ST_DONE) {
-        char thought[40] = ""; /* both counts: all the tokens, and of them the reasoning's */
-        if (r->reasoning_tokens > 0) snprintf(thought, sizeof thought, " (%d thinking)", r->reasoning_tokens);
+        char thought[64] = ""; /* both counts: all the tokens, and of them the reasoning's */
+        size_t rlen = 0;
+        if (c->rep_turn > 0 && c->rep_turn <= c->n_turns) cfs_turn_reasoning(c, c->rep_turn - 1, &rlen);
+        /* a model that opened and closed its reasoning at once (a thinking_budget of 0, or
+         * nothing to think about) spent tokens on the markers alone: the thinking file is
+         * empty, and the count says why */
+        if (r->reasoning_tokens > 0)
+            snprintf(thought, sizeof thought, rlen ? " (%d thinking)" : " (%d thinking: only the markers)",
+                     r->reasoning_tokens);
         if (r->prompt_tokens < 0) /* a server that sent no usage */
             sb_fmt(b, "done %d tokens%s %.1f tok/s%s", r->generated_tokens, thought, r->decode_tokens_per_s,
                    finish_note(c->finish));
@@ -177,7 +191,11 @@ static void render_status(const conv *c, sbuf *b) {
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
         sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");
-    else sb_str(b, "idle");
+    else {
+        sb_str(b, "idle");
+        about_reply = 0;
+    }
+    if (about_reply && c->rep_turn > 0) sb_fmt(b, " turn %d", c->rep_turn);
     sb_str(b, "\n");
 }
 

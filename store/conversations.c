@@ -95,7 +95,8 @@ static int run(convs_store *s, const char *sql, const char *fmt, ...) {
 }
 
 /* Every change is one transaction: begin, run..., end (which reports a failure). Both
- * return 0 or -errno (db.h: -ENOSPC when the disk is full, else -EIO), the reason in err
+ * return 0 or -errno (db.h: -ENOSPC when the disk is full, -EAGAIN when another process
+ * holds the database, else -EIO), the reason in err
  * naming the database: "/home/u/chatfs.db: database or disk is full". */
 static int failed(convs_store *s, int rc, const char *why, char *err, size_t errlen) {
     if (err && errlen) {

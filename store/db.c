@@ -138,6 +138,12 @@ char *db_default_path(char *buf, size_t n) {
 sqlite3 *db_sql(store_db *db) { return db->sql; }
 const char *db_path(const store_db *db) { return db->path; }
 void db_enter(store_db *db) { pthread_mutex_lock(&db->mu); }
+
+void db_busy_timeout(store_db *db, int ms) {
+    db_enter(db);
+    sqlite3_busy_timeout(db->sql, ms);
+    db_leave(db);
+}
 void db_leave(store_db *db) { pthread_mutex_unlock(&db->mu); }
 
 int db_exec(store_db *db, const char *sql, char *err, size_t errlen) {
@@ -152,9 +158,11 @@ int db_exec(store_db *db, const char *sql, char *err, size_t errlen) {
 
 /* SQLITE_FULL is the disk (or the file size limit); SQLite reports a write that the
  * kernel refused for lack of space as SQLITE_FULL, and some paths (the shared-memory
- * file) as an I/O error whose errno says so. */
+ * file) as an I/O error whose errno says so. SQLITE_BUSY (and LOCKED) is another
+ * connection holding the database past the busy timeout: a later try may succeed. */
 int db_errno(store_db *db) {
     int code = sqlite3_extended_errcode(db->sql);
+    if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) return EAGAIN;
     if ((code & 0xff) == SQLITE_FULL || ((code & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db->sql) == ENOSPC))
         return ENOSPC;
     return EIO;

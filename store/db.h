@@ -53,13 +53,18 @@ int db_module_version(store_db *db, const char *module);
 int db_exec(store_db *db, const char *sql, char *err, size_t errlen);
 /* BEGIN IMMEDIATE after db_enter; db_end commits (ok) or rolls back, then db_leave.
  * 0, or -errno with SQLite's message in err (then rolled back): -ENOSPC when the
- * disk is full (a commit, or a statement of the transaction, found no room), -EIO for
- * anything else. */
+ * disk is full (a commit, or a statement of the transaction, found no room), -EAGAIN
+ * when another connection held the database past the busy timeout, -EIO for anything
+ * else. */
 int db_begin(store_db *db, char *err, size_t errlen);
 int db_end(store_db *db, int ok, char *err, size_t errlen);
 /* The errno the connection's last failure stands for: ENOSPC (SQLITE_FULL, or an I/O
- * error whose system errno is ENOSPC) or EIO. Between db_enter and db_leave. */
+ * error whose system errno is ENOSPC), EAGAIN (SQLITE_BUSY, SQLITE_LOCKED: another
+ * connection holds the database) or EIO. Between db_enter and db_leave. */
 int db_errno(store_db *db);
+/* How long a statement waits for another connection's lock before it fails with
+ * SQLITE_BUSY (-EAGAIN); db_open sets 5000 ms. */
+void db_busy_timeout(store_db *db, int ms);
 
 /* The default path: $XDG_DATA_HOME/chatfs/chatfs.db, else ~/.local/share/chatfs/chatfs.db.
  * Writes into buf; returns buf. */

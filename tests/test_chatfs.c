@@ -942,6 +942,85 @@ static void test_old_schema(void) {
     remove_db(path);
 }
 
+
+/* issue 37: refusals where the shell sees them, no stale reply, status's turn number, a
+ * busy database that keeps the message (tests/scripts_e2e.py does the same through FUSE) */
+static void test_refusals(void) {
+    fs_attr a;
+    int rc;
+    fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "r", &a);
+    CHECK(echo_to("r/message", "one\n") == 0, "one");
+    wait_idle("r");
+    char *t = cat("r/status", &rc);
+    CHECK(t && !strncmp(t, "done 12 tokens", 14) && strstr(t, " turn 2\n"), "status names turn 2: %s", t);
+    free(t);
+    /* the fake's template refuses #refuse: at the write, and the reply is not the old one */
+    fs_handle *h;
+    CHECK(fs_open(fs, me, (uint64_t)ino_of("r/message"), O_WRONLY | O_TRUNC, &h) == 0, "open");
+    CHECK(fs_write(fs, h, 0, "two #refuse\n", 12) == -EINVAL, "refused at the write");
+    CHECK(fs_flush(fs, h) == 0, "nothing left to send at the close");
+    fs_release(fs, h);
+    CHECK(text_is("r/error", "fake template: the message says #refuse\n"), "the template's reason");
+    t = cat("r/reply", &rc);
+    CHECK(rc == -EIO && t && !*t, "reply after a refusal: %d %s", rc, t);
+    free(t);
+    t = cat("r/thinking", &rc);
+    CHECK(rc == -EIO, "thinking after a refusal: %d", rc);
+    free(t);
+    CHECK(text_is("r/status", "error: the message was not sent: fake template: the message says #refuse\n"),
+          "status after a refusal");
+    CHECK(count_turns("r") == 2, "nothing stored");
+    CHECK(echo_to("r/message", "three\n") == 0, "three");
+    wait_idle("r");
+    CHECK(text_is("r/reply", reply_to("three", 12)), "the next reply");
+    t = cat("r/status", &rc);
+    CHECK(t && strstr(t, " turn 4\n"), "status names turn 4: %s", t);
+    free(t);
+    /* a system prompt that leaves no room: EFBIG at its write, the old one stays */
+    size_t n = 100000;
+    char *big = malloc(n + 1);
+    memset(big, 'y', n);
+    big[n] = 0;
+    CHECK(echo_to("r/system", big) == -EFBIG, "a system prompt over the context");
+    free(big);
+    CHECK(text_is("r/system", ""), "the old prompt stays");
+    CHECK(text_is_prefix("r/error", "the system prompt makes the conversation "), "its reason");
+    /* an import with what it would drop */
+    CHECK(echo_to("r/messages.json", "[{\"role\": \"user\", \"content\": \"one\", \"tool_calls\": []}]\n") == -EINVAL,
+          "tool_calls refused");
+    CHECK(text_is_prefix("r/error", "messages.json: message 1 has \"tool_calls\""), "the key named");
+    /* another connection holds the database: the message is sent, stored when it lets go */
+    char err[512];
+    db_busy_timeout(database, 200);
+    store_db *other = db_open(dbpath, err, sizeof err);
+    REQUIRE(other, "db: %s", err);
+    db_enter(other);
+    CHECK(db_exec(other, "BEGIN EXCLUSIVE", err, sizeof err) == 0, "lock: %s", err);
+    CHECK(echo_to("r/message", "four\n") == 0, "sent while the database is held");
+    wait_idle("r");
+    CHECK(text_is("r/reply", reply_to("four", 12)), "answered");
+    CHECK(text_is_prefix("r/error", "the database is busy (another process holds it): turn 5 and those after it"),
+          "error says it waits");
+    fs_attr d;
+    CHECK(fs_mkdir(fs, SHELL_TID, FS_ROOT_INO, "r2", &d) == -EAGAIN, "mkdir while held: EAGAIN");
+    CHECK(db_exec(other, "COMMIT", err, sizeof err) == 0, "unlock: %s", err);
+    db_leave(other);
+    db_close(other);
+    int cleared = 0;
+    for (int i = 0; i < 400 && !cleared; i++) {
+        t = cat("r/error", &rc);
+        cleared = t && !*t;
+        free(t);
+        if (!cleared) sleep_ms(10);
+    }
+    CHECK(cleared, "stored once the lock went");
+    close_fs();
+    open_fs("delay=1");
+    CHECK(count_turns("r") == 6 && text_is("r/turns/005-user.md", "four\n") &&
+              text_is("r/turns/006-assistant.md", reply_to("four", 12)),
+          "after a reopen: %d turns", count_turns("r"));
+}
+
 int main(void) {
     me = (uint32_t)getpid();
     mkdir("tests/tmp", 0755);
@@ -961,6 +1040,7 @@ int main(void) {
     test_soak();
     test_thinking();
     test_old_schema();
+    test_refusals();
     close_fs();
     char p[300];
     for (const char *suf = ""; suf; suf = !*suf ? "-wal" : !strcmp(suf, "-wal") ? "-shm" : NULL) {

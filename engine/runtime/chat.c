@@ -148,6 +148,24 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_s
     return k;
 }
 
+int engine_check_render(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, char *err, size_t errlen) {
+    gen_settings defaults;
+    if (!s) {
+        gen_settings_defaults(&defaults);
+        s = &defaults;
+    }
+    chat_template *t = request_template(e, s, err, errlen);
+    size_t len = 0;
+    char *text = t ? template_render(t, msgs, n, 1, s->enable_thinking, &len, err, errlen) : NULL;
+    template_unref(t);
+    if (!text) {
+        errno = EINVAL;
+        return -1;
+    }
+    free(text);
+    return 0;
+}
+
 int engine_context(const chat_engine *e) { return e->n_ctx; }
 int engine_draft(const chat_engine *e) { return e->draft; }
 

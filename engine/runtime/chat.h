@@ -174,6 +174,11 @@ int engine_run(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *
  * switches of s; NULL: defaults), without running anything; -1 when they cannot be
  * rendered. Safe on any thread. */
 int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s);
+/* Renders the messages as engine_submit would (the template and switches of s; NULL:
+ * defaults), without tokenizing or running anything: 0, or -1 with the reason in err
+ * (errno EINVAL: a template that does not compile or that refuses the conversation:
+ * its raise_exception message). Safe on any thread. */
+int engine_check_render(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, char *err, size_t errlen);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
 /* Drafts per speculative step this engine decodes with by default (0: it does not speculate). */
