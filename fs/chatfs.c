@@ -171,10 +171,20 @@ void chatfs_free(chatfs *fs) {
 /* ---- public: names ---- */
 
 /* stats.json is rendered with the engine's lock, so its exact size (git, rsync) is
- * measured after ours is released */
-static void stats_size(chatfs *fs, fs_attr *a) {
+ * measured after ours is released. Its time is when its content last changed, so that
+ * tar and rsync see a file that stands still while nothing happens. */
+static void stats_attr(chatfs *fs, fs_attr *a) {
     size_t len = 0;
-    free(cfs_stats_text(fs, &len));
+    char *t = cfs_stats_text(fs, &len);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; t && i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+    free(t);
+    pthread_mutex_lock(&fs->mu);
+    if (!fs->mtime_stats) fs->mtime_stats = fs->t_start;
+    else if (h != fs->stats_hash) fs->mtime_stats = cfs_now_ns();
+    fs->stats_hash = h;
+    a->mtime_ns = fs->mtime_stats;
+    pthread_mutex_unlock(&fs->mu);
     a->size = len;
 }
 
@@ -185,7 +195,7 @@ int fs_lookup(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_at
     if (!rc) rc = cfs_child(fs, tid, &dir, name, &nd);
     if (!rc) rc = cfs_attr_of(fs, &nd, out);
     pthread_mutex_unlock(&fs->mu);
-    if (!rc && nd.kind == K_STATS) stats_size(fs, out);
+    if (!rc && nd.kind == K_STATS) stats_attr(fs, out);
     return rc;
 }
 
@@ -195,7 +205,7 @@ int fs_getattr(chatfs *fs, uint64_t ino, fs_attr *out) {
     int rc = cfs_resolve(fs, ino, &nd);
     if (!rc) rc = cfs_attr_of(fs, &nd, out);
     pthread_mutex_unlock(&fs->mu);
-    if (!rc && nd.kind == K_STATS) stats_size(fs, out);
+    if (!rc && nd.kind == K_STATS) stats_attr(fs, out);
     return rc;
 }
 
@@ -226,7 +236,8 @@ int fs_mkdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_att
         rc = cfs_is_dir_kind(dir.kind) ? -EPERM : -ENOTDIR;
         goto out;
     }
-    if (!cfs_valid_conv_name(name)) {
+    if (!cfs_valid_conv_name(name)) { /* nothing made: no error file, the log says why */
+        cfs_log(fs, 2, "mkdir refused: a conversation's name is UTF-8 text that does not start with a dot");
         rc = -EINVAL;
         goto out;
     }
@@ -349,6 +360,8 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     default: /* a conversation's own files stay (rm -r works); tar, which creates the name
               * again, does not see it until it does */
         if (nd.c) cfs_hide(fs, tid, nd.c, (int)(cfs_node_ino(&nd) & ((1u << CONV_SHIFT) - 1)));
+        else if (nd.kind == K_README || nd.kind == K_GSETTINGS || nd.kind == K_STATS)
+            cfs_hide(fs, tid, NULL, (int)cfs_node_ino(&nd)); /* the root's, as tar restores them */
         else rc = -EPERM;
     }
 out:
@@ -442,8 +455,10 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
                 s->parent = newparent;
             }
         } else if (exists && cfs_is_derived(dst.kind)) {
-            /* rsync putting a view in place in a young copy: nothing to keep */
-            if (dst.c && cfs_young(dst.c)) cfs_scratch_unlink(fs, s);
+            /* rsync putting a view in place in a young copy, or a copy of the root's
+             * README or stats.json: nothing to keep */
+            if ((dst.c && cfs_young(dst.c)) || (!dst.c && cfs_root_copy_ok(fs, dst.kind, s->data, s->len)))
+                cfs_scratch_unlink(fs, s);
             else {
                 if (dst.c)
                     cfs_set_error(dst.c, "%s is read-only: it shows the conversation (a copy onto a conversation in "

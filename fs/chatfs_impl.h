@@ -133,6 +133,8 @@ struct chatfs {
     conv_settings defaults;
     conv_settings builtin; /* the root's defaults: the built-in values with the sampling the backend recommends */
     int64_t t_start, mtime_root, mtime_settings;
+    uint64_t stats_hash; /* stats.json's last content (FNV-1a), and when it last changed */
+    int64_t mtime_stats;
     void (*notify)(void *);
     void *notify_ud;
     int n_running;
@@ -279,6 +281,7 @@ void cfs_maker_looked(conv *c, uint32_t tid);
 void cfs_hide(chatfs *fs, uint32_t tid, const conv *c, int sub);
 int cfs_hidden(chatfs *fs, uint32_t tid, const conv *c, int sub);
 int cfs_unhide(chatfs *fs, uint32_t tid, const conv *c, int sub); /* 1 when it was hidden */
+int cfs_root_copy_ok(chatfs *fs, int kind, const char *data, size_t len);
 /* unlink of turns[from..]: kept for a moment so that the same thread creating turn
  * `from` again gets them back (1) */
 void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from);

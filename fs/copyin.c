@@ -74,7 +74,7 @@ static undo *find(chatfs *fs, uint32_t tid, const conv *c, int sub, int take) {
     if (!tid) return NULL;
     for (undo **p = prune(fs); *p; p = &(*p)->next) {
         undo *u = *p;
-        if (u->tid != tid || u->conv != c->id || u->sub != sub) continue;
+        if (u->tid != tid || u->conv != (c ? c->id : 0) || u->sub != sub) continue;
         if (take) *p = u->next;
         return u;
     }
@@ -130,13 +130,13 @@ void cfs_maker_looked(conv *c, uint32_t tid) {
     if (c && tid && c->maker_tid == tid) c->maker_tid = 0;
 }
 
-/* ---- hidden files ---- */
+/* ---- hidden files (c NULL: the root's, sub their inode) ---- */
 
 void cfs_hide(chatfs *fs, uint32_t tid, const conv *c, int sub) {
     undo *u = find(fs, tid, c, sub, 0);
     if (!u) {
         if (!tid || !(u = calloc(1, sizeof *u))) return; /* then tar reports EEXIST: no loss */
-        *u = (undo){fs->undo, tid, c->id, sub, 0, NULL, 0, 0, 0, {0}, 0};
+        *u = (undo){fs->undo, tid, c ? c->id : 0, sub, 0, NULL, 0, 0, 0, {0}, 0};
         fs->undo = u;
     }
     u->until = cfs_mono_ns() + UNDO_NS;
@@ -148,6 +148,26 @@ int cfs_unhide(chatfs *fs, uint32_t tid, const conv *c, int sub) {
     undo *u = find(fs, tid, c, sub, 1);
     if (u) undo_free(u);
     return u != NULL;
+}
+
+/* A write or a rename putting a copy of README or stats.json in place (a whole-mount
+ * restore by tar, rsync or cp -a): both are rendered, so a copy of chatfs's own is
+ * accepted and has no effect; anything else is refused. data is what comes first (a
+ * write at offset 0, or the whole file). */
+int cfs_root_copy_ok(chatfs *fs, int kind, const char *data, size_t len) {
+    if (kind == K_STATS) return len > 0 && data[0] == '{';
+    if (kind != K_README) return 0;
+    node nd = {K_README, NULL, 0, NULL};
+    sbuf b = {0};
+    int ok = 0;
+    if (!cfs_render(fs, &nd, &b) && b.p) {
+        const char *nl = memchr(b.p, '\n', b.len);
+        size_t first = nl ? (size_t)(nl - b.p) + 1 : b.len; /* its title line, which every version has */
+        size_t n = len < first ? len : first;
+        ok = n > 0 && !memcmp(data, b.p, n);
+    }
+    free(b.p);
+    return ok;
 }
 
 /* ---- removed turns ---- */

@@ -78,7 +78,7 @@ int fs_open(chatfs *fs, uint32_t tid, uint64_t ino, int flags, fs_handle **h) {
     node nd;
     int rc = cfs_resolve(fs, ino, &nd);
     /* a copy (shutil.copytree: O_TRUNC) putting a view in place in a young conversation */
-    int discard = (flags & O_ACCMODE) != O_RDONLY && cfs_is_derived(nd.kind) && cfs_young(nd.c);
+    int discard = (flags & O_ACCMODE) != O_RDONLY && cfs_is_derived(nd.kind) && (cfs_young(nd.c) || !nd.c);
     if (!rc && (flags & O_ACCMODE) == O_RDONLY) cfs_maker_looked(nd.c, tid);
     if (!rc) rc = open_node(fs, &nd, flags, COMMIT_EDIT, discard, h);
     if (!rc && discard) cfs_young_touch(nd.c);
@@ -104,11 +104,12 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
         int copy = nd.kind != K_SCRATCH && dir.c &&
                    (cfs_fresh_for(dir.c, tid) ||
                     (dir.kind == K_CONV && cfs_unhide(fs, tid, dir.c, (int)(cfs_node_ino(&nd) & ((1u << CONV_SHIFT) - 1)))));
+        if (dir.kind == K_ROOT && cfs_unhide(fs, tid, NULL, (int)cfs_node_ino(&nd))) copy = 1; /* tar, after unlink */
         if (!copy && (flags & O_EXCL)) {
             rc = -EEXIST;
             goto out;
         }
-        int discard = copy && cfs_is_derived(nd.kind) && cfs_young(dir.c);
+        int discard = copy && cfs_is_derived(nd.kind) && (cfs_young(dir.c) || dir.kind == K_ROOT);
         rc = open_node(fs, &nd, flags | (copy ? O_TRUNC : 0), copy ? COMMIT_COPY : COMMIT_EDIT, discard, h);
         if (!rc) rc = cfs_attr_of(fs, &nd, out);
         if (!rc && copy) cfs_young_touch(dir.c);
@@ -269,7 +270,15 @@ int fs_poll_ready(chatfs *fs, fs_handle *h) {
 
 ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t size) {
     if (!h->wr) return -EBADF; /* wr and discard never change after open */
-    if (h->discard) return (ssize_t)size;
+    if (h->discard) { /* a root view takes a copy of chatfs's own only (cfs_root_copy_ok) */
+        if (!h->c && off == 0 && size > 0) {
+            pthread_mutex_lock(&fs->mu);
+            int ok = cfs_root_copy_ok(fs, h->kind, buf, size);
+            pthread_mutex_unlock(&fs->mu);
+            if (!ok) return -EACCES;
+        }
+        return (ssize_t)size;
+    }
     pthread_mutex_lock(&fs->mu);
     ssize_t rc = (ssize_t)size;
     char **data;

@@ -166,7 +166,7 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_ROOT: return fs->mtime_root;
     case K_README: return fs->t_start;
     case K_GSETTINGS: return fs->mtime_settings;
-    case K_STATS: return cfs_now_ns();
+    case K_STATS: return fs->mtime_stats; /* set by stats_attr (chatfs.c) */
     case K_CONV:
     case K_TURNS: return c->mtime;
     case K_MESSAGE:
@@ -221,7 +221,7 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
             if (cfs_conv_files[i].kind == nd->kind) a->mode = cfs_conv_files[i].mode;
     }
     if (nd->kind == K_STATS) {
-        a->size = 0; /* see stats_size */
+        a->size = 0; /* see stats_attr */
         return 0;
     }
     sbuf b = {0};
@@ -274,7 +274,10 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
     uint64_t dino = cfs_node_ino(dir);
     if (dir->kind == K_ROOT) {
         for (size_t i = 0; i < sizeof cfs_root_files / sizeof *cfs_root_files; i++)
-            if (!strcmp(name, cfs_root_files[i].name)) return out->kind = cfs_root_files[i].kind, 0;
+            if (!strcmp(name, cfs_root_files[i].name)) {
+                if (cfs_hidden(fs, tid, NULL, (int)cfs_root_files[i].ino)) return -ENOENT; /* tar put it aside */
+                return out->kind = cfs_root_files[i].kind, 0;
+            }
         conv *c = cfs_find_conv_name(fs, name);
         if (c) return out->kind = K_CONV, out->c = c, 0;
     } else if (dir->kind == K_CONV) {
@@ -307,10 +310,16 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
     return 0;
 }
 
+/* A conversation's name is UTF-8 text without control characters that does not start
+ * with a dot. Dot names are what programs make for themselves (git init's .git, a file
+ * manager's .Trash, rsync's temporary names): refused, they leave nothing behind, and a
+ * shell's `ls` never hides a conversation. Names are stored as text (the database, the
+ * messages a script reads), so bytes that are not UTF-8 are refused as in every file. */
 int cfs_valid_conv_name(const char *name) {
     size_t n = strlen(name);
-    if (n == 0 || n > 255 || !strcmp(name, ".") || !strcmp(name, "..")) return 0;
+    if (n == 0 || n > 255 || name[0] == '.') return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f || name[i] == '/') return 0;
-    return 1;
+    int bad;
+    return cfs_utf8_valid_prefix(name, n, &bad) == n;
 }
