@@ -49,6 +49,7 @@ int cmd_mount(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "-f")) o.foreground = 1;
         else if (!strcmp(a, "-v")) o.verbose = 1;
+        else if (!strcmp(a, "--log") && v) o.log_path = v, i++;
         else if (!strcmp(a, "-d")) o.debug = 1;
         else if (a[0] == '-' || o.mountpoint) {
             cli_error("mount: unknown option '%s'", a);

@@ -17,7 +17,7 @@
 static const char usage_mount[] =
     "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS] [--batch N] [--chunk N]\n"
     "                    [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-v]\n"
-    "                    [-o FUSE_OPTIONS]\n"
+    "                    [--log FILE] [-o FUSE_OPTIONS]\n"
     "       chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] [--db PATH] [--batch N] ...\n"
     "  Conversations with the model as files under MOUNTPOINT (see fs/README.md); daemonises\n"
     "  unless -f. fusermount3 -u MOUNTPOINT unmounts.\n"
@@ -35,7 +35,8 @@ static const char usage_mount[] =
     "                    (default 1 for a model with the head; 0 turns it off)\n"
     "  --draft-vocab V   the head drafts among the first V token ids only (cheaper drafts)\n"
     "  -f                stay in the foreground and log one line per reply on stderr\n"
-    "  -v                with -f: log every change too (messages, edits, imports, errors)\n"
+    "  -v                log every change too (messages, edits, imports, errors)\n"
+    "  --log FILE        append the log to FILE (a daemon too; without it only -f logs, on stderr)\n"
     "  -o OPTS           FUSE options (e.g. allow_other, ro)\n"
     "  --engine URL      generate on an OpenAI-compatible server instead of a local model\n"
     "                    (URL/chat/completions; e.g. http://127.0.0.1:8080/v1); --batch is then\n"

@@ -478,6 +478,9 @@ static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id) {
     c->finish = FINISH_CANCELLED;
     c->mtime_hist = cfs_now_ns();
     fs->n_stopped++;
+    /* the engine's on_done for a detached reply logs nothing: the line is this one */
+    cfs_log(fs, 1, "%s: the reply (turn %d) was stopped; its %zu bytes so far are kept", c->name, g->turn + 1,
+            g->s->len);
     gen_unref(g); /* c->gen's reference */
 }
 

@@ -190,6 +190,7 @@ int chatfs_mount(const mount_opts *o) {
     fsfuse *F = NULL;
     struct fuse_session *se = NULL;
     int lock_fd = -1, new_db = 0;
+    FILE *logf = NULL;
     const char *db = o->db ? o->db : db_default_path(dbpath, sizeof dbpath);
     /* one process writes a database: a second mount (or a running chatfs ask) is named */
     char what[1100], owner[1200];
@@ -241,7 +242,14 @@ int chatfs_mount(const mount_opts *o) {
      * stored when it lets go (fs/generation.c) */
     db_busy_timeout(database, 200);
     if (!(fs = chatfs_new(be, store, err, sizeof err))) goto fail;
-    if (foreground) chatfs_set_log(fs, stderr, o->verbose ? 2 : 1);
+    if (o->log_path) { /* opened before the daemon leaves the directory: a relative path works */
+        if (!(logf = fopen(o->log_path, "a"))) {
+            snprintf(err, sizeof err, "--log %s: %s", o->log_path, strerror(errno));
+            goto fail;
+        }
+        setvbuf(logf, NULL, _IOLBF, 0);
+        chatfs_set_log(fs, logf, o->verbose ? 2 : 1);
+    } else if (foreground) chatfs_set_log(fs, stderr, o->verbose ? 2 : 1);
     if (!(F = fsfuse_new(fs))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
@@ -300,6 +308,7 @@ out:
     if (be) be->close(be);
     fsfuse_free(F);
     chatfs_free(fs);
+    if (logf) fclose(logf);
     convs_close(store);
     cs_close(checkpoints); /* after the engine, which wrote its checkpoints at close */
     db_close(database);

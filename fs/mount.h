@@ -22,7 +22,8 @@ typedef struct {
     int draft;               /* --draft: engine_config.draft (0 the default, -1 off, N up to N) */
     int draft_vocab;         /* --draft-vocab: engine_config.draft_vocab (0: the whole vocabulary) */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
-    int verbose;             /* -v: with -f, log every change, not only each reply */
+    int verbose;             /* -v: log every change, not only each reply */
+    const char *log_path;    /* --log FILE: append the log there (daemon or -f); NULL: stderr with -f */
     int debug;               /* -d: libfuse's request log (implies -f) */
     const char *fuse_opts;   /* -o, passed to libfuse */
 } mount_opts;
