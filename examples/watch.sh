@@ -11,7 +11,7 @@ printf '%s\n' "$*" > "$c/message"
 while :; do
     s=$(cat "$c/status")
     printf '\r\033[K%s' "$s" >&2
-    case $s in queued*|prefill*|generating*) sleep 0.2 ;; *) break ;; esac
+    case $s in queued*|prefill*|thinking*|generating*) sleep 0.2 ;; *) break ;; esac
 done
 printf '\n' >&2
 tail -n +1 "$c/transcript.md"
