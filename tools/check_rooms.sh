@@ -4,7 +4,7 @@
 # ORDER, and "store/..." only from runtime/. Also every quoted include in engine/ names
 # its room: "engine/<room>/<file>". Prints each offending line; exit status 1 if any.
 # Run from the repository root (make test runs it).
-ORDER="base gguf kernels layers tokenizer jinja template model arch runtime"
+ORDER="base gguf kernels layers tokenizer grammar jinja template model arch runtime"
 
 rank() {
     i=0
