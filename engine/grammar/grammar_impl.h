@@ -46,10 +46,12 @@ void gstacks_clear(gstacks *s);
 void gstacks_free(gstacks *s);
 int gstacks_copy(gstacks *dst, const gstacks *src);
 /* The stacks the stack (len positions, its top last) stands for once every rule reference
- * on top is expanded into its alternatives, added to out (each once). 0 or -1 (memory). */
-int gstacks_expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out);
-/* out = the stacks of in after the code point cp (out cleared first). 0 or -1 (memory). */
-int gstacks_advance(const grammar *g, const gstacks *in, uint32_t cp, gstacks *out);
+ * on top is expanded into its alternatives, added to out (each once). seen: the caller's
+ * scratch. 0 or -1 (memory). */
+int gstacks_expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out, gstacks *seen);
+/* out = the stacks of in after the code point cp (out cleared first; seen: scratch). 0 or
+ * -1 (memory). */
+int gstacks_advance(const grammar *g, const gstacks *in, uint32_t cp, gstacks *out, gstacks *seen);
 /* 1 when some stack's top could match a code point in [lo, hi] */
 int gstacks_may_match(const grammar *g, const gstacks *s, uint32_t lo, uint32_t hi);
 int gstacks_can_end(const gstacks *s);

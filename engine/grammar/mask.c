@@ -183,7 +183,7 @@ static void walk_node(walk *w, uint32_t node, int d, const gstacks *s, gutf8 u) 
         const gstacks *next = s;
         if (k > 0) {
             gstacks *out = &w->m->levels[d + 1];
-            if (gstacks_advance(g, s, cp, out) != 0) {
+            if (gstacks_advance(g, s, cp, out, &w->m->seen) != 0) {
                 w->oom = 1;
                 return;
             }

@@ -56,11 +56,11 @@ static int add_stack(gstacks *s, const uint32_t *st, uint32_t len) {
     const uint32_t h = hash_stack(st, len);
     for (uint32_t i = 0; i < s->n; i++)
         if (s->hash[i] == h && s->off[i + 1] - s->off[i] == len &&
-            !memcmp(s->pos + s->off[i], st, len * sizeof *st))
+            (!len || !memcmp(s->pos + s->off[i], st, len * sizeof *st)))
             return 0;
     if (reserve(s, s->n_pos + len, s->n + 1) != 0) return -1;
     if (s->n == 0) s->off[0] = 0;
-    memcpy(s->pos + s->n_pos, st, len * sizeof *st);
+    if (len) memcpy(s->pos + s->n_pos, st, len * sizeof *st);
     s->n_pos += len;
     s->hash[s->n++] = h;
     s->off[s->n] = s->n_pos;
@@ -69,25 +69,19 @@ static int add_stack(gstacks *s, const uint32_t *st, uint32_t len) {
 
 static int ends_alt(const gelem *e) { return e->type == GE_END || e->type == GE_ALT; }
 
-/* The stacks with a rule reference on top met in one expansion: a rule may come back on
- * top of the same stack through rules that match the empty text (( [x]* )*, which the
+/* seen: the stacks with a rule reference on top met in one expansion. A rule may come back
+ * on top of the same stack through rules that match the empty text (( [x]* )*, which the
  * compile allows as llama.cpp does); the second time adds nothing. */
-static __thread gstacks expanding;
-static __thread int expand_depth;
+static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out, gstacks *seen);
 
-static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out);
-
-int gstacks_expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out) {
-    if (expand_depth == 0) gstacks_clear(&expanding);
-    expand_depth++;
-    int rc = expand(g, stack, len, out);
-    expand_depth--;
-    return rc;
+int gstacks_expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out, gstacks *seen) {
+    gstacks_clear(seen);
+    return expand(g, stack, len, out, seen);
 }
 
-static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out) {
+static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks *out, gstacks *seen) {
     if (len == 0 || g->el[stack[len - 1]].type == GE_CHAR) return add_stack(out, stack, len) < 0 ? -1 : 0;
-    const int fresh = add_stack(&expanding, stack, len);
+    const int fresh = add_stack(seen, stack, len);
     if (fresh <= 0) return fresh;
     /* a rule reference on top: the rest of its alternative below, each of the rule's
      * alternatives on top of that (no left recursion: this ends) */
@@ -103,7 +97,7 @@ static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks
     for (;;) {
         uint32_t n = base;
         if (!ends_alt(&g->el[a])) nw[n++] = a;
-        if ((rc = expand(g, nw, n, out)) != 0) break;
+        if ((rc = expand(g, nw, n, out, seen)) != 0) break;
         while (!ends_alt(&g->el[a])) a++;
         if (g->el[a].type == GE_END) break;
         a++;
@@ -112,7 +106,7 @@ static int expand(const grammar *g, const uint32_t *stack, uint32_t len, gstacks
     return rc;
 }
 
-int gstacks_advance(const grammar *g, const gstacks *in, uint32_t cp, gstacks *out) {
+int gstacks_advance(const grammar *g, const gstacks *in, uint32_t cp, gstacks *out, gstacks *seen) {
     gstacks_clear(out);
     for (uint32_t i = 0; i < in->n; i++) {
         const uint32_t len = in->off[i + 1] - in->off[i];
@@ -126,7 +120,7 @@ int gstacks_advance(const grammar *g, const gstacks *in, uint32_t cp, gstacks *o
         memcpy(nw, st, (len - 1) * sizeof *nw);
         uint32_t n = len - 1;
         if (!ends_alt(&g->el[top + 1])) nw[n++] = top + 1;
-        int rc = gstacks_expand(g, nw, n, out);
+        int rc = gstacks_expand(g, nw, n, out, seen);
         if (nw != small) free(nw);
         if (rc) return -1;
     }
@@ -168,7 +162,8 @@ grammar_matcher *grammar_matcher_new(const grammar *g) {
     uint32_t start = g->rule_start[g->root];
     /* the root's alternatives, as a reference to root would expand */
     for (uint32_t a = start;;) {
-        int bad = ends_alt(&g->el[a]) ? gstacks_expand(g, &a, 0, &m->cur) : gstacks_expand(g, &a, 1, &m->cur);
+        int bad = ends_alt(&g->el[a]) ? gstacks_expand(g, &a, 0, &m->cur, &m->seen)
+                                         : gstacks_expand(g, &a, 1, &m->cur, &m->seen);
         if (bad) {
             grammar_matcher_free(m);
             return NULL;
@@ -185,6 +180,7 @@ void grammar_matcher_free(grammar_matcher *m) {
     gstacks_free(&m->cur);
     gstacks_free(&m->tmp[0]);
     gstacks_free(&m->tmp[1]);
+    gstacks_free(&m->seen);
     mask_cache_free(m);
     for (int i = 0; i < m->n_levels; i++) gstacks_free(&m->levels[i]);
     free(m->levels);
@@ -205,7 +201,7 @@ int grammar_matcher_accept(grammar_matcher *m, const char *s, size_t n) {
             continue;
         }
         gstacks *out = &m->tmp[which];
-        if (gstacks_advance(m->g, at, cp, out) != 0 || out->n == 0) return -1;
+        if (gstacks_advance(m->g, at, cp, out, &m->seen) != 0 || out->n == 0) return -1;
         at = out;
         which ^= 1;
     }

@@ -20,6 +20,7 @@ struct grammar_matcher {
     gstacks cur;       /* the state */
     gutf8 utf8;        /* a code point begun by the last bytes */
     gstacks tmp[2];    /* scratch of grammar_matcher_accept */
+    gstacks seen;      /* scratch of every expansion (gstacks_expand) */
     gstacks *levels;   /* scratch of the mask's walk: the stacks after each depth's code point */
     int n_levels;
     mask_entry cache[MASK_CACHE];

@@ -11,9 +11,10 @@
 
 #define MAX_REPETITION 2000 /* llama.cpp's MAX_REPETITION_THRESHOLD */
 
-typedef struct {
+typedef struct evec {
     gelem *el;
     uint32_t n, cap;
+    struct evec *outer; /* the alternatives being parsed around this one (freed on an error) */
 } evec;
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
     int n_cls, cap_cls;
     grange *rng;
     uint32_t n_rng, cap_rng;
+    evec *open; /* the innermost alternatives being parsed */
     char *err;
     size_t errlen;
     jmp_buf fail;
@@ -325,18 +327,25 @@ static long parse_sequence(parser *p, int rule, evec *seq, int nested) {
 
 /* rule ::= alternatives, into the rule's body */
 static int parse_alternates(parser *p, int rule, int nested) {
-    evec v = {0};
-    long most = parse_sequence(p, rule, &v, nested);
+    /* on the heap, in the parser's list: an error's longjmp leaves it to grammar_compile */
+    evec *v = calloc(1, sizeof *v);
+    if (!v) fail_plain(p, "out of memory");
+    v->outer = p->open;
+    p->open = v;
+    long most = parse_sequence(p, rule, v, nested);
     while (peek(p, 0) == '|') {
-        push(p, &v, GE_ALT, 0);
+        push(p, v, GE_ALT, 0);
         p->pos++;
         space(p, 1);
-        long k = parse_sequence(p, rule, &v, nested);
+        long k = parse_sequence(p, rule, v, nested);
         if (k > most) most = k;
     }
-    push(p, &v, GE_END, 0);
+    push(p, v, GE_END, 0);
+    p->open = v->outer;
+    v->outer = NULL;
     free(p->rules[rule].body.el);
-    p->rules[rule].body = v;
+    p->rules[rule].body = *v;
+    free(v);
     return (int)most;
 }
 
@@ -488,6 +497,7 @@ grammar *grammar_compile(const char *text, size_t len, char *err, size_t errlen)
     if (setjmp(p.fail)) {
         grammar_free(g);
         free(marks);
+        for (evec *v = p.open, *o; v; v = o) o = v->outer, free(v->el), free(v);
         for (int i = 0; i < p.n_rules; i++) free(p.rules[i].name), free(p.rules[i].body.el);
         free(p.rules);
         free(p.cls);
