@@ -293,6 +293,16 @@ static void generation(const char *path, int seeds, int thinking_budget) {
     CHECK(engine_submit(e, &msg, 1, &s, NULL, err, sizeof err) == 0 && errno == EINVAL &&
               strstr(err, "undefined rule 'tail'"),
           "bad grammar: errno %d, \"%s\"", errno, err);
+    /* ignore_eog under a grammar that must end: nothing may follow "ok", so the request
+     * fails with the reason instead of drawing a token outside the grammar */
+    s.grammar = "root ::= \"ok\"";
+    s.ignore_eog = 1;
+    s.max_tokens = 16;
+    sink out = {0};
+    gen_report r;
+    CHECK(engine_run(e, &msg, 1, &s, collect, &out, &r, err, sizeof err) != 0 && r.finish == FINISH_ERROR &&
+              strstr(err, "the grammar allows no token here") && out.n == 2 && !memcmp(out.text, "ok", 2),
+          "dead end: finish %d, \"%s\", reply \"%.*s\"", r.finish, err, (int)out.n, out.text);
     printf("  %s: %d constrained replies accepted, %d of %d free ones rejected\n", path, runs, free_rejected, runs);
     engine_close(e);
 }
