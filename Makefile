@@ -33,8 +33,9 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # the reverse of engine/README.md's order): a room that called into a room above it
 # would leave its symbol undefined, so the linker enforces the order check_rooms.sh reads
 # in the includes. The engine's archives need no SQLite, FUSE or libcurl (ENGINE_LDLIBS).
-ENGINE_ROOMS := base gguf kernels layers tokenizer jinja template model arch runtime
-ENGINE_LIBS  := $(foreach r,runtime arch model template jinja tokenizer layers kernels gguf base,$(BUILD)/lib/engine-$(r).a)
+ENGINE_ROOMS := base gguf kernels layers tokenizer grammar jinja template model arch runtime
+reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
+ENGINE_LIBS  := $(foreach r,$(call reverse,$(ENGINE_ROOMS)),$(BUILD)/lib/engine-$(r).a)
 LIBS         := $(BUILD)/lib/fs.a $(BUILD)/lib/store.a $(ENGINE_LIBS)
 ENGINE_LDLIBS := $(shell pkg-config --libs libcjson) -lm -pthread
 CLI_SRC    := $(sort $(wildcard cli/*.c cli/synth/*.c))
@@ -120,9 +121,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # The tests of the engine alone link only the engine's archives, without SQLite, FUSE or
 # libcurl: the engine stands as a library (a chat engine without a checkpoint store keeps
 # no checkpoints, engine/runtime/checkpoint_port.h).
-ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_jinja \
+ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
                 test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe test_parity_qwen35 \
-                test_parity_types test_sampler test_template test_thinking test_tokenizer
+                test_parity_types test_sampler test_template test_tokenizer
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 

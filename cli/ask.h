@@ -20,6 +20,7 @@ typedef struct {
     int no_ckpt;
     long interval;        /* --interval; 0: the default */
     int stats, json;
+    const char *grammar;  /* --grammar-file's text: the answer follows it (the local engine only) */
 } ask_req;
 
 typedef struct {

@@ -321,6 +321,7 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
     gen_settings s;
     settings_to_gen(&cs, &s);
     if (q->seed_given) s.seed = q->seed;
+    s.grammar = q->grammar; /* compiled at the submit: a bad one is refused with its reason */
     char session[64];
     if (q->conv) {
         char *json = settings_render(&defaults);
@@ -427,7 +428,7 @@ static int through_mount(const char *mnt, const ask_req *q) {
 }
 
 int cmd_ask(int argc, char **argv) {
-    const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL;
+    const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL, *grammar_file = NULL;
     engine_opts eo = {.draft = -1, .ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     ask_req q = {.max_tokens = 256, .thinking = -1};
     for (int i = 1; i < argc; i++) {
@@ -475,6 +476,7 @@ int cmd_ask(int argc, char **argv) {
         }
         else if (!strcmp(a, "--stats")) q.stats = 1;
         else if (!strcmp(a, "--json")) q.json = 1;
+        else if (!strcmp(a, "--grammar-file")) grammar_file = v, i++;
         else if (!strcmp(a, "--no-checkpoints")) q.no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
         else if (!text_arg) text_arg = a;
@@ -493,6 +495,10 @@ int cmd_ask(int argc, char **argv) {
         cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
         return 1;
     }
+    if (grammar_file && eo.engine_url) {
+        cli_error("ask: --grammar-file is the local engine's (a server is not sent a grammar yet)");
+        return 1;
+    }
     if (q.conv && !fs_valid_name(q.conv)) {
         cli_error("ask: --conversation '%s': not a conversation's name (1-255 bytes, no '/' or control characters, "
                   "not . or ..) (%s)", q.conv, strerror(EINVAL));
@@ -506,8 +512,14 @@ int cmd_ask(int argc, char **argv) {
 
     int rc = 1, lock_fd = -1;
     size_t len = 0;
-    char *text = read_text(text_arg, &len), *system = NULL;
+    char *text = read_text(text_arg, &len), *system = NULL, *grammar_text = NULL;
     if (!text) goto out;
+    if (grammar_file) {
+        char at[1100];
+        snprintf(at, sizeof at, "@%s", grammar_file);
+        if (!(grammar_text = cli_text_arg(at))) goto out;
+        q.grammar = grammar_text;
+    }
     if (fs_blank(text, len)) {
         cli_error("ask: the message is empty: nothing to send (%s)", strerror(EINVAL));
         goto out;
@@ -527,6 +539,11 @@ int cmd_ask(int argc, char **argv) {
         goto out;
     }
     if (lk > 0 && db_holder(db_path, &pid, what, sizeof what) == 0 && !strncmp(what, MOUNT_NOTE, strlen(MOUNT_NOTE))) {
+        if (q.grammar) {
+            cli_error("ask: %s is mounted: --grammar-file needs this process's engine (settings.json has no "
+                      "grammar yet)", db_path);
+            goto out;
+        }
         rc = through_mount(what + strlen(MOUNT_NOTE), &q);
         goto out;
     }
@@ -537,5 +554,6 @@ out:
     db_unclaim(lock_fd);
     free(text);
     free(system);
+    free(grammar_text);
     return rc;
 }

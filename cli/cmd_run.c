@@ -10,7 +10,10 @@
  * or the same distribution (--temp), as plain decoding. --draft-vocab V drafts over the first V token
  * ids only (model/mtp.h). --stats prints one JSON line on stderr: the tokens generated,
  * the decode passes after the first token (a speculative step is one), the drafted and
- * accepted tokens, and the decode speed. */
+ * accepted tokens, and the decode speed. --grammar-file FILE constrains the output to a GBNF
+ * grammar (engine/grammar/grammar.h): every token it does not allow is masked before
+ * sampling, and the run ends at the end-of-generation token, which comes only where the
+ * grammar may end; it decodes one token a step (drafts are not checked against a grammar). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include "cli/cli.h"
 #include "engine/runtime/chat.h"
 #include "engine/base/threadpool.h"
+#include "engine/grammar/grammar.h"
 #include "engine/model/mtp.h"
 #include "engine/model/state.h"
 #include "engine/runtime/sampler.h"
@@ -28,6 +32,21 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The next token: under a grammar only one it allows (the logits are scratch here), the
+ * matcher advanced by it; -1 after printing why when the grammar allows none. */
+static int pick(sampler *smp, float *logits, grammar_matcher *gm, const grammar_vocab *gv) {
+    if (gm && grammar_mask_logits(gm, gv, logits) <= 0) {
+        cli_error("the grammar allows no token here");
+        return -1;
+    }
+    int tok = sampler_sample(smp, logits);
+    if (gm && grammar_accept_token(gm, gv, tok) != 0) {
+        cli_error("the grammar allows no token here");
+        return -1;
+    }
+    return tok;
 }
 
 static int write_floats(const char *path, const float *x, int n) {
@@ -46,7 +65,7 @@ static void print_ids(const char *label, const int *ids, int n) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL;
+    const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL, *grammar_file = NULL;
     long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0, stats = 0;
@@ -62,6 +81,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--dump-logits")) dump = v, i++;
+        else if (!strcmp(a, "--grammar-file") && v) grammar_file = v, i++;
         else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--stop")) stop = 1;
@@ -84,7 +104,29 @@ int cmd_run(int argc, char **argv) {
         model_free(m);
         return 1;
     }
+    grammar *gr = NULL;
+    grammar_vocab *gv = NULL;
+    grammar_matcher *gm = NULL;
+    if (grammar_file) {
+        char path[1100], err[512];
+        snprintf(path, sizeof path, "@%s", grammar_file);
+        char *g = cli_text_arg(path);
+        if (g && !(gr = grammar_compile(g, strlen(g), err, sizeof err))) cli_error("%s: %s", grammar_file, err);
+        free(g);
+        if (gr && (!(gv = grammar_vocab_from_tokenizer(m->tok)) || !(gm = grammar_matcher_new(gr)))) cli_error("out of memory");
+        if (!gm) {
+            grammar_vocab_free(gv);
+            grammar_free(gr);
+            free(text);
+            model_free(m);
+            return 1;
+        }
+        draft = 0; /* one token a step: drafts are not checked against the grammar */
+    }
     if (!cli_speculation(m, &draft)) {
+        grammar_matcher_free(gm);
+        grammar_vocab_free(gv);
+        grammar_free(gr);
         free(text);
         model_free(m);
         return 1;
@@ -142,7 +184,7 @@ int cmd_run(int argc, char **argv) {
     int passes = 0;
     const double t0 = now_s();
     if (n_gen > 0) {
-        step[0] = sampler_sample(&smp, logits);
+        if ((step[0] = pick(&smp, logits, gm, gv)) < 0) goto out;
         at[0] = s->n_past;
         n_step = 1;
     }
@@ -155,7 +197,7 @@ int cmd_run(int argc, char **argv) {
                 fwrite(buf, 1, k, stdout);
                 fflush(stdout);
             }
-            done = (stop && tokenizer_is_eog(m->tok, step[i])) || n_out == n_gen || at[i] >= s->n_ctx;
+            done = ((stop || gm) && tokenizer_is_eog(m->tok, step[i])) || n_out == n_gen || at[i] >= s->n_ctx;
             keep = i + 1;
         }
         if (speculated) spec_keep(&sp, s, keep); /* the verify rows up to the stop, or all */
@@ -183,7 +225,7 @@ int cmd_run(int argc, char **argv) {
                 cli_error("decode failed");
                 goto out;
             }
-            step[0] = sampler_sample(&smp, logits);
+            if ((step[0] = pick(&smp, logits, gm, gv)) < 0) goto out;
             at[0] = s->n_past;
             n_step = 1;
             passes++;
@@ -206,6 +248,9 @@ int cmd_run(int argc, char **argv) {
                 n_out > 1 && dt > 0 ? (n_out - 1) / dt : 0.0);
     rc = 0;
 out:
+    grammar_matcher_free(gm);
+    grammar_vocab_free(gv);
+    grammar_free(gr);
     spec_free(&sp);
     sampler_free(&smp);
     arena_free(&a);

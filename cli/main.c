@@ -66,18 +66,20 @@ static const char usage_render[] =
 static const char usage_run[] =
     "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
     "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
-    "                  [--draft-vocab V] [--stats] [-t THREADS]\n"
+    "                  [--draft-vocab V] [--stats] [--grammar-file FILE] [-t THREADS]\n"
     "  Prefills TEXT and generates N tokens (default 16); greedy unless --temp. -m defaults to\n"
     "  the bundled model. --chat wraps TEXT as a user message in the chat template; --stop ends\n"
     "  at an end-of-generation token; --ids prints token ids; --dump-logits writes the last\n"
     "  prompt position's logits as float32. --draft N decodes speculatively with the model's MTP\n"
     "  head (default 1 for a model with the head; 0: off), --draft-vocab V drafting among the\n"
-    "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n";
+    "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n"
+    "  --grammar-file FILE: the output follows the GBNF grammar in FILE (llama.cpp's syntax) and\n"
+    "  ends at the end-of-generation token where the grammar may end (no drafts).\n";
 static const char usage_ask[] =
     "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
     "                  [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json] [--stats]\n"
     "                  [-c N] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
-    "                  [--draft N] [--draft-vocab V] [-t THREADS] TEXT|@FILE|-\n"
+    "                  [--draft N] [--draft-vocab V] [--grammar-file FILE] [-t THREADS] TEXT|@FILE|-\n"
     "  One user turn of conversation NAME, the one a mount of the database shows as NAME/ (made\n"
     "  if new; without --conversation a turn of its own, not kept); prints the answer. TEXT is\n"
     "  the message, @FILE a file's, - standard input's; taken as a write to NAME/message is:\n"
@@ -90,6 +92,8 @@ static const char usage_ask[] =
     "  generated_tokens, reasoning_tokens, conversation}; --stats one JSON line on stderr.\n"
     "  Exit status: 0 the model ended its turn, 2 -n cut the reply (finish_reason max_tokens),\n"
     "  3 the context did (context_full), 1 an error (the reason on stderr).\n"
+    "  --grammar-file FILE: the answer follows the GBNF grammar in FILE (llama.cpp's syntax; the\n"
+    "  reasoning stays free); this process's engine only (not through a mount or a server).\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"

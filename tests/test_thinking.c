@@ -26,6 +26,7 @@
 
 #include "engine/runtime/chat.h"
 #include "tests/check.h"
+#include "tests/engine_db.h"
 #include "tests/reply.h"
 
 #define MODEL "models/chatfs-default.gguf"
@@ -47,7 +48,8 @@ static void greedy(chat_engine *e, gen_settings *s) {
 static int has_marker(const char *s) { return strstr(s, "<think>") || strstr(s, "</think>"); }
 
 static void default_model(void) {
-    engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 512};
+    test_store ram; /* the checkpoints the second turn reuses, in RAM */
+    engine_config cfg = {.model_path = MODEL, .checkpoints = test_store_open(&ram, NULL), .threads = 2, .n_ctx = 512};
     char err[256];
     chat_engine *e = engine_open(&cfg, err, sizeof err);
     REQUIRE(e, "%s", err);
@@ -125,6 +127,7 @@ static void default_model(void) {
           r.report.reused_tokens, r.report.prompt_tokens);
     CHECK(!strcmp(r.answer, "46 + 5 = 51."), "follow-up answer '%s' (reasoning '%s')", r.answer, r.reasoning);
     engine_close(e);
+    test_store_close(&ram);
 }
 
 /* A copy of the default model: "The" (404) is "<think>", " Paris" (1162) "</think>", the

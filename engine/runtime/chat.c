@@ -507,6 +507,9 @@ void request_free(request *r) {
         free(r->spec);
     }
     free(r->logits);
+    grammar_matcher_free(r->gm);
+    grammar_free(r->gr);
+    free(r->masked);
     sampler_free(&r->smp);
     if (r->msgs)
         for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content), free((char *)r->msgs[i].reasoning_content);
@@ -544,7 +547,7 @@ static int copy_settings(request *r, const gen_settings *s) {
     for (int i = 0; i < s->n_stop; i++) need += strlen(s->stop[i]) + 1;
     if (s->session) need += strlen(s->session) + 1;
     r->s = *s;
-    r->s.template_name = r->s.chat_template = NULL;
+    r->s.template_name = r->s.chat_template = r->s.grammar = NULL; /* resolved at the submit */
     r->strings = malloc(need + 1);
     if (!r->strings) return -1;
     char *p = r->strings;
@@ -554,6 +557,27 @@ static int copy_settings(request *r, const gen_settings *s) {
         if ((int)strlen(s->stop[i]) > r->max_stop) r->max_stop = (int)strlen(s->stop[i]);
     }
     if (s->session) r->s.session = strcpy(p, s->session);
+    return 0;
+}
+
+/* The grammar of a request: compiled, a matcher at its start, the engine's vocabulary trie
+ * (made by the first request that needs it). 0, or -1 with err (errno EINVAL or ENOMEM). */
+static int request_grammar(chat_engine *e, request *r, const char *text, char *err, size_t errlen) {
+    if (!(r->gr = grammar_compile(text, strlen(text), err, errlen))) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&e->tmpl_lock);
+    if (!e->gvocab) e->gvocab = grammar_vocab_from_tokenizer(e->m->tok);
+    const int have = e->gvocab != NULL;
+    pthread_mutex_unlock(&e->tmpl_lock);
+    r->gm = grammar_matcher_new(r->gr);
+    r->masked = malloc(sizeof *r->masked * (size_t)e->m->n_vocab);
+    if (!have || !r->gm || !r->masked) {
+        snprintf(err, errlen, "out of memory");
+        errno = ENOMEM;
+        return -1;
+    }
     return 0;
 }
 
@@ -597,6 +621,11 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
         int why = r->n_prompt ? EFBIG : EINVAL;
+        request_free(r);
+        return refuse(why);
+    }
+    if (s->grammar && request_grammar(e, r, s->grammar, err, errlen) != 0) {
+        int why = errno;
         request_free(r);
         return refuse(why);
     }
@@ -693,7 +722,25 @@ void request_finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
+/* The grammar constrains the answer, not the reasoning: it applies unless r is inside a
+ * reasoning block (before anything is generated the reasoning's opening marker may still
+ * come instead). */
+static int grammar_applies(const request *r) { return r->gm && r->think != THINK_IN; }
+
 int request_sample(chat_engine *e, request *r) {
+    if (r->gm) {
+        /* a masked copy: r->logits stay as computed, for the checkpoint that keeps them. Inside
+         * the reasoning only the end is masked: the answer the grammar constrains is still due. */
+        const int n = e->m->n_vocab;
+        memcpy(r->masked, r->logits, sizeof *r->masked * (size_t)n);
+        if (grammar_applies(r)) {
+            if (grammar_mask_logits(r->gm, e->gvocab, r->masked) < 0) return -1;
+            if (r->think == THINK_MAY_OPEN && e->think_open >= 0) r->masked[e->think_open] = r->logits[e->think_open];
+        }
+        if (r->s.ignore_eog || !grammar_applies(r))
+            for (int i = 0; i < e->n_eog; i++) r->masked[e->eog[i]] = -INFINITY;
+        return sampler_sample(&r->smp, r->masked);
+    }
     if (!r->s.ignore_eog || !e->n_eog) return sampler_sample(&r->smp, r->logits);
     /* ignore_eog: the end-of-generation tokens cannot be drawn (llama.cpp's ignore_eos
      * biases them to -inf), so every token of the reply is text; the logits themselves stay
@@ -709,7 +756,7 @@ int request_sample(chat_engine *e, request *r) {
 int request_sample_step(chat_engine *e, request *r) {
     spec_seq *sp = r->spec;
     if (r->s.ignore_eog && e->n_eog) {
-        /* as sample_token: no verify row draws an end-of-generation token, so a drafted one
+        /* as request_sample: no verify row draws an end-of-generation token, so a drafted one
          * is always rejected; the rows are scratch the next step overwrites, so nothing is
          * put back */
         const size_t V = (size_t)e->m->n_vocab;
@@ -735,6 +782,16 @@ static int force_end_of_reasoning(chat_engine *e, request *r) {
 }
 
 int request_accept_token(chat_engine *e, request *r, int tok) {
+    if (tok < 0) {
+        r->fail = "out of memory for the grammar's mask";
+        return FINISH_ERROR;
+    }
+    if (grammar_applies(r) && !(r->think == THINK_MAY_OPEN && tok == e->think_open) &&
+        grammar_accept_token(r->gm, e->gvocab, tok) != 0) {
+        /* the mask let nothing through (not even the end): the grammar cannot go on here */
+        r->fail = "the grammar allows no token here";
+        return FINISH_ERROR;
+    }
     r->feed[0] = tok;
     r->n_feed = 1;
     if (r->r.generated_tokens == 0) {
@@ -755,6 +812,7 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
 /* Frees what engine_open made (any part may be missing). */
 static void engine_free(chat_engine *e) {
     pc_close(e->pc); /* writes what is still only in RAM */
+    grammar_vocab_free(e->gvocab);
     for (size_t i = 0; i < sizeof e->tmpl_cache / sizeof *e->tmpl_cache; i++) {
         free(e->tmpl_cache[i].key);
         template_unref(e->tmpl_cache[i].t);

@@ -79,6 +79,11 @@ typedef struct {
                                 engine_forget_session; may be NULL */
     int speculative;         /* drafts per step: -1 the engine's (the default), 0 none, N up to N; only
                                 where the engine speculates (engine_config.draft) */
+    const char *grammar;     /* GBNF text (llama.cpp's syntax, grammar/grammar.h) the answer follows:
+                                compiled at the submit (EINVAL with the reason when it does not), every
+                                token outside it masked before sampling, the end-of-generation token
+                                only where the grammar may end; the reasoning stays free. A constrained
+                                request does not speculate. NULL: none */
 } gen_settings;
 
 void gen_settings_defaults(gen_settings *s);

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 
+#include "engine/grammar/grammar.h"
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
 #include "engine/runtime/sampler.h"
@@ -50,6 +51,10 @@ typedef struct request {
     int n_feed;
     int drawn;                /* the token a step's sampling pass drew from logits */
     spec_seq *spec;           /* speculative decoding (NULL: one token a step) */
+    grammar *gr;              /* gen_settings.grammar compiled (NULL: none)... */
+    grammar_matcher *gm;      /* ...where the answer stands in it... */
+    float *masked;            /* ...and the logits with what it does not allow at -inf (n_vocab) */
+    const char *fail;         /* why accept_token ended the request with FINISH_ERROR */
     int step_tokens[SPEC_MAX_DRAFT + 1]; /* a speculative step's tokens (spec_accept)... */
     int n_step;               /* ...and their count */
     int max_stop;             /* longest stop string */
@@ -100,6 +105,8 @@ struct chat_engine {
     int think_open, think_close; /* the vocabulary's reasoning markers (single tokens, e.g. <think> and
                                     </think>); -1 when it has no such pair */
     int can_think;               /* engine_can_think */
+    grammar_vocab *gvocab;       /* the vocabulary's byte trie for grammar masks: made (under tmpl_lock)
+                                    by the first request with a grammar */
     gen_settings defaults;       /* engine_settings_defaults: with the file's general.sampling.* */
     uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
@@ -152,7 +159,8 @@ struct chat_engine {
 double request_now_ms(void);
 /* chat.c: a request's text, progress and end, as its caller sees them */
 void request_progress(request *r);
-/* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token). */
+/* Draws r's next token from r->logits (with ignore_eog, never an end-of-generation token;
+ * with a grammar, in the answer, only a token the grammar allows). */
 int request_sample(chat_engine *e, request *r);
 /* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
  * ignore_eog, never an end-of-generation token). Returns their count. */
@@ -160,7 +168,7 @@ int request_sample_step(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text (reasoning or answer), decide whether to stop,
  * and set r->feed to what the next decode row feeds - the token, or the end of the
  * reasoning instead of it when the thinking budget is spent. Returns a gen_finish value,
- * or FINISH_NONE to go on. */
+ * or FINISH_NONE to go on (FINISH_ERROR: r->fail says why). */
 int request_accept_token(chat_engine *e, request *r, int tok);
 /* The phase of a request that decodes: GEN_THINKING inside a reasoning block, else
  * GEN_GENERATING. */

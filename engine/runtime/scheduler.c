@@ -326,7 +326,9 @@ static int begin(chat_engine *e, request *r, const char **error) {
         return FINISH_ERROR;
     }
     const int draft = r->s.speculative < 0 ? e->draft : r->s.speculative;
-    if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
+    /* a constrained request decodes one token a step: drafts are not checked against its
+     * grammar, so speculation is off for it */
+    if (e->draft > 0 && draft > 0 && !r->gm) r->spec = spec_take(e, draft); /* NULL: one token a step */
     r->t_prefill = request_now_ms();
     if (restore_prompt(e, r)) {
         r->r.phase = request_decode_phase(r);
@@ -343,6 +345,7 @@ static int begin(chat_engine *e, request *r, const char **error) {
  * leaves the batch - or stays as the job of its post-generation checkpoint. */
 static void end_request(chat_engine *e, request *r, int how, const char *error) {
     request_spec_release(e, r);
+    if (how == FINISH_ERROR && !error) error = r->fail;
     request_finish(e, r, how, error); /* the phase is DONE or FAILED from here: r leads no one */
     release_followers(e, r);
     pc_release(e->pc, &r->hit);
