@@ -39,11 +39,15 @@ enum kind {
  * reply, streamed like `reply`); K_THINK: turns/NNN-assistant.thinking.md, an assistant
  * turn's reasoning */
 
+/* turn.complete, as the database keeps it: 0 while a reply grows (left so when the
+ * daemon died), TURN_STOPPED for a reply stopped and kept as far as it got */
+enum { TURN_INCOMPLETE = 0, TURN_COMPLETE = 1, TURN_STOPPED = 2 };
+
 typedef struct {
     int user;
     char *text;
     size_t len;
-    int complete;
+    int complete; /* TURN_* */
     int64_t mtime;
     char *reasoning;      /* an assistant turn's reasoning ("" when none; NULL only for user turns) */
     size_t reasoning_len;

@@ -318,7 +318,7 @@ void cfs_saver_stop(chatfs *fs) {
 
 /* The reply lives in its stream while it grows (the files show it from there: one
  * copy); the turn takes the text when it ends. fs->mu held. */
-static void settle_turn(gen *g) {
+static void settle_turn(gen *g, int stopped) {
     conv *c = g->c;
     if (g->turn >= c->n_turns) return;
     turn *u = &c->turns[g->turn];
@@ -328,7 +328,7 @@ static void settle_turn(gen *g) {
     free(u->text);
     u->text = t;
     u->len = len;
-    u->complete = 1;
+    u->complete = stopped ? TURN_STOPPED : TURN_COMPLETE; /* stored: a remount says it was stopped */
     u->mtime = cfs_now_ns();
     size_t rlen = g->ts->len - (g->ts->done && g->ts->len ? 1 : 0);
     cfs_set_reasoning(u, g->ts->buf ? g->ts->buf : "", rlen);
@@ -422,7 +422,7 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
         c->rep = *r;
         c->rep.source = NULL;
         c->finish = r->finish;
-        settle_turn(g);
+        settle_turn(g, r->finish == FINISH_CANCELLED);
         finish_stream(g, error != NULL);
         if (error) {
             c->state = ST_FAILED;
@@ -467,7 +467,7 @@ static void detach_gen(chatfs *fs, conv *c, uint64_t *cancel_id) {
     gen *g = c->gen;
     *cancel_id = 0;
     if (!g) return;
-    settle_turn(g);
+    settle_turn(g, 1);
     save_due(fs, c, g->turn);
     finish_stream(g, 0);
     g->detached = 1;

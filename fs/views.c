@@ -191,6 +191,8 @@ static void render_status(const conv *c, sbuf *b) {
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
         sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");
+    else if (c->n_turns && c->turns[c->n_turns - 1].complete == TURN_STOPPED) /* before this mount */
+        sb_str(b, "stopped: the reply was stopped and kept as far as it got");
     else {
         sb_str(b, "idle");
         about_reply = 0;

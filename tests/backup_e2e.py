@@ -136,7 +136,7 @@ def test_names_that_are_refused():
 
 def test_daemon_log():
     """a daemon mount with --log FILE writes the log there: a line per reply, and one
-    for a reply stopped with ctl"""
+    for a reply stopped with ctl; after a remount, status says that reply was stopped"""
     log = os.path.join(E.TMP, "log", "chatfs.log")
     if os.path.exists(log):
         os.unlink(log)
@@ -150,6 +150,10 @@ def test_daemon_log():
     text = read(log)
     check(re.search(r"chatfs: a: \d+ prompt tokens .* end of turn", text), "no reply line: %r" % text)
     check(re.search(r"chatfs: a: the reply \(turn 4\) was stopped", text), "the stop line: %r" % text)
+    # after a remount, status says the last reply was stopped (the database keeps it)
+    with E.Mount("log", fake="delay=30") as m:
+        st = read(m.p("a", "status"))
+        check(st == "stopped: the reply was stopped and kept as far as it got turn 4\n", "after a remount: %r" % st)
 
 
 def test_examples_with_a_thinking_model():

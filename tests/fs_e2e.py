@@ -819,7 +819,8 @@ def test_persistence_kill9_unmount():
         t = turns(m, "a")
         check(len(t) == 6 and read(m.p("a", "turns", t[-1])).startswith("Reply to: stopped"),
               "after unmount: %s" % t)
-        check(read(m.p("a", "status")) == "idle\n", "a stopped reply is complete")
+        check(read(m.p("a", "status")) == "stopped: the reply was stopped and kept as far as it got turn 6\n",
+              "a stopped reply says so after the remount: %r" % read(m.p("a", "status")))
     finally:
         m.stop()
 

@@ -627,7 +627,8 @@ static void test_persistence(void) {
     char *t = cat("a/turns/004-assistant.md", &rc);
     CHECK(t && !strncmp(t, "Reply to: cut short", 19) && strlen(t) > 30, "partial kept: %s", t);
     free(t);
-    CHECK(text_is("a/status", "idle\n"), "complete after a clean stop");
+    CHECK(text_is("a/status", "stopped: the reply was stopped and kept as far as it got turn 4\n"),
+          "after a clean stop and a remount, status says the reply was stopped");
     CHECK(fs_rmdir(fs, me, FS_ROOT_INO, "renamed") == 0 && ino_of("renamed") == -ENOENT, "rmdir");
 }
 
