@@ -40,6 +40,7 @@ struct fsfuse {
     pthread_mutex_t mu;
     parked *parked;
     pollwait *polls;
+    int open_files; /* opened and not yet released (atomic) */
 };
 
 typedef struct {
@@ -270,7 +271,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         return;
     }
     set_open_flags(fi, h);
-    if (fuse_reply_open(req, fi) == -ENOENT) fs_release(FS(req), h); /* the opener is gone */
+    fsfuse *F = fuse_req_userdata(req); /* the reply frees req */
+    __atomic_add_fetch(&F->open_files, 1, __ATOMIC_RELAXED);
+    if (fuse_reply_open(req, fi) == -ENOENT) { /* the opener is gone */
+        fs_release(F->fs, h);
+        __atomic_sub_fetch(&F->open_files, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
@@ -286,7 +292,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     struct fuse_entry_param e = {0};
     e.ino = a.ino;
     to_stat(&a, &e.attr);
-    if (fuse_reply_create(req, &e, fi) == -ENOENT) fs_release(FS(req), h);
+    fsfuse *F = fuse_req_userdata(req); /* the reply frees req */
+    __atomic_add_fetch(&F->open_files, 1, __ATOMIC_RELAXED);
+    if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+        fs_release(F->fs, h);
+        __atomic_sub_fetch(&F->open_files, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
@@ -333,6 +344,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     }
     pthread_mutex_unlock(&F->mu);
     fs_release(F->fs, h);
+    __atomic_sub_fetch(&F->open_files, 1, __ATOMIC_RELAXED);
     fuse_reply_err(req, 0);
 }
 
@@ -499,6 +511,8 @@ fsfuse *fsfuse_new(chatfs *fs) {
 }
 
 void fsfuse_set_session(fsfuse *F, struct fuse_session *se) { F->se = se; }
+
+int fsfuse_open_files(fsfuse *F) { return __atomic_load_n(&F->open_files, __ATOMIC_RELAXED); }
 
 void fsfuse_drain(fsfuse *F) {
     pthread_mutex_lock(&F->mu);

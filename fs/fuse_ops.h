@@ -13,6 +13,8 @@ typedef struct fsfuse fsfuse;
 fsfuse *fsfuse_new(chatfs *fs);
 void fsfuse_set_session(fsfuse *F, struct fuse_session *se);
 const struct fuse_lowlevel_ops *fsfuse_ops(void);
+/* Files opened through the session and not yet released. */
+int fsfuse_open_files(fsfuse *F);
 /* Answers every parked read (ENODEV) and drops poll handles: before the session goes. */
 void fsfuse_drain(fsfuse *F);
 void fsfuse_free(fsfuse *F);

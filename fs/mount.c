@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,6 +19,83 @@ extern char **environ;
 #include "store/ckpt_store.h"
 #include "store/conversations.h"
 #include "store/db.h"
+
+/* ---- stopping on a signal ----
+ * SIGINT (Ctrl-C on -f), SIGTERM and SIGHUP stop the replies being generated first, while
+ * the mount still serves: each is kept as far as it got, and a `cat reply` waiting for
+ * tokens reads the end of the reply and exits 0 instead of failing with the mount. Once no
+ * file is open (or after STOP_GRACE_MS: a `tail -f` never lets go) the loop ends and the
+ * mount goes. A second signal ends it at once. The handler only writes to a pipe (and ends
+ * the loop as libfuse's own handler does); the work is the stopper thread's. */
+#define STOP_GRACE_MS 3000
+
+static int stop_pipe[2] = {-1, -1};
+static struct fuse_session *stop_session;
+static volatile sig_atomic_t stop_signals;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    if (stop_signals++ > 0) {
+        fuse_session_exit(stop_session);
+        return;
+    }
+    const int saved = errno;
+    if (write(stop_pipe[1], "s", 1) < 0) { /* the pipe is full: a stop is already pending */
+    }
+    errno = saved;
+}
+
+typedef struct {
+    chatfs *fs;
+    fsfuse *F;
+    struct fuse_session *se;
+    pthread_t loop; /* the thread in fuse_session_loop_mt, woken by a signal once it is to end */
+} stopper;
+
+static void *stopper_main(void *arg) {
+    stopper *st = arg;
+    char b;
+    while (read(stop_pipe[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    if (b != 's') return NULL; /* the loop ended by itself (fusermount3 -u) */
+    chatfs_stop(st->fs);
+    for (int ms = 0; ms < STOP_GRACE_MS && fsfuse_open_files(st->F) > 0 && stop_signals < 2; ms += 20)
+        usleep(20 * 1000);
+    stop_signals = 2; /* from here a signal ends the loop, as this one does */
+    fuse_session_exit(st->se);
+    pthread_kill(st->loop, SIGHUP); /* its wait returns EINTR, and it sees the session exited */
+    return NULL;
+}
+
+static int set_stop_handlers(struct fuse_session *se) {
+    if (pipe(stop_pipe) != 0) return -1;
+    for (int i = 0; i < 2; i++)
+        if (fcntl(stop_pipe[i], F_SETFD, FD_CLOEXEC) != 0) return -1;
+    /* only the handler's write must never block; the stopper reads blocking */
+    if (fcntl(stop_pipe[1], F_SETFL, O_NONBLOCK) != 0) return -1;
+    stop_session = se;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction ign = {0};
+    ign.sa_handler = SIG_IGN; /* a reader gone mid-reply must not kill the mount */
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGHUP, &sa, NULL) ||
+        sigaction(SIGPIPE, &ign, NULL))
+        return -1;
+    return 0;
+}
+
+static void remove_stop_handlers(void) {
+    struct sigaction dfl = {0};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGHUP, &dfl, NULL);
+    for (int i = 0; i < 2; i++)
+        if (stop_pipe[i] >= 0) close(stop_pipe[i]), stop_pipe[i] = -1;
+}
 
 /* The parent of a daemon waits for one message on this pipe: "\1" and what was mounted
  * when mounted, else the reason, so that `chatfs mount` fails in the terminal when the
@@ -273,13 +351,14 @@ int chatfs_mount(const mount_opts *o) {
         goto fail;
     }
     fsfuse_set_session(F, se);
-    if (fuse_set_signal_handlers(se) != 0) {
-        snprintf(err, sizeof err, "cannot set signal handlers");
+    if (set_stop_handlers(se) != 0) {
+        snprintf(err, sizeof err, "cannot set signal handlers: %s", strerror(errno));
+        remove_stop_handlers();
         goto fail;
     }
     if (fuse_session_mount(se, mnt) != 0) {
         snprintf(err, sizeof err, "cannot mount on %s (is it a directory, and not mounted already?)", mnt);
-        fuse_remove_signal_handlers(se);
+        remove_stop_handlers();
         goto fail;
     }
     char what_ran[2600];
@@ -291,14 +370,22 @@ int chatfs_mount(const mount_opts *o) {
         }
     }
     struct fuse_loop_config cfg = {.clone_fd = 0, .max_idle_threads = 10};
+    stopper st = {fs, F, se, pthread_self()};
+    pthread_t stopper_thread;
+    int have_stopper = pthread_create(&stopper_thread, NULL, stopper_main, &st) == 0;
     int lrc = fuse_session_loop_mt(se, &cfg);
+    if (have_stopper) { /* ended by fusermount3 -u: the stopper is still waiting */
+        if (write(stop_pipe[1], "q", 1) < 0) { /* full: it holds an 's' and ends after it */
+        }
+        pthread_join(stopper_thread, NULL);
+    }
     db_claim_finishing(lock_fd); /* a new mount on this database now waits for the rest, not refuses */
     /* unmounted or signalled: stop what generates (the replies so far are kept), answer
      * whoever still waits, then close */
     chatfs_stop(fs);
     fsfuse_drain(F);
     fuse_session_unmount(se);
-    fuse_remove_signal_handlers(se);
+    remove_stop_handlers();
     rc = lrc < 0 ? 1 : 0;
     goto out;
 fail:

@@ -9,6 +9,7 @@ tests/fs_e2e.py's helpers: python3 tests/scripts_e2e.py [NAME...] [-v]"""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -215,6 +216,36 @@ def test_import_refuses_what_it_would_drop():
         rc, _, err = sh("""echo '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", """
                         """"reasoning_content": null}]' > a/messages.json""", cwd=m.mnt)
         check(rc == 0 and E.turns(m, "a") == ["001-user.md", "002-assistant.md"], "what it keeps: %r" % err)
+
+
+def test_signal_ends_a_waiting_cat_cleanly():
+    """Ctrl-C on -f (SIGINT) and kill (SIGTERM) of the daemon while `cat reply` waits for
+    tokens: the reply is stopped and kept, cat prints it as far as it got and exits 0 (not
+    an I/O error), the daemon exits 0 and the mount is gone; after a remount the reply is
+    there and status says it was stopped"""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        name = "signal%d" % sig
+        m = E.Mount(name, fake="delay=30").start()
+        try:
+            os.mkdir(m.p("a"))
+            check(sh("echo 'go on #delay=200' > a/message", cwd=m.mnt)[0] == 0, "the send")
+            cat = subprocess.Popen(["cat", m.p("a", "reply")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+            check(E.wait_for(lambda: re.match(r"generating [2-9]", read(m.p("a", "status"))), 10),
+                  read(m.p("a", "status")))
+            m.proc.send_signal(sig)
+            out, err = cat.communicate(timeout=15)
+            check(cat.returncode == 0 and err == "", "%s: cat exits %d: %r" % (sig, cat.returncode, err))
+            check(len(out.split()) >= 2 and out.endswith("\n"), "%s: cat printed %r" % (sig, out))
+            check(m.proc.wait(timeout=15) == 0, "%s: the daemon exits %s" % (sig, m.proc.returncode))
+            check(not os.path.ismount(m.mnt), "%s: still mounted" % sig)
+        finally:
+            m.stop()
+        with E.Mount(name, fake="delay=30") as m:
+            st = read(m.p("a", "status"))
+            check(st == "stopped: the reply was stopped and kept as far as it got turn 2\n", "%s: %r" % (sig, st))
+            kept = read(m.p("a", "turns", "002-assistant.md"))
+            check(kept.rstrip("\n") == out.rstrip("\n"), "%s: kept %r, cat read %r" % (sig, kept, out))
 
 
 E.TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
