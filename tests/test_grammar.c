@@ -147,6 +147,8 @@ static void refusals(void) {
         {"root ::= \"a\" )\n", "line 1, column 14: unexpected ')'"},
         {"root ::= \"\\xZZ\"\n", "expecting 2 hex digits"},
         {"root ::= \"a\"{2001}\n", "a repetition of more than 2000"},
+        {"root ::= \"x\" root\n", "the grammar admits no text"},
+        {"root ::= a | b\na ::= \"(\" a \")\"\nb ::= [a-z] b\n", "the grammar admits no text"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char err[256] = "";

@@ -467,6 +467,38 @@ static int left_recursive(const grammar *g, const unsigned char *nullable) {
     return found;
 }
 
+/* Marks the productive rules: those that can complete, i.e. with an alternative of nothing
+ * but characters of non-empty classes and productive rules (the least fixed point). A
+ * root that is not productive admits no text at all (`a ::= "x" a` with no way out): the
+ * mask would allow nothing from the first token on, so such a grammar is refused. */
+static int class_empty(const grammar *g, const gclass *c) {
+    if (!c->negate) return c->n == 0;
+    for (uint32_t i = 0; i < c->n; i++)
+        if (g->rng[c->first + i].lo == 0 && g->rng[c->first + i].hi >= 0x10ffff) return 1;
+    return 0;
+}
+
+static void productive_rules(const grammar *g, unsigned char *prod) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int r = 0; r < g->n_rules; r++) {
+            if (prod[r]) continue;
+            const gelem *e = g->el + g->rule_start[r];
+            for (int ok = 1;; e++) {
+                if (e->type == GE_ALT || e->type == GE_END) {
+                    if (ok) {
+                        prod[r] = 1, changed = 1;
+                        break;
+                    }
+                    if (e->type == GE_END) break;
+                    ok = 1;
+                } else if (e->type == GE_CHAR) ok &= !class_empty(g, &g->cls[e->value]);
+                else ok &= prod[e->value];
+            }
+        }
+    }
+}
+
 static void ascii_tables(grammar *g) {
     for (int k = 0; k < g->n_cls; k++) {
         gclass *c = &g->cls[k];
@@ -537,6 +569,10 @@ grammar *grammar_compile(const char *text, size_t len, char *err, size_t errlen)
     int k = left_recursive(g, marks);
     if (k == -2) fail_plain(&p, "out of memory");
     if (k >= 0) fail_plain(&p, "rule '%s' is left-recursive (it can reach itself before any character)", p.rules[k].name);
+    memset(marks, 0, (size_t)g->n_rules);
+    productive_rules(g, marks);
+    if (!marks[g->root]) fail_plain(&p, "the grammar admits no text: rule 'root' can never be completed (each way "
+                                        "through it needs a rule that never ends)");
     free(marks);
     for (int i = 0; i < p.n_rules; i++) free(p.rules[i].name), free(p.rules[i].body.el);
     free(p.rules);
