@@ -122,8 +122,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # libcurl: the engine stands as a library (a chat engine without a checkpoint store keeps
 # no checkpoints, engine/runtime/checkpoint_port.h).
 ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
-                test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe test_parity_qwen35 \
-                test_parity_types test_sampler test_template test_tokenizer
+                test_json_schema test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe \
+                test_parity_qwen35 test_parity_types test_sampler test_template test_tokenizer
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 
