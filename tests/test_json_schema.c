@@ -1,8 +1,9 @@
 /* test_json_schema.c - JSON schemas as grammars (engine/grammar/json_schema.h): every
  * case of tests/grammar/json_schema.txt (llama.cpp's test_schema cases, cases after its
  * conversion tests, chatfs's own) converted and compiled, each passing string accepted
- * and each failing one rejected, each refusal refused with its reason; then the time from
- * a typical nested schema to a compiled grammar. */
+ * and each failing one rejected, each refusal refused with its reason; integer bounds
+ * against arithmetic; bytes that are not a schema; then the time from a typical nested
+ * schema to a compiled grammar. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,42 @@ static void cases(void) {
     free(text);
 }
 
+/* Integer bounds against arithmetic: for bounds around digit-count edges, one-sided and
+ * two-sided, every integer from -1100 to 1100 is accepted exactly when it is in range
+ * (and "-0", leading zeros, "+1" never are). */
+static void integer_bounds(void) {
+    static const long edges[] = {-1000, -101, -99, -10, -1, 0, 1, 9, 10, 99, 100, 123, 999};
+    const int n = (int)(sizeof edges / sizeof *edges);
+    int schemas = 0, numbers = 0;
+    for (int a = -1; a < n; a++)
+        for (int b = -1; b < n; b++) {
+            if ((a >= 0 && b >= 0 && edges[a] > edges[b]) || (a < 0 && b < 0)) continue;
+            char schema[160];
+            int k = snprintf(schema, sizeof schema, "{\"type\": \"integer\"");
+            if (a >= 0) k += snprintf(schema + k, sizeof schema - (size_t)k, ", \"minimum\": %ld", edges[a]);
+            if (b >= 0) k += snprintf(schema + k, sizeof schema - (size_t)k, ", \"maximum\": %ld", edges[b]);
+            snprintf(schema + k, sizeof schema - (size_t)k, "}");
+            char err[256];
+            char *gbnf = json_schema_to_gbnf(schema, strlen(schema), err, sizeof err);
+            grammar *g = gbnf ? grammar_compile(gbnf, strlen(gbnf), err, sizeof err) : NULL;
+            CHECK(g, "%s: %s", schema, err);
+            for (long v = -1100; g && v <= 1100; v++) {
+                char num[32];
+                int len = snprintf(num, sizeof num, "%ld", v);
+                int want = (a < 0 || v >= edges[a]) && (b < 0 || v <= edges[b]);
+                CHECK(grammar_accepts(g, num, (size_t)len) == want, "%s: %ld %s", schema, v, want ? "rejected" : "accepted");
+                numbers++;
+            }
+            static const char *const never[] = {"-0", "00", "01", "-01", "+1", "1.0", "", "-"};
+            for (size_t i = 0; g && i < sizeof never / sizeof *never; i++)
+                CHECK(grammar_accepts(g, never[i], strlen(never[i])) == 0, "%s: \"%s\" accepted", schema, never[i]);
+            grammar_free(g);
+            free(gbnf);
+            schemas++;
+        }
+    printf("  integer bounds: %d schemas, %d integers each in range exactly when accepted\n", schemas, numbers);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -195,6 +232,15 @@ static void hostile(void) {
     CHECK(g, "a schema nested 40 deep: %s", err);
     free(g);
     free(deep);
+    /* a property name too long for the additional keys' trie (it recurses per character) */
+    char *wide = malloc(2000);
+    k = (size_t)sprintf(wide, "{\"properties\": {\"");
+    memset(wide + k, 'x', 1100), k += 1100;
+    k += (size_t)sprintf(wide + k, "\": {}}, \"additionalProperties\": true}");
+    g = json_schema_to_gbnf(wide, k, err, sizeof err);
+    CHECK(!g && strstr(err, "a property name longer than 1024 bytes"), "a long name: %s", g ? "converted" : err);
+    free(g);
+    free(wide);
     /* a schema that need not end in NUL */
     const char *s = "{\"type\": \"boolean\"}garbage";
     g = json_schema_to_gbnf(s, 19, err, sizeof err);
@@ -205,6 +251,7 @@ static void hostile(void) {
 int main(int argc, char **argv) {
     verbose = argc > 1 && !strcmp(argv[1], "-v");
     cases();
+    integer_bounds();
     hostile();
     compile_time();
     return check_report("test_json_schema");

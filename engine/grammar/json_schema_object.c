@@ -8,6 +8,9 @@
 
 #include "engine/grammar/json_schema_conv.h"
 
+/* the additional keys' trie recurses once per character of a name */
+#define MAX_KEY_TRIE 1024
+
 /* `true`: what an absent additionalProperties allows */
 static const cJSON TRUE_SCHEMA = {.type = cJSON_True};
 
@@ -102,6 +105,8 @@ static const char *not_strings(conv *c, const prop *props, int n, const char *pa
     for (int i = 0; i < n && !c->failed; i++) {
         char *t = json_text(c, props[i].name, path);
         names[i] = t; /* owned by the conversion */
+        if (t && strlen(t) > MAX_KEY_TRIE)
+            schema_fail(c, path, "a property name longer than %d bytes beside additionalProperties", MAX_KEY_TRIE);
         empty |= t && !t[0];
     }
     const char *got = NULL;

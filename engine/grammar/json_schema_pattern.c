@@ -1,12 +1,15 @@
 /* json_schema_pattern.c - a schema's `pattern` (an ECMA-262 regular expression) as GBNF,
  * as llama.cpp's _visit_pattern translates it: literals, classes, groups, alternation,
- * `? * + {m,n}`, `.`, the anchors ^ and $ at the ends. Unlike llama.cpp the grammar
- * matches the JSON text of the string: a quote the pattern admits is written \", a
- * newline \n, and `.` or a negated class never admits a raw quote, backslash or control
- * character (each becomes its escape, those without a short escape are left out). A side
- * without its anchor admits any characters there, as the pattern matches anywhere in the
- * value. What has no grammar equivalent (lookaround, backreferences, word boundaries,
- * anchors inside) is refused with the reason, never widened to any string. */
+ * `? * + {m,n}`, `.`, the anchors ^ and $ at the ends (`^a|b$` takes each alternative
+ * whole, as llama.cpp does: what such a schema means, a subset of what the regex admits).
+ *
+ * Unlike llama.cpp the grammar matches the JSON text of the string: a quote the pattern
+ * admits is written \", a newline \n, and `.` or a negated class never admits a raw quote,
+ * backslash or control character (each becomes its escape; those without a short escape
+ * are left out). A side without its anchor admits any characters there, as the pattern
+ * matches anywhere in the value. What has no grammar equivalent (lookaround,
+ * backreferences, word boundaries, anchors inside) is refused with the reason, never
+ * widened to any string. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,8 +340,7 @@ static int sequence(rx *r, schema_buf *o) {
             else if (q > 0) flush_literal(o, &lit, &items), schema_add(o, items++ ? " " : ""), schema_addn(o, one.s, one.n);
             schema_buf_free(&one);
         } else {
-            int q = quantifier(r, &item);
-            (void)q;
+            quantifier(r, &item); /* appended to the item, when there is one */
             flush_literal(o, &lit, &items);
             if (!r->failed) schema_add(o, items++ ? " " : ""), schema_addn(o, item.s, item.n);
         }
