@@ -539,7 +539,9 @@ const char *schema_visit(conv *c, const cJSON *node, const char *type, const cha
         if (!type && t && !cJSON_IsString(t)) schema_fail(c, path, "type must be a string or an array of strings");
         else if (!tn) {
             /* no type: the structural keywords decide, as in llama.cpp */
-            if (schema_has_properties(node)) got = schema_visit_object(c, node, name, rule_name, path);
+            if (schema_has_properties(node) && schema_get(node, "allOf"))
+                got = schema_visit_all_of_siblings(c, node, name, rule_name, path);
+            else if (schema_has_properties(node)) got = schema_visit_object(c, node, name, rule_name, path);
             else if ((v = schema_get(node, "allOf"))) got = schema_visit_all_of(c, v, name, rule_name, path);
             else if (schema_get(node, "items") || schema_get(node, "prefixItems")) got = visit_array(c, node, sub, rule_name, path);
             else if (schema_get(node, "pattern") || schema_get(node, "minLength") || schema_get(node, "maxLength") || string_format(node))
@@ -547,6 +549,7 @@ const char *schema_visit(conv *c, const cJSON *node, const char *type, const cha
             else got = schema_add_rule(c, rule_name, schema_add_primitive(c, "value"));
         } else if (!strcmp(tn, "object")) {
             if (!schema_has_properties(node) && (v = schema_get(node, "allOf"))) got = schema_visit_all_of(c, v, name, rule_name, path);
+            else if (schema_get(node, "allOf")) got = schema_visit_all_of_siblings(c, node, name, rule_name, path);
             else got = schema_visit_object(c, node, name, rule_name, path);
         } else if (!strcmp(tn, "string")) {
             if ((v = schema_get(node, "allOf"))) got = schema_visit_all_of(c, v, name, rule_name, path);

@@ -64,5 +64,10 @@ const char *schema_visit(conv *c, const cJSON *node, const char *type, const cha
 /* json_schema_object.c */
 const char *schema_visit_object(conv *c, const cJSON *node, const char *name, const char *rule_name, const char *path);
 const char *schema_visit_all_of(conv *c, const cJSON *all, const char *name, const char *rule_name, const char *path);
+/* allOf beside an object's own properties, required or additionalProperties: those are one
+ * more component of the merge (llama.cpp lets the object keywords win and drops the allOf,
+ * which admits objects the schema does not). */
+const char *schema_visit_all_of_siblings(conv *c, const cJSON *node, const char *name, const char *rule_name,
+                                         const char *path);
 
 #endif

@@ -318,8 +318,13 @@ static int merge_component(conv *c, merged *m, const cJSON *comp, int required, 
         return 0;
     }
     if (schema_has_properties(comp) || (cJSON_IsString(t) && !strcmp(t->valuestring, "object"))) {
-        if (schema_get(comp, "additionalProperties") && !cJSON_IsFalse(schema_get(comp, "additionalProperties")))
-            return schema_fail(c, path, "allOf: additionalProperties in a merged object is not supported"), -1;
+        /* additionalProperties sees only its own object's properties, so in a component (or
+         * beside allOf) false forbids what the other components require: not what a merge of
+         * the properties would mean */
+        const cJSON *ap = schema_get(comp, "additionalProperties");
+        if (ap && !cJSON_IsTrue(ap))
+            return schema_fail(c, path, "allOf: additionalProperties in a merged object (or beside allOf) is not "
+                                        "supported: it sees only that object's own properties"), -1;
         int n;
         prop *ps = object_props(c, comp, path, required, &n);
         if (!ps) return -1;
@@ -368,5 +373,24 @@ const char *schema_visit_all_of(conv *c, const cJSON *all, const char *name, con
     }
     free(m.props);
     free(m.enum_lits);
+    return got;
+}
+
+const char *schema_visit_all_of_siblings(conv *c, const cJSON *node, const char *name, const char *rule_name,
+                                         const char *path) {
+    /* a copy of the components plus the node without its allOf, freed once visited: the
+     * conversion keeps no pointer into the schema past the visit (names and rules are its own) */
+    cJSON *all = cJSON_Duplicate(schema_get(node, "allOf"), 1), *own = cJSON_Duplicate(node, 1);
+    const char *got = NULL;
+    if (!all || !own || !cJSON_IsArray(all)) {
+        cJSON_Delete(own);
+        if (all && !cJSON_IsArray(all)) schema_fail(c, path, "allOf must be a non-empty array of schemas");
+        else schema_fail(c, path, "out of memory");
+    } else {
+        cJSON_DeleteItemFromObjectCaseSensitive(own, "allOf");
+        cJSON_InsertItemInArray(all, 0, own); /* its own properties first, in the order given */
+        got = schema_visit_all_of(c, all, name, rule_name, path);
+    }
+    cJSON_Delete(all);
     return got;
 }

@@ -706,6 +706,8 @@ void request_finish(chat_engine *e, request *r, int how, const char *error) {
     r->t_done = request_now_ms();
     r->r.finish = how;
     r->r.phase = error ? GEN_FAILED : GEN_DONE;
+    r->r.grammar_incomplete = r->gm && !error && how != FINISH_EOG && how != FINISH_CANCELLED &&
+                              (r->think == THINK_IN || !grammar_matcher_can_end(r->gm));
     double decode_ms = r->t_first > 0 ? r->t_done - r->t_first : 0;
     if (r->r.generated_tokens > 1 && decode_ms > 0)
         r->r.decode_tokens_per_s = (r->r.generated_tokens - 1) / (decode_ms / 1e3);
@@ -727,6 +729,13 @@ void request_finish(chat_engine *e, request *r, int how, const char *error) {
  * come instead). */
 static int grammar_applies(const request *r) { return r->gm && r->think != THINK_IN; }
 
+/* Under a grammar the first token may still open a reasoning block, unless the request
+ * asked for none (enable_thinking off): then the grammar holds from the first token, as
+ * the template already closed the block. */
+static int grammar_lets_reasoning_open(const chat_engine *e, const request *r) {
+    return r->think == THINK_MAY_OPEN && e->think_open >= 0 && r->s.enable_thinking;
+}
+
 int request_sample(chat_engine *e, request *r) {
     if (r->gm) {
         /* a masked copy: r->logits stay as computed, for the checkpoint that keeps them. Inside
@@ -735,7 +744,7 @@ int request_sample(chat_engine *e, request *r) {
         memcpy(r->masked, r->logits, sizeof *r->masked * (size_t)n);
         if (grammar_applies(r)) {
             if (grammar_mask_logits(r->gm, e->gvocab, r->masked) < 0) return -1;
-            if (r->think == THINK_MAY_OPEN && e->think_open >= 0) r->masked[e->think_open] = r->logits[e->think_open];
+            if (grammar_lets_reasoning_open(e, r)) r->masked[e->think_open] = r->logits[e->think_open];
         }
         if (r->s.ignore_eog || !grammar_applies(r))
             for (int i = 0; i < e->n_eog; i++) r->masked[e->eog[i]] = -INFINITY;
@@ -786,7 +795,7 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
         r->fail = "out of memory for the grammar's mask";
         return FINISH_ERROR;
     }
-    if (grammar_applies(r) && !(r->think == THINK_MAY_OPEN && tok == e->think_open) &&
+    if (grammar_applies(r) && !(grammar_lets_reasoning_open(e, r) && tok == e->think_open) &&
         grammar_accept_token(r->gm, e->gvocab, tok) != 0) {
         /* the mask let nothing through (not even the end): the grammar cannot go on here */
         r->fail = "the grammar allows no token here";

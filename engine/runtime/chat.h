@@ -84,6 +84,9 @@ typedef struct {
                                 token outside it masked before sampling, the end-of-generation token
                                 only where the grammar may end; the reasoning stays free. A constrained
                                 request does not speculate. NULL: none */
+    const char *response_format; /* OpenAI's response_format as JSON, for a remote engine, which is sent it
+                                    instead of grammar; the local engine follows grammar (the format's
+                                    grammar, made by the caller) and ignores it. NULL: none */
 } gen_settings;
 
 void gen_settings_defaults(gen_settings *s);
@@ -122,6 +125,8 @@ typedef struct {
     int accepted_tokens;     /* ...and those the model accepted (each a token without a pass of its own) */
     int decode_passes;       /* model passes after the first token (generated_tokens - 1 without
                                 speculation) */
+    int grammar_incomplete;  /* 1: a constrained answer that ended (max_tokens, the context, a stop string)
+                                before its grammar could end, so it is not a sentence of the grammar */
     double ttft_ms;          /* submit to first generated token */
     double prefill_tokens_per_s;
     double decode_tokens_per_s;
