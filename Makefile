@@ -227,17 +227,20 @@ fuzz: $(FUZZ_BIN)
 
 # libFuzzer target for the conversation logic (fs/chatfs.c, files.c and the files they
 # delegate to: names.c, scratch.c, conv.c, generation.c, views.c, commit.c; fs/settings.c, which
-# compiles a settings.json's chat_template with the engine's template room) on the fake engine: each input a
+# compiles a settings.json's chat_template with the engine's template room, its grammar and
+# response_format with the grammar room) on the fake engine: each input a
 # script of operations (see tests/fuzz/fuzz_chatfs.c), starting from the hand-written ones
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
 FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
                fs/views.c fs/commit.c \
                fs/settings.c fs/backend_fake.c store/conversations.c store/db.c \
-               $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c)) engine/gguf/gguf.c
+               $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c engine/grammar/*.c)) \
+               engine/gguf/gguf.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
-$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinja/*.h engine/tokenizer/*.h) store/db.h \
+$(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinja/*.h engine/tokenizer/*.h \
+                                engine/grammar/*.h) store/db.h \
                 engine/runtime/chat.h
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \

@@ -20,8 +20,15 @@ typedef struct {
     int no_ckpt;
     long interval;        /* --interval; 0: the default */
     int stats, json;
-    const char *grammar;  /* --grammar-file's text: the answer follows it (the local engine only) */
+    const char *grammar;  /* --grammar-file's text: the answer follows the GBNF grammar */
+    const char *schema;   /* --json-schema's text: the answer is JSON valid under the schema */
 } ask_req;
+
+struct cJSON;
+/* The request's format as settings.json has it, put into the object o: "grammar", or
+ * "response_format": {"type": "json_schema", ...} with the schema. 0, or -1 after printing
+ * why when the schema is not JSON. The mount (or settings_parse) validates the rest. */
+int ask_format_settings(struct cJSON *o, const ask_req *q);
 
 typedef struct {
     char *answer, *reasoning; /* malloc'd, NUL-terminated */

@@ -127,6 +127,10 @@ static char *turn_settings(const char *saved, const ask_req *q) {
         cJSON_DeleteItemFromObjectCaseSensitive(o, "checkpoint_interval");
         cJSON_AddNumberToObject(o, "checkpoint_interval", (double)q->interval);
     }
+    if (ask_format_settings(o, q) != 0) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     char *js = cJSON_Print(o);
     cJSON_Delete(o);
     return js;

@@ -22,6 +22,10 @@ int cli_force_template(model *m, const char *name);
 int cli_speculation(model *m, long *draft);
 /* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
 char *cli_text_arg(const char *arg);
+/* --grammar-file GBNF or --json-schema SCHEMA (one of them non-NULL): the grammar
+ * compiled (a schema converted first, engine/grammar/json_schema.h), and in *compile_ms
+ * (may be NULL) the time that took. NULL after printing the reason. */
+struct grammar *cli_load_grammar(const char *grammar_file, const char *schema_file, double *compile_ms);
 /* Parses an integer/float option value or prints an error naming the option. */
 int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 int cli_float(const char *opt, const char *val, double *out);

@@ -3,6 +3,7 @@
  *
  *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json]
+ *              [--grammar-file GBNF | --json-schema SCHEMA.json]
  *              [-c N] [--stats] [--no-checkpoints] [-t THREADS] [--interval N]
  *              [--ram-budget BYTES] [--disk-budget BYTES] [--draft N] [--draft-vocab V]
  *              TEXT|@FILE|-
@@ -23,6 +24,8 @@
  * conversation's settings.json for the send and puts the old settings back). Exit 0 when
  * the model ended its turn, 2 when -n cut the reply, 3 when the context did, 1 on an
  * error; --json prints the answer, reasoning, finish and token counts as one object.
+ * --grammar-file and --json-schema constrain the answer as settings.json's grammar and
+ * response_format do (through a mount: they are this turn's settings).
  * --stats prints one JSON line on stderr. A database that SQLite cannot read is moved
  * aside (DB.corrupt-<time>) and a new one started. With --engine the reply comes from an
  * OpenAI-compatible server (fs/backend.h). */
@@ -318,10 +321,24 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
     if (q->thinking >= 0) cs.thinking = q->thinking;
     if (q->no_ckpt) cs.checkpoints = 0;
     if (q->interval) cs.checkpoint_interval = (int)q->interval;
+    if (q->grammar || q->schema) { /* checked and converted as the mount's settings.json is */
+        cJSON *fo = cJSON_CreateObject();
+        char *fjson = fo && ask_format_settings(fo, q) == 0 ? cJSON_PrintUnformatted(fo) : NULL;
+        cJSON_Delete(fo);
+        conv_settings with;
+        err[0] = 0;
+        int ok = fjson && settings_parse(fjson, strlen(fjson), &cs, &with, err, sizeof err) == 1;
+        free(fjson);
+        if (!ok) {
+            if (err[0]) cli_error("ask: %s", err);
+            goto out;
+        }
+        settings_free(&cs);
+        cs = with;
+    }
     gen_settings s;
     settings_to_gen(&cs, &s);
     if (q->seed_given) s.seed = q->seed;
-    s.grammar = q->grammar; /* compiled at the submit: a bad one is refused with its reason */
     char session[64];
     if (q->conv) {
         char *json = settings_render(&defaults);
@@ -427,8 +444,30 @@ static int through_mount(const char *mnt, const ask_req *q) {
     return ask_exit_status(res.finish);
 }
 
+int ask_format_settings(cJSON *o, const ask_req *q) {
+    if (q->grammar) {
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "grammar");
+        cJSON_AddStringToObject(o, "grammar", q->grammar);
+    }
+    if (!q->schema) return 0;
+    cJSON *schema = cJSON_Parse(q->schema);
+    if (!schema) {
+        cli_error("ask: --json-schema: the file is not JSON (%s)", strerror(EINVAL));
+        return -1;
+    }
+    cJSON *rf = cJSON_CreateObject(), *js = cJSON_CreateObject();
+    cJSON_AddStringToObject(rf, "type", "json_schema");
+    cJSON_AddItemToObject(rf, "json_schema", js);
+    cJSON_AddStringToObject(js, "name", "ask");
+    cJSON_AddItemToObject(js, "schema", schema);
+    cJSON_AddTrueToObject(js, "strict");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "response_format");
+    cJSON_AddItemToObject(o, "response_format", rf);
+    return 0;
+}
+
 int cmd_ask(int argc, char **argv) {
-    const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL, *grammar_file = NULL;
+    const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL, *grammar_file = NULL, *schema_file = NULL;
     engine_opts eo = {.draft = -1, .ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     ask_req q = {.max_tokens = 256, .thinking = -1};
     for (int i = 1; i < argc; i++) {
@@ -477,6 +516,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) q.stats = 1;
         else if (!strcmp(a, "--json")) q.json = 1;
         else if (!strcmp(a, "--grammar-file")) grammar_file = v, i++;
+        else if (!strcmp(a, "--json-schema")) schema_file = v, i++;
         else if (!strcmp(a, "--no-checkpoints")) q.no_ckpt = 1;
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
         else if (!text_arg) text_arg = a;
@@ -495,8 +535,8 @@ int cmd_ask(int argc, char **argv) {
         cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
         return 1;
     }
-    if (grammar_file && eo.engine_url) {
-        cli_error("ask: --grammar-file is the local engine's (a server is not sent a grammar yet)");
+    if (grammar_file && schema_file) {
+        cli_error("ask: --grammar-file and --json-schema: give one of them (%s)", strerror(EINVAL));
         return 1;
     }
     if (q.conv && !fs_valid_name(q.conv)) {
@@ -514,11 +554,12 @@ int cmd_ask(int argc, char **argv) {
     size_t len = 0;
     char *text = read_text(text_arg, &len), *system = NULL, *grammar_text = NULL;
     if (!text) goto out;
-    if (grammar_file) {
+    if (grammar_file || schema_file) {
         char at[1100];
-        snprintf(at, sizeof at, "@%s", grammar_file);
+        snprintf(at, sizeof at, "@%s", grammar_file ? grammar_file : schema_file);
         if (!(grammar_text = cli_text_arg(at))) goto out;
-        q.grammar = grammar_text;
+        if (grammar_file) q.grammar = grammar_text;
+        else q.schema = grammar_text;
     }
     if (fs_blank(text, len)) {
         cli_error("ask: the message is empty: nothing to send (%s)", strerror(EINVAL));
@@ -539,11 +580,6 @@ int cmd_ask(int argc, char **argv) {
         goto out;
     }
     if (lk > 0 && db_holder(db_path, &pid, what, sizeof what) == 0 && !strncmp(what, MOUNT_NOTE, strlen(MOUNT_NOTE))) {
-        if (q.grammar) {
-            cli_error("ask: %s is mounted: --grammar-file needs this process's engine (settings.json has no "
-                      "grammar yet)", db_path);
-            goto out;
-        }
         rc = through_mount(what + strlen(MOUNT_NOTE), &q);
         goto out;
     }

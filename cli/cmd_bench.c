@@ -26,7 +26,12 @@
  * verifies k+1 tokens and one draft row of the head, k = 0..N, timed alternately from the
  * same state; from them the speed-up at a given acceptance; and a real speculative greedy
  * decode of tg tokens with its measured acceptance and passes per token. --draft-vocab V
- * drafts over the first V token ids only (mtp_set_draft_vocab). */
+ * drafts over the first V token ids only (mtp_set_draft_vocab).
+ *
+ * With --grammar-file GBNF or --json-schema SCHEMA it also measures constrained decoding
+ * (bench_grammar below): greedy decode of tg tokens with every step's logits masked by the
+ * grammar, against the same decode unmasked, alternating; the mask's time per step and
+ * the grammar's compile time (schema to grammar included). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,9 +41,11 @@
 
 #include "cli/cli.h"
 #include "engine/base/threadpool.h"
+#include "engine/grammar/grammar.h"
 #include "engine/kernels/kernels.h"
 #include "engine/model/mtp.h"
 #include "engine/model/state.h"
+#include "engine/runtime/sampler.h"
 #include "engine/runtime/speculative.h"
 
 static double now_s(void) {
@@ -175,6 +182,80 @@ static double run_tg(const model *m, seq_state **s, int B, const int *toks, int 
     return (double)n * B / dt;
 }
 
+/* ---------------------------------------------------------------- constrained decoding */
+
+/* n greedy decode steps after a prompt of np tokens (not timed): each step's token the
+ * argmax of its logits, under gm's grammar only among the tokens it allows (NULL: all).
+ * A sentence the grammar ends (its end-of-generation token chosen, or nothing else
+ * allowed) starts over at the grammar's start, as the next reply would. Returns tokens/s
+ * and adds the time the mask and the matcher took to *mask_s. */
+static double run_greedy(const model *m, seq_state *s, const int *prompt, int np, int n, const grammar *gr,
+                         const grammar_vocab *gv, float *logits, arena *a, double *mask_s) {
+    state_reset(s);
+    if (model_prefill(m, s, prompt, np, 512, logits, a) != 0) return -1;
+    grammar_matcher *gm = gr ? grammar_matcher_new(gr) : NULL;
+    if (gr && !gm) return -1;
+    double t0 = now_s(), in_mask = 0;
+    int tok = 0, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (gm) {
+            double t1 = now_s();
+            if (grammar_mask_logits(gm, gv, logits) <= 0) rc = -1;
+            tok = sampler_argmax(logits, m->n_vocab);
+            if (rc == 0 && (tokenizer_is_eog(m->tok, tok) || grammar_accept_token(gm, gv, tok) != 0 ||
+                            grammar_matcher_must_end(gm))) {
+                grammar_matcher_free(gm); /* the sentence is whole: the next reply's starts */
+                if (!(gm = grammar_matcher_new(gr))) rc = -1;
+            }
+            in_mask += now_s() - t1;
+        } else
+            tok = sampler_argmax(logits, m->n_vocab);
+        batch_seq b = {.state = s, .tokens = &tok, .n_tokens = 1, .logits = 1, .out = logits};
+        if (rc == 0 && model_forward(m, &b, 1, a) != 0) rc = -1;
+    }
+    double dt = now_s() - t0;
+    grammar_matcher_free(gm);
+    *mask_s += in_mask;
+    return rc == 0 ? n / dt : -1;
+}
+
+/* Prints one JSON line: free and constrained greedy decode of tg tokens (median of reps,
+ * alternating), their ratio, the mask's ms per step and the compile time. */
+static int bench_grammar(const char *path, const model *m, const grammar *gr, double compile_ms, const int *toks,
+                         int tg, int reps, arena *a) {
+    const int np = 16;
+    int rc = -1;
+    double t_vocab = now_s();
+    grammar_vocab *gv = grammar_vocab_from_tokenizer(m->tok);
+    t_vocab = now_s() - t_vocab;
+    seq_state *s = state_new(m, np + tg + 16);
+    float *logits = malloc(sizeof(float) * (size_t)m->n_vocab);
+    double *t_free = calloc((size_t)reps, sizeof(double)), *t_gram = calloc((size_t)reps, sizeof(double));
+    double mask_s = 0, unused = 0;
+    if (!gv || !s || !logits || !t_free || !t_gram) goto out;
+    for (int r = 0; r < reps; r++) {
+        if ((t_free[r] = run_greedy(m, s, toks, np, tg, NULL, gv, logits, a, &unused)) < 0 ||
+            (t_gram[r] = run_greedy(m, s, toks, np, tg, gr, gv, logits, a, &mask_s)) < 0)
+            goto out;
+    }
+    const double free_tps = median(t_free, reps), gram_tps = median(t_gram, reps);
+    const char *base = strrchr(path, '/');
+    printf("{\"model\":\"%s\",\"grammar_tg\":%d,\"free_tps\":%.2f,\"constrained_tps\":%.2f,\"ratio\":%.3f,"
+           "\"mask_ms_per_step\":%.3f,\"compile_ms\":%.2f,\"vocab_trie_ms\":%.1f,\"grammar_rules\":%d,\"reps\":%d}\n",
+           base ? base + 1 : path, tg, free_tps, gram_tps, free_tps > 0 ? gram_tps / free_tps : 0,
+           1e3 * mask_s / ((double)tg * reps), compile_ms, 1e3 * t_vocab, grammar_n_rules(gr), reps);
+    fflush(stdout);
+    rc = 0;
+out:
+    if (rc) cli_error("bench: the constrained decode failed (out of memory, or the grammar allows no token)");
+    grammar_vocab_free(gv);
+    state_free(s);
+    free(logits);
+    free(t_free);
+    free(t_gram);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- speculative decoding */
 
 /* llama.cpp's published acceptance of Qwen3.5's MTP drafts, for the modelled speed-up */
@@ -287,7 +368,7 @@ out:
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *grammar_file = NULL, *schema_file = NULL;
     long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3, draft = -1, draft_vocab = 0;
     int no_bw = 0;
     for (int i = 1; i < argc; i++) {
@@ -301,15 +382,27 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--no-bandwidth")) no_bw = 1;
+        else if (!strcmp(a, "--grammar-file") && v) grammar_file = v, i++;
+        else if (!strcmp(a, "--json-schema") && v) schema_file = v, i++;
         else { cli_error("bench: unknown option '%s'", a); return 1; }
     }
     if (!path) {
         cli_error("bench needs -m MODEL.gguf");
         return 1;
     }
+    if (grammar_file && schema_file) {
+        cli_error("bench: --grammar-file and --json-schema: give one of them");
+        return 1;
+    }
+    double compile_ms = 0;
+    grammar *gr = grammar_file || schema_file ? cli_load_grammar(grammar_file, schema_file, &compile_ms) : NULL;
+    if ((grammar_file || schema_file) && !gr) return 1;
     pool_set_threads((int)threads);
     model *m = cli_load_model(path);
-    if (!m) return 1;
+    if (!m) {
+        grammar_free(gr);
+        return 1;
+    }
     int rc = 1;
     const int B = (int)batch, n_tok = (int)(pp > tg ? pp : tg) + 32;
     int *toks = random_tokens(n_tok, m->n_vocab, 42);
@@ -383,6 +476,7 @@ int cmd_bench(int argc, char **argv) {
         cli_error("bench: --draft needs a model with an MTP head (chatfs synth --mtp makes one)");
         goto out;
     }
+    if (gr && bench_grammar(path, m, gr, compile_ms, toks, (int)(tg > 8 ? tg : 8), (int)reps, &a) != 0) goto out;
     rc = 0;
     goto out;
 fail:
@@ -400,5 +494,6 @@ out:
     free(toks);
     arena_free(&a);
     model_free(m);
+    grammar_free(gr);
     return rc;
 }

@@ -13,7 +13,8 @@
  * accepted tokens, and the decode speed. --grammar-file FILE constrains the output to a GBNF
  * grammar (engine/grammar/grammar.h): every token it does not allow is masked before
  * sampling, and the run ends at the end-of-generation token, which comes only where the
- * grammar may end; it decodes one token a step (drafts are not checked against a grammar). */
+ * grammar may end; it decodes one token a step (drafts are not checked against a grammar).
+ * --json-schema FILE does the same with the grammar of a JSON schema. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ static void print_ids(const char *label, const int *ids, int n) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt_arg = NULL, *dump = NULL, *force = NULL, *grammar_file = NULL;
+    const char *schema_file = NULL;
     long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0, stats = 0;
@@ -82,6 +84,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--draft-vocab")) { if (!cli_int(a, v, 0, 1 << 30, &draft_vocab)) return 1; i++; }
         else if (!strcmp(a, "--dump-logits")) dump = v, i++;
         else if (!strcmp(a, "--grammar-file") && v) grammar_file = v, i++;
+        else if (!strcmp(a, "--json-schema") && v) schema_file = v, i++;
         else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--stop")) stop = 1;
@@ -107,12 +110,14 @@ int cmd_run(int argc, char **argv) {
     grammar *gr = NULL;
     grammar_vocab *gv = NULL;
     grammar_matcher *gm = NULL;
-    if (grammar_file) {
-        char path[1100], err[512];
-        snprintf(path, sizeof path, "@%s", grammar_file);
-        char *g = cli_text_arg(path);
-        if (g && !(gr = grammar_compile(g, strlen(g), err, sizeof err))) cli_error("%s: %s", grammar_file, err);
-        free(g);
+    if (grammar_file && schema_file) {
+        cli_error("run: --grammar-file and --json-schema: give one of them");
+        free(text);
+        model_free(m);
+        return 1;
+    }
+    if (grammar_file || schema_file) {
+        gr = cli_load_grammar(grammar_file, schema_file, NULL);
         if (gr && (!(gv = grammar_vocab_from_tokenizer(m->tok)) || !(gm = grammar_matcher_new(gr)))) cli_error("out of memory");
         if (!gm) {
             grammar_vocab_free(gv);

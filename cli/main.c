@@ -6,7 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include "cli/cli.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/runtime/speculative.h"
 
 #ifndef CHATFS_VERSION
@@ -66,7 +70,7 @@ static const char usage_render[] =
 static const char usage_run[] =
     "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
     "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
-    "                  [--draft-vocab V] [--stats] [--grammar-file FILE] [-t THREADS]\n"
+    "                  [--draft-vocab V] [--stats] [--grammar-file FILE | --json-schema FILE] [-t THREADS]\n"
     "  Prefills TEXT and generates N tokens (default 16); greedy unless --temp. -m defaults to\n"
     "  the bundled model. --chat wraps TEXT as a user message in the chat template; --stop ends\n"
     "  at an end-of-generation token; --ids prints token ids; --dump-logits writes the last\n"
@@ -74,12 +78,14 @@ static const char usage_run[] =
     "  head (default 1 for a model with the head; 0: off), --draft-vocab V drafting among the\n"
     "  first V token ids; --stats prints tokens, passes, drafted and accepted as one JSON line.\n"
     "  --grammar-file FILE: the output follows the GBNF grammar in FILE (llama.cpp's syntax) and\n"
-    "  ends at the end-of-generation token where the grammar may end (no drafts).\n";
+    "  ends at the end-of-generation token where the grammar may end (no drafts). --json-schema\n"
+    "  FILE: the output is JSON valid under the schema in FILE (its grammar, as llama.cpp makes it).\n";
 static const char usage_ask[] =
     "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
     "                  [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json] [--stats]\n"
     "                  [-c N] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
-    "                  [--draft N] [--draft-vocab V] [--grammar-file FILE] [-t THREADS] TEXT|@FILE|-\n"
+    "                  [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
+    "                  [-t THREADS] TEXT|@FILE|-\n"
     "  One user turn of conversation NAME, the one a mount of the database shows as NAME/ (made\n"
     "  if new; without --conversation a turn of its own, not kept); prints the answer. TEXT is\n"
     "  the message, @FILE a file's, - standard input's; taken as a write to NAME/message is:\n"
@@ -93,14 +99,17 @@ static const char usage_ask[] =
     "  Exit status: 0 the model ended its turn, 2 -n cut the reply (finish_reason max_tokens),\n"
     "  3 the context did (context_full), 1 an error (the reason on stderr).\n"
     "  --grammar-file FILE: the answer follows the GBNF grammar in FILE (llama.cpp's syntax; the\n"
-    "  reasoning stays free); this process's engine only (not through a mount or a server).\n"
+    "  reasoning stays free); --json-schema FILE: the answer is JSON valid under the schema. Both\n"
+    "  are this turn's settings.json grammar / response_format (a server is sent them).\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
-    "                    [--draft N] [--draft-vocab V]\n"
+    "                    [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
     "  Prompt and decode speed, memory bandwidth and RSS as one JSON line; with --draft N for a\n"
     "  model with an MTP head, one more for speculative decoding (the costs of a verify of\n"
-    "  k + 1 tokens and of a draft row, k = 0..N, and a real speculative decode).\n";
+    "  k + 1 tokens and of a draft row, k = 0..N, and a real speculative decode). With a grammar\n"
+    "  or schema, one more: decode under it against free decode, alternating, the mask's time\n"
+    "  per step and the grammar's compile time.\n";
 static const char usage_synth[] =
     "usage: chatfs synth --shape SHAPE --type TYPE --out FILE [--seed S] [-t N] [-q] [--mtp]\n"
     "  A random-weight GGUF of a real model's shape (e.g. --shape qwen3.5-0.8b --type q4_k_m).\n"
@@ -190,6 +199,29 @@ char *cli_text_arg(const char *arg) {
     }
     buf[n] = 0;
     return buf;
+}
+
+grammar *cli_load_grammar(const char *grammar_file, const char *schema_file, double *compile_ms) {
+    const char *file = grammar_file ? grammar_file : schema_file;
+    char at[1100], err[512];
+    snprintf(at, sizeof at, "@%s", file);
+    char *text = cli_text_arg(at), *gbnf = NULL;
+    if (!text) return NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (schema_file && !(gbnf = json_schema_to_gbnf(text, strlen(text), err, sizeof err))) {
+        cli_error("%s: %s", file, err);
+        free(text);
+        return NULL;
+    }
+    const char *g = gbnf ? gbnf : text;
+    grammar *gr = grammar_compile(g, strlen(g), err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!gr) cli_error("%s: %s%s", file, schema_file ? "the schema's grammar: " : "", err);
+    if (compile_ms) *compile_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    free(gbnf);
+    free(text);
+    return gr;
 }
 
 int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {

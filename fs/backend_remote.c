@@ -15,6 +15,7 @@
  * system's certificates); CURL_CA_BUNDLE in the environment names another, as for the
  * curl tool. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <pthread.h>
@@ -33,6 +34,7 @@ typedef struct rjob {
     struct rjob *next; /* in the queue */
     uint64_t id;
     int cancelled;     /* under mu */
+    int constrained;   /* sent a grammar or a response_format */
     char *body;        /* the request */
     /* the worker's alone from here */
     CURL *easy;
@@ -172,6 +174,9 @@ static void finish_job(remote *r, rjob *j, int cancelled, const char *error) {
     } else {
         rep->phase = GEN_DONE;
         rep->finish = cancelled ? FINISH_CANCELLED : j->st.finish ? j->st.finish : FINISH_EOG;
+        /* the server followed the format until it was cut: a reply that stopped otherwise than
+         * by its end cannot be a whole sentence of it */
+        rep->grammar_incomplete = j->constrained && (rep->finish == FINISH_LENGTH || rep->finish == FINISH_CONTEXT);
         error = NULL;
     }
     pthread_mutex_lock(&r->mu);
@@ -293,12 +298,19 @@ static uint64_t rem_submit(fs_backend *b, const chat_msg *msgs, int n, const gen
             snprintf(err, errlen, "unknown role '%s'", msgs[i].role);
             return 0;
         }
+    if (s && s->grammar && !s->response_format && r->dialect != DIALECT_LLAMACPP) {
+        /* only llama-server reads GBNF: another server would answer unconstrained */
+        snprintf(err, errlen, "the server takes no GBNF grammar (llama-server does): use response_format");
+        errno = EINVAL;
+        return 0;
+    }
     rjob *j = calloc(1, sizeof *j);
     if (!j || !(j->body = remote_request_json(r->model, msgs, n, s, r->dialect))) {
         free(j);
         snprintf(err, errlen, "out of memory");
         return 0;
     }
+    j->constrained = s && (s->grammar || s->response_format);
     remote_stream_init(&j->st, cb, remote_now_ms());
     pthread_mutex_lock(&r->mu);
     if (r->stop) {

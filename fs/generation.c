@@ -434,6 +434,11 @@ static void on_done(void *ud, const gen_report *r, const char *error) {
             c->state = ST_DONE;
             fs->n_replies++;
             if (r->finish == FINISH_CANCELLED) fs->n_stopped++;
+            /* kept as far as it got, but a script that parses it must know it will not parse */
+            if (r->grammar_incomplete)
+                cfs_set_error(c, "the reply was cut by %s before its grammar or response_format was complete",
+                              r->finish == FINISH_LENGTH ? "max_tokens" : r->finish == FINISH_CONTEXT ? "the context"
+                                                                                                       : "a stop string");
         }
         c->gen = NULL;
         c->mtime_hist = cfs_now_ns();

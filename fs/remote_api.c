@@ -47,6 +47,11 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
             if (s->ignore_eog) cJSON_AddBoolToObject(o, "ignore_eos", 1);
             cJSON_AddBoolToObject(o, "return_progress", 1); /* status shows the prefill */
         }
+        /* the format as the server knows it: OpenAI's response_format where there is one (every
+         * server takes it), GBNF only for llama-server (the one that reads it) */
+        cJSON *format = s->response_format ? cJSON_Parse(s->response_format) : NULL;
+        if (format) cJSON_AddItemToObject(o, "response_format", format);
+        else if (s->grammar && dialect == DIALECT_LLAMACPP) cJSON_AddStringToObject(o, "grammar", s->grammar);
     }
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

@@ -9,6 +9,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/template/template.h"
 
 void settings_builtin(conv_settings *s) {
@@ -37,6 +39,9 @@ void settings_free(conv_settings *s) {
     for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->template_name);
     free(s->chat_template);
+    free(s->grammar);
+    free(s->response_format);
+    free(s->format_gbnf);
     memset(s, 0, sizeof *s);
 }
 
@@ -45,6 +50,9 @@ void settings_copy(conv_settings *dst, const conv_settings *src) {
     for (int i = 0; i < t.n_stop; i++) t.stop[i] = strdup(src->stop[i]);
     t.template_name = src->template_name ? strdup(src->template_name) : NULL;
     t.chat_template = src->chat_template ? strdup(src->chat_template) : NULL;
+    t.grammar = src->grammar ? strdup(src->grammar) : NULL;
+    t.response_format = src->response_format ? strdup(src->response_format) : NULL;
+    t.format_gbnf = src->format_gbnf ? strdup(src->format_gbnf) : NULL;
     *dst = t;
 }
 
@@ -80,6 +88,78 @@ static int boolean(const cJSON *v, const char *key, int *out, char *err, size_t 
         return -1;
     }
     *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* 0 when GBNF text compiles, else -1 with "<what> does not compile: <reason>" in err. */
+static int grammar_check(const char *gbnf, const char *what, char *err, size_t errlen) {
+    char gerr[256];
+    grammar *g = grammar_compile(gbnf, strlen(gbnf), gerr, sizeof gerr);
+    if (!g) {
+        snprintf(err, errlen, "%s does not compile: %s", what, gerr);
+        return -1;
+    }
+    grammar_free(g);
+    return 0;
+}
+
+/* OpenAI's response_format: {"type": "text"} (none: *gbnf stays NULL), {"type": "json_object"}
+ * (any JSON object; a "schema" beside it narrows it, as llama-server allows), or
+ * {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}. The
+ * schema's grammar is made here, once, so that a schema that cannot be followed is refused
+ * at the write and not at the reply. */
+static int response_format_grammar(const cJSON *v, char **gbnf, char *err, size_t errlen) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
+    if (!cJSON_IsObject(v) || !cJSON_IsString(type)) {
+        snprintf(err, errlen, "response_format must be null or an object with a \"type\": \"text\", "
+                              "\"json_object\" or \"json_schema\"");
+        return -1;
+    }
+    const char *t = type->valuestring;
+    const cJSON *schema = NULL;
+    for (const cJSON *k = v->child; k; k = k->next) {
+        int known = !strcmp(k->string, "type") || (!strcmp(t, "json_object") && !strcmp(k->string, "schema")) ||
+                    (!strcmp(t, "json_schema") && !strcmp(k->string, "json_schema"));
+        if (!known) {
+            snprintf(err, errlen, "response_format of type '%.20s' has no key '%.40s'", t, k->string);
+            return -1;
+        }
+    }
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) schema = cJSON_GetObjectItemCaseSensitive(v, "schema");
+    else if (!strcmp(t, "json_schema")) {
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(v, "json_schema");
+        schema = js ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+        if (!cJSON_IsObject(js) || !schema) {
+            snprintf(err, errlen, "response_format json_schema needs \"json_schema\": {\"name\": ..., "
+                                  "\"schema\": {...}}");
+            return -1;
+        }
+        for (const cJSON *k = js->child; k; k = k->next)
+            if (strcmp(k->string, "name") && strcmp(k->string, "schema") && strcmp(k->string, "strict") &&
+                strcmp(k->string, "description")) {
+                snprintf(err, errlen, "response_format json_schema has no key '%.40s' (known: name, description, "
+                                      "schema, strict)", k->string);
+                return -1;
+            }
+    } else {
+        snprintf(err, errlen, "response_format type must be \"text\", \"json_object\" or \"json_schema\", not "
+                              "'%.40s'", t);
+        return -1;
+    }
+    char *text = schema ? cJSON_PrintUnformatted(schema) : strdup("{\"type\": \"object\"}");
+    char serr[256] = "out of memory";
+    char *g = text ? json_schema_to_gbnf(text, strlen(text), serr, sizeof serr) : NULL;
+    free(text);
+    if (!g) {
+        snprintf(err, errlen, "response_format: %s", serr);
+        return -1;
+    }
+    if (grammar_check(g, "response_format's grammar", err, errlen) != 0) {
+        free(g);
+        return -1;
+    }
+    *gbnf = g;
     return 0;
 }
 
@@ -192,15 +272,39 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
                 rc = -1;
             } else
                 s.chat_template = strdup(v->valuestring);
+        } else if (!strcmp(k, "grammar")) {
+            free(s.grammar);
+            s.grammar = NULL;
+            if (cJSON_IsNull(v)) continue;
+            if (!cJSON_IsString(v) || !v->valuestring[0]) {
+                snprintf(err, errlen, "grammar must be null (none) or GBNF text");
+                rc = -1;
+            } else if (grammar_check(v->valuestring, "grammar", err, errlen) == 0)
+                s.grammar = strdup(v->valuestring);
+            else
+                rc = -1;
+        } else if (!strcmp(k, "response_format")) {
+            free(s.response_format);
+            free(s.format_gbnf);
+            s.response_format = s.format_gbnf = NULL;
+            if (cJSON_IsNull(v)) continue;
+            if (response_format_grammar(v, &s.format_gbnf, err, errlen) != 0) rc = -1;
+            else s.response_format = cJSON_PrintUnformatted(v);
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
-                     "checkpoint_interval, checkpoints, ignore_eos, speculative, thinking, thinking_budget, template, chat_template)",
+                     "checkpoint_interval, checkpoints, ignore_eos, speculative, thinking, thinking_budget, template, "
+                     "chat_template, grammar, response_format)",
                      k);
             rc = -1;
         }
     }
     cJSON_Delete(root);
+    if (rc > 0 && s.grammar && s.response_format) {
+        /* llama.cpp refuses both as well: which one the answer follows would be a guess */
+        snprintf(err, errlen, "grammar and response_format cannot both be set: set the other to null");
+        rc = -1;
+    }
     if (rc < 0) {
         settings_free(&s);
         return -1;
@@ -241,6 +345,11 @@ char *settings_render(const conv_settings *s) {
     else cJSON_AddNullToObject(o, "template");
     if (s->chat_template) cJSON_AddStringToObject(o, "chat_template", s->chat_template);
     else cJSON_AddNullToObject(o, "chat_template");
+    if (s->grammar) cJSON_AddStringToObject(o, "grammar", s->grammar);
+    else cJSON_AddNullToObject(o, "grammar");
+    cJSON *format = s->response_format ? cJSON_Parse(s->response_format) : NULL;
+    if (format) cJSON_AddItemToObject(o, "response_format", format);
+    else cJSON_AddNullToObject(o, "response_format");
     /* one key per line, two-space indent: what people expect to edit */
     size_t cap = 256, len = 0;
     char *out = malloc(cap);
@@ -288,4 +397,6 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->speculative = s->speculative;
     g->enable_thinking = s->thinking != 0; /* null: the model's default, 1 as llama.cpp */
     g->thinking_budget = s->thinking_budget;
+    g->grammar = s->grammar ? s->grammar : s->format_gbnf;
+    g->response_format = s->format_gbnf ? s->response_format : NULL; /* {"type": "text"} asks for nothing */
 }

@@ -4,7 +4,8 @@
  * take the defaults (the root settings.json for a conversation, the built-in values for
  * the root itself). Unknown keys, wrong types and out-of-range values are refused with
  * a one-line reason; a chat_template that does not compile is refused with its compile
- * error. */
+ * error, a grammar or response_format that does not (or that constrains to nothing) with
+ * the reason, so that a constrained reply can always be made. */
 #ifndef CHATFS_FS_SETTINGS_H
 #define CHATFS_FS_SETTINGS_H
 
@@ -31,6 +32,10 @@ typedef struct {
     int thinking;            /* 1 / 0: the template's thinking switch; -1 (JSON null): the model's default,
                                 which is enable_thinking 1 as llama.cpp passes it */
     int thinking_budget;     /* most reasoning tokens, then the engine closes the reasoning; -1 (null): none */
+    char *grammar;           /* GBNF text (llama.cpp's syntax) the answer follows; NULL: none */
+    char *response_format;   /* OpenAI's response_format object as given (compact JSON); NULL: none */
+    char *format_gbnf;       /* response_format's grammar (its JSON schema converted), derived when it is
+                                parsed and not rendered; NULL: none or {"type": "text"} */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);

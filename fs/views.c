@@ -132,12 +132,12 @@ static void render_messages(const conv *c, sbuf *b) {
     sb_str(b, first ? "]\n" : "\n]\n");
 }
 
-static const char *finish_note(int finish) {
+static const char *finish_note(int finish, int grammar_incomplete) {
     switch (finish) {
     case FINISH_CANCELLED: return " (stopped)";
-    case FINISH_LENGTH: return " (max_tokens)";
-    case FINISH_CONTEXT: return " (context full)";
-    case FINISH_STOP: return " (stop string)";
+    case FINISH_LENGTH: return grammar_incomplete ? " (max_tokens: incomplete for its format)" : " (max_tokens)";
+    case FINISH_CONTEXT: return grammar_incomplete ? " (context full: incomplete for its format)" : " (context full)";
+    case FINISH_STOP: return grammar_incomplete ? " (stop string: incomplete for its format)" : " (stop string)";
     default: return "";
     }
 }
@@ -183,10 +183,10 @@ static void render_status(const conv *c, sbuf *b) {
                      r->reasoning_tokens);
         if (r->prompt_tokens < 0) /* a server that sent no usage */
             sb_fmt(b, "done %d tokens%s %.1f tok/s%s", r->generated_tokens, thought, r->decode_tokens_per_s,
-                   finish_note(c->finish));
+                   finish_note(c->finish, r->grammar_incomplete));
         else
             sb_fmt(b, "done %d tokens%s %.1f tok/s reused %d/%d%s", r->generated_tokens, thought,
-                   r->decode_tokens_per_s, r->reused_tokens, r->prompt_tokens, finish_note(c->finish));
+                   r->decode_tokens_per_s, r->reused_tokens, r->prompt_tokens, finish_note(c->finish, r->grammar_incomplete));
         speculation_note(r, b);
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
