@@ -17,6 +17,7 @@ SHAPE=${SHAPE:-qwen3.5-0.8b}
 TYPE=${TYPE:-q8_0}
 SCHEMA=bench/nested-schema.json
 [ "$CHATFS" = ./chatfs ] && make --no-print-directory chatfs >&2 # incremental
+mkdir -p "$BUILD/bench"
 model="$BUILD/bench/$SHAPE-$TYPE.gguf"
 if [ ! -f "$model" ]; then
     echo "making $model (once; cached)" >&2

@@ -577,6 +577,35 @@ def test_remount_and_ask(srv):
     check(rc != 0 and "cannot reach the server" in err, "ask, server gone: %r" % err)
 
 
+def test_structured_output(srv):
+    """settings.json's response_format and grammar go to llama-server, which follows them:
+    a json_schema reply validates (checked by hand: the remote tests need no jsonschema),
+    a GBNF grammar's reply is a sentence of it; ask --json-schema through the server too"""
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9},
+                                               "ok": {"type": "boolean"}},
+              "required": ["n", "ok"], "additionalProperties": False}
+    with RemoteMount("structured", srv.url) as m:
+        os.mkdir(m.p("s"))
+        for seed in (1, 2):
+            write(m.p("s", "settings.json"), json.dumps({
+                "temperature": 1, "seed": seed, "max_tokens": 200, "thinking": False,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}}))
+            rc, out, err = ask(m, "s", "Give me the data.")
+            v = json.loads(out) if rc == 0 else None
+            check(isinstance(v, dict) and set(v) == {"n", "ok"} and isinstance(v["n"], int) and 1 <= v["n"] <= 9 and
+                  isinstance(v["ok"], bool), "seed %d: %d %r %r" % (seed, rc, out, err))
+        write(m.p("s", "settings.json"), json.dumps({"temperature": 1, "seed": 3, "max_tokens": 100, "thinking": False,
+                                                    "response_format": None, "grammar": 'root ::= ("yes" | "no") "!"'}))
+        rc, out, err = ask(m, "s", "Say something.")
+        check(rc == 0 and out in ("yes!\n", "no!\n"), "grammar: %d %r %r" % (rc, out, err))
+    d = os.path.join(fs_e2e.TMP, "structured")
+    write(os.path.join(d, "schema.json"), json.dumps(schema))
+    rc, out, err = sh("'%s' ask --engine %s --db %s/ask.db --temp 1 --seed 4 --thinking off --json-schema %s/schema.json "
+                      "'Data?'" % (CHATFS, srv.url, d, d), timeout=60)
+    v = json.loads(out) if rc == 0 else None
+    check(isinstance(v, dict) and set(v) == {"n", "ok"}, "ask --json-schema: %d %r %r" % (rc, out, err))
+
+
 def test_thinking(srv_unused):
     """issue 25 over llama-server: with --reasoning-format deepseek the server sends the
     default model's reasoning as reasoning_content; it streams into `thinking` (EOF when
