@@ -13,43 +13,10 @@
 #include "engine/grammar/grammar.h"
 #include "engine/runtime/chat.h"
 #include "tests/check.h"
+#include "tests/grammar_data.h"
 
 #define TINY "tests/fixtures/qwen35-tiny-f32.gguf"
 #define DEFAULT_MODEL "models/chatfs-default.gguf"
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long k = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)k + 1);
-    if (s && fread(s, 1, (size_t)k, f) != (size_t)k) free(s), s = NULL;
-    fclose(f);
-    if (s) s[k] = 0, *n = (size_t)k;
-    return s;
-}
-
-/* the data files' escapes: \n \t \r \\ \xHH */
-static size_t unescape(const char *s, size_t n, char *out) {
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] != '\\' || i + 1 >= n) {
-            out[k++] = s[i];
-            continue;
-        }
-        char e = s[++i];
-        if (e == 'n') out[k++] = '\n';
-        else if (e == 't') out[k++] = '\t';
-        else if (e == 'r') out[k++] = '\r';
-        else if (e == 'x' && i + 2 < n) {
-            char h[3] = {s[i + 1], s[i + 2], 0};
-            out[k++] = (char)strtol(h, NULL, 16);
-            i += 2;
-        } else out[k++] = e;
-    }
-    return k;
-}
 
 /* The matcher fed byte by byte must agree with the whole text at once. */
 static int accepts_bytewise(const grammar *g, const char *s, size_t n) {
