@@ -50,6 +50,25 @@ static int pick(sampler *smp, float *logits, grammar_matcher *gm, const grammar_
     return tok;
 }
 
+/* Speculation under a grammar: row 0 masked where the reply stands (gm), row j + 1 by a
+ * scratch matcher after the step's drafts d1..d(j+1) (speculative.h, spec_constraint). */
+typedef struct {
+    grammar_matcher *row[SPEC_MAX_DRAFT + 1];
+    const grammar_vocab *gv;
+} run_constraint;
+
+static int run_mask(void *ud, int row, float *logits) {
+    run_constraint *c = ud;
+    return grammar_mask_logits(c->row[row], c->gv, logits);
+}
+
+static int run_next(void *ud, int row, int tok) {
+    run_constraint *c = ud;
+    if (row >= SPEC_MAX_DRAFT || !c->row[row + 1] || grammar_matcher_assign(c->row[row + 1], c->row[row]) != 0)
+        return -1;
+    return grammar_accept_token(c->row[row + 1], c->gv, tok);
+}
+
 static int write_floats(const char *path, const float *x, int n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(x, sizeof *x, (size_t)n, f) != (size_t)n || fclose(f) != 0) {
@@ -126,7 +145,6 @@ int cmd_run(int argc, char **argv) {
             model_free(m);
             return 1;
         }
-        draft = 0; /* one token a step: drafts are not checked against the grammar */
     }
     if (!cli_speculation(m, &draft)) {
         grammar_matcher_free(gm);
@@ -160,6 +178,7 @@ int cmd_run(int argc, char **argv) {
     arena a = {0};
     sampler smp = {0};
     spec_seq sp = {0};
+    run_constraint rc_gm = {.row = {gm}, .gv = gv};
     sampler_params params;
     sampler_defaults(&params);
     params.temperature = (float)temp;
@@ -168,6 +187,14 @@ int cmd_run(int argc, char **argv) {
         (draft > 0 && spec_init(&sp, m, (int)draft) != 0)) {
         cli_error(n_prompt == 0 ? "the prompt is empty" : "out of memory");
         goto out;
+    }
+    if (gm && sp.m) {
+        for (int i = 1; i <= sp.n_max; i++)
+            if (!(rc_gm.row[i] = grammar_matcher_new(gr))) {
+                cli_error("out of memory");
+                goto out;
+            }
+        sp.c = (spec_constraint){.mask = run_mask, .next = run_next, .ud = &rc_gm};
     }
     if (n_prompt > s->n_ctx) {
         cli_error("the prompt has %d tokens, more than the context of %d", n_prompt, s->n_ctx);
@@ -223,6 +250,11 @@ int cmd_run(int argc, char **argv) {
             }
             n_step = spec_accept(&sp, &smp, step);
             passes++;
+            for (int i = 0; gm && i < n_step; i++) /* the matcher moves over the step's tokens */
+                if (step[i] < 0 || grammar_accept_token(gm, gv, step[i]) != 0) {
+                    cli_error(step[i] < 0 ? "out of memory" : "the grammar allows no token here");
+                    goto out;
+                }
             for (int i = 0; i < n_step; i++) at[i] = sp.pos0 + i + 1;
         } else {
             batch_seq b = {.state = s, .tokens = &last, .n_tokens = 1, .logits = 1, .out = logits};
@@ -253,6 +285,7 @@ int cmd_run(int argc, char **argv) {
                 n_out > 1 && dt > 0 ? (n_out - 1) / dt : 0.0);
     rc = 0;
 out:
+    for (int i = 1; i <= SPEC_MAX_DRAFT; i++) grammar_matcher_free(rc_gm.row[i]);
     grammar_matcher_free(gm);
     grammar_vocab_free(gv);
     grammar_free(gr);

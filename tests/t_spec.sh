@@ -4,7 +4,8 @@
 # which speculates, too); sampling with a seed is reproducible; on the default model (a
 # trained head) `ask` and `run --chat` give plain decoding's replies with most drafts accepted; `ask --stats` reports the
 # drafted and accepted tokens and passes, and a follow-up turn restores its checkpoint and
-# speculates to the plain reply; --draft on a model without the head is one clear error.
+# speculates to the plain reply; under a grammar or a JSON schema `run --draft` gives the
+# plain constrained tokens; --draft on a model without the head is one clear error.
 set -u
 cd "$(dirname "$0")/.."
 CHATFS=${CHATFS:-./chatfs}
@@ -64,6 +65,25 @@ ok &= a["generated_tokens"] == plain["generated_tokens"] and a["decode_passes"] 
 print("  default model, ask --draft 3: %d of %d drafts accepted, %d passes for %d tokens (plain %d)" % (
     a["accepted_tokens"], a["drafted_tokens"], a["decode_passes"], a["generated_tokens"], plain["decode_passes"]))
 sys.exit(0 if ok else 1)
+PY
+
+# under a grammar and a JSON schema: the drafts are masked too, the tokens plain decoding's
+printf 'root ::= "The answer is " [0-9]+ "."\n' > "$T/g.gbnf"
+printf '%s\n' '{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array",
+  "items": {"type": "string"}, "maxItems": 3}}, "required": ["a", "b"]}' > "$T/s.json"
+for d in 0 3; do
+    $CHATFS run -m $D -p "What is 7 + 26 + 13?" --chat -n 40 --ids --draft $d --grammar-file "$T/g.gbnf" --stats \
+        2> "$T/gs.$d" | sed -n 2p > "$T/gi.$d"
+    $CHATFS run -m $D -p "List three words." --chat -n 96 --ids --draft $d --json-schema "$T/s.json" --stats \
+        2> "$T/js.$d" | sed -n 2p > "$T/ji.$d"
+done
+check "run --grammar-file: --draft 3 gives plain's tokens" cmp -s "$T/gi.0" "$T/gi.3"
+check "run --json-schema: --draft 3 gives plain's tokens" cmp -s "$T/ji.0" "$T/ji.3"
+check "run under a grammar: drafts accepted" python3 - "$T/gs.3" "$T/js.3" <<'PY'
+import json, sys
+for p in sys.argv[1:]:
+    s = json.loads(open(p).read().strip().splitlines()[-1])
+    if not (s["drafted_tokens"] > 0 and s["accepted_tokens"] > 0): sys.exit(1)
 PY
 
 # synth --mtp writes the head; bench --draft times the verify steps and a draft row

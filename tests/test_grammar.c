@@ -243,7 +243,6 @@ static void generation(const char *path, int seeds, int thinking_budget) {
             CHECK(r.finish == FINISH_EOG, "%s grammar %d seed %d: finish %d", path, k, seed, r.finish);
             CHECK(grammar_accepts(g, out.text, out.n) == 1, "%s grammar %d seed %d: \"%.*s\" not accepted", path, k,
                   seed, (int)out.n, out.text);
-            CHECK(r.drafted_tokens == 0, "a constrained request drafted %d tokens", r.drafted_tokens);
             runs++;
             s.grammar = NULL;
             s.max_tokens = 24 + (thinking_budget > 0 ? thinking_budget + 8 : 0);

@@ -13,13 +13,17 @@
  *     fails its request alone; a reply that fills the context ends where plain decoding's
  *     does;
  *   - draft settings out of range are refused, and an engine asked to speculate on a model
- *     without the head does not open. */
+ *     without the head does not open;
+ *   - under a grammar (a JSON schema's, GBNF), thinking on and off: greedy speculative
+ *     replies are the plain constrained ones and drafts are accepted; sampled ones parse. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/runtime/chat.h"
 #include "engine/runtime/speculative.h"
 #include "tests/check.h"
@@ -380,12 +384,97 @@ static void default_model_same(void) {
     engine_close(e);
 }
 
+/* ---------------------------------------------------------------- under a grammar */
+
+/* The default model under grammars (a JSON schema among them), thinking on and off: greedy
+ * speculative replies are the plain constrained ones, token for token, with drafts
+ * accepted; at temperature 1 every speculative reply is a sentence of its grammar. */
+static void grammar_same(void) {
+    engine_config cfg = {.model_path = DEFAULT_MODEL, .threads = 2, .n_ctx = 512, .draft = 3};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "engine_open: %s", err);
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"answer\": {\"type\": \"integer\"}, "
+                                 "\"why\": {\"type\": \"string\", \"maxLength\": 40}}, "
+                                 "\"required\": [\"answer\", \"why\"]}";
+    char *from_schema = json_schema_to_gbnf(schema, strlen(schema), err, sizeof err);
+    REQUIRE(from_schema, "schema: %s", err);
+    const char *grammars[] = {
+        from_schema,
+        "root ::= \"The answer is \" [0-9]+ \".\"",
+        "root ::= [a-z ]{1,40} \".\"",
+    };
+    static const chat_msg questions[][1] = {
+        {{"user", "What is 7 + 26 + 13?", NULL}},
+        {{"user", "Count these words one by one: tiger snow grape wolf banana star", NULL}},
+    };
+    static const struct {
+        int thinking, budget;
+    } cases[] = {{1, -1}, {1, 8}, {0, -1}};
+    static test_reply plain, spec;
+    long drafted = 0, accepted = 0, runs = 0, differ = 0, sampled = 0, sampled_drafted = 0, sampled_accepted = 0;
+    for (size_t g = 0; g < sizeof grammars / sizeof *grammars; g++) {
+        grammar *gr = grammar_compile(grammars[g], strlen(grammars[g]), err, sizeof err);
+        REQUIRE(gr, "grammar %zu: %s", g, err);
+        for (size_t q = 0; q < sizeof questions / sizeof *questions; q++)
+            for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+                gen_settings s;
+                engine_settings_defaults(e, &s);
+                s.temperature = 0;
+                s.enable_thinking = cases[c].thinking;
+                s.thinking_budget = cases[c].budget;
+                s.max_tokens = 128;
+                s.grammar = grammars[g];
+                s.checkpoints = 0;
+                s.speculative = 0;
+                REQUIRE(reply_run(e, questions[q], 1, &s, &plain) == 0, "%s", plain.error);
+                for (int k = 1; k <= 3; k++) {
+                    s.speculative = k;
+                    REQUIRE(reply_run(e, questions[q], 1, &s, &spec) == 0, "%s", spec.error);
+                    const int same = !strcmp(spec.answer, plain.answer) && !strcmp(spec.reasoning, plain.reasoning) &&
+                                     spec.report.generated_tokens == plain.report.generated_tokens &&
+                                     spec.report.finish == plain.report.finish;
+                    CHECK(same, "grammar %zu question %zu case %zu draft %d: '%s' (%d tokens, finish %d); plain '%s' "
+                          "(%d, %d)", g, q, c, k, spec.answer, spec.report.generated_tokens, spec.report.finish,
+                          plain.answer, plain.report.generated_tokens, plain.report.finish);
+                    differ += !same;
+                    drafted += spec.report.drafted_tokens;
+                    accepted += spec.report.accepted_tokens;
+                    runs++;
+                }
+                /* sampling: a different draw, still a sentence of the grammar */
+                s.temperature = 1.0f, s.top_k = 0, s.top_p = 1.0f, s.min_p = 0.0f;
+                s.speculative = 3;
+                s.seed = 7 + (uint64_t)c;
+                REQUIRE(reply_run(e, questions[q], 1, &s, &spec) == 0, "%s", spec.error);
+                if (spec.report.finish == FINISH_EOG) {
+                    CHECK(grammar_accepts(gr, spec.answer, spec.n_answer) == 1,
+                          "grammar %zu sampled: '%s' not a sentence of it", g, spec.answer);
+                    sampled++;
+                }
+                sampled_drafted += spec.report.drafted_tokens;
+                sampled_accepted += spec.report.accepted_tokens;
+            }
+        grammar_free(gr);
+    }
+    printf("  under grammars: %ld speculative replies equal plain constrained decoding's (%ld differ), %ld sampled "
+           "replies parse; drafts accepted: %ld of %ld greedy, %ld of %ld sampled\n",
+           runs - differ, differ, sampled, accepted, drafted, sampled_accepted, sampled_drafted);
+    CHECK(drafted > 0 && accepted * 10 > drafted * 4, "greedy drafts under a grammar: %ld of %ld accepted", accepted,
+          drafted);
+    CHECK(sampled_accepted > 0, "no sampled draft accepted under a grammar");
+    CHECK(sampled >= 12, "only %ld of the sampled replies ended", sampled);
+    free(from_schema);
+    engine_close(e);
+}
+
 int main(void) {
     default_on();
     six_at_once();
     two_turns();
     sampling_and_failure();
     default_model_same();
+    grammar_same();
     for (int i = 0; i < n_ram_stores; i++) test_store_close(&ram_stores[i]);
     return check_report("test_spec_engine");
 }

@@ -37,6 +37,11 @@ int grammar_n_rules(const grammar *g); /* rules after the rewriting (tests) */
  * are independent; the grammar must outlive them. */
 grammar_matcher *grammar_matcher_new(const grammar *g);
 void grammar_matcher_free(grammar_matcher *m);
+/* dst takes src's state (both of one grammar): a scratch matcher that explores where src
+ * could go (speculation's drafts) without moving src. Each keeps its own mask cache. 0, or
+ * -1 when out of memory or the grammars differ (dst then unchanged or at src's state:
+ * assign again before use). */
+int grammar_matcher_assign(grammar_matcher *dst, const grammar_matcher *src);
 /* Consumes n bytes (UTF-8; a code point may be split across calls). 0, or -1 when the
  * grammar does not allow them (the matcher is then unchanged). */
 int grammar_matcher_accept(grammar_matcher *m, const char *s, size_t n);

@@ -187,6 +187,14 @@ void grammar_matcher_free(grammar_matcher *m) {
     free(m);
 }
 
+int grammar_matcher_assign(grammar_matcher *dst, const grammar_matcher *src) {
+    if (dst->g != src->g) return -1;
+    if (dst == src) return 0;
+    if (gstacks_copy(&dst->cur, &src->cur) != 0) return -1;
+    dst->utf8 = src->utf8;
+    return 0;
+}
+
 int grammar_matcher_accept(grammar_matcher *m, const char *s, size_t n) {
     gutf8 u = m->utf8;
     const gstacks *at = &m->cur;

@@ -508,6 +508,7 @@ void request_free(request *r) {
     }
     free(r->logits);
     grammar_matcher_free(r->gm);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++) grammar_matcher_free(r->spec_gm[i]);
     grammar_free(r->gr);
     free(r->masked);
     sampler_free(&r->smp);
@@ -724,30 +725,53 @@ void request_finish(chat_engine *e, request *r, int how, const char *error) {
     if (r->cb.on_done) r->cb.on_done(r->cb.ud, &r->r, error);
 }
 
-/* The grammar constrains the answer, not the reasoning: it applies unless r is inside a
- * reasoning block (before anything is generated the reasoning's opening marker may still
- * come instead). */
-static int grammar_applies(const request *r) { return r->gm && r->think != THINK_IN; }
+/* The grammar constrains the answer, not the reasoning: it applies unless the reply is
+ * inside a reasoning block (before anything is generated the reasoning's opening marker may
+ * still come instead). */
+static int grammar_applies(const request *r, enum think_state think) { return r->gm && think != THINK_IN; }
 
 /* Under a grammar the first token may still open a reasoning block, unless the request
  * asked for none (enable_thinking off): then the grammar holds from the first token, as
  * the template already closed the block. */
-static int grammar_lets_reasoning_open(const chat_engine *e, const request *r) {
-    return r->think == THINK_MAY_OPEN && e->think_open >= 0 && r->s.enable_thinking;
+static int grammar_lets_reasoning_open(const chat_engine *e, const request *r, enum think_state think) {
+    return think == THINK_MAY_OPEN && e->think_open >= 0 && r->s.enable_thinking;
+}
+
+/* The grammar's mask on logits for the token after a reply standing at (gm, think): gm at
+ * the answer's place in the grammar, think where the reply is with respect to reasoning.
+ * Inside the reasoning only the end is masked: the answer the grammar constrains is still
+ * due. Returns the tokens allowed, -1 out of memory. */
+static int grammar_constrain(chat_engine *e, const request *r, grammar_matcher *gm, enum think_state think,
+                             float *logits) {
+    const float open_logit = e->think_open >= 0 ? logits[e->think_open] : 0.0f;
+    int allowed = e->m->n_vocab;
+    if (grammar_applies(r, think)) {
+        if ((allowed = grammar_mask_logits(gm, e->gvocab, logits)) < 0) return -1;
+        if (grammar_lets_reasoning_open(e, r, think) && logits[e->think_open] == -INFINITY)
+            logits[e->think_open] = open_logit, allowed++;
+    }
+    if (r->s.ignore_eog || !grammar_applies(r, think))
+        for (int i = 0; i < e->n_eog; i++) logits[e->eog[i]] = -INFINITY;
+    return allowed;
+}
+
+/* The reply's state after token tok, as take_token moves it: whether it is in a reasoning
+ * block, and - where the grammar applies - gm advanced over the token's bytes. -1 when the
+ * grammar does not allow tok. */
+static int grammar_step(chat_engine *e, const request *r, grammar_matcher *gm, enum think_state *think, int tok) {
+    if (grammar_applies(r, *think) && !(grammar_lets_reasoning_open(e, r, *think) && tok == e->think_open) &&
+        grammar_accept_token(gm, e->gvocab, tok) != 0)
+        return -1;
+    if (*think == THINK_MAY_OPEN) *think = tok == e->think_open && tok >= 0 ? THINK_IN : THINK_OVER;
+    else if (*think == THINK_IN && tok == e->think_close) *think = THINK_OVER;
+    return 0;
 }
 
 int request_sample(chat_engine *e, request *r) {
     if (r->gm) {
-        /* a masked copy: r->logits stay as computed, for the checkpoint that keeps them. Inside
-         * the reasoning only the end is masked: the answer the grammar constrains is still due. */
-        const int n = e->m->n_vocab;
-        memcpy(r->masked, r->logits, sizeof *r->masked * (size_t)n);
-        if (grammar_applies(r)) {
-            if (grammar_mask_logits(r->gm, e->gvocab, r->masked) < 0) return -1;
-            if (grammar_lets_reasoning_open(e, r)) r->masked[e->think_open] = r->logits[e->think_open];
-        }
-        if (r->s.ignore_eog || !grammar_applies(r))
-            for (int i = 0; i < e->n_eog; i++) r->masked[e->eog[i]] = -INFINITY;
+        /* a masked copy: r->logits stay as computed, for the checkpoint that keeps them */
+        memcpy(r->masked, r->logits, sizeof *r->masked * (size_t)e->m->n_vocab);
+        if (grammar_constrain(e, r, r->gm, r->think, r->masked) < 0) return -1;
         return sampler_sample(&r->smp, r->masked);
     }
     if (!r->s.ignore_eog || !e->n_eog) return sampler_sample(&r->smp, r->logits);
@@ -760,6 +784,35 @@ int request_sample(chat_engine *e, request *r) {
     int tok = sampler_sample(&r->smp, r->logits);
     for (int i = 0; i < n; i++) r->logits[e->eog[i]] = kept[i];
     return tok;
+}
+
+/* Speculation under a grammar (spec_constraint): row 0 is where the reply stands (r->gm,
+ * r->think); row j + 1 the scratch matcher spec_gm[j] and spec_think[j + 1], the reply
+ * after the step's drafts d1..d(j+1). */
+static grammar_matcher *spec_row_matcher(request *r, int row) { return row == 0 ? r->gm : r->spec_gm[row - 1]; }
+static enum think_state spec_row_think(const request *r, int row) { return row == 0 ? r->think : r->spec_think[row]; }
+
+static int spec_mask(void *ud, int row, float *logits) {
+    request *r = ud;
+    return grammar_constrain(r->engine, r, spec_row_matcher(r, row), spec_row_think(r, row), logits);
+}
+
+static int spec_next(void *ud, int row, int tok) {
+    request *r = ud;
+    if (row >= SPEC_MAX_DRAFT) return -1;
+    if (!r->spec_gm[row] && !(r->spec_gm[row] = grammar_matcher_new(r->gr))) return -1;
+    grammar_matcher *gm = r->spec_gm[row];
+    enum think_state think = spec_row_think(r, row);
+    if (grammar_matcher_assign(gm, spec_row_matcher(r, row)) != 0 || grammar_step(r->engine, r, gm, &think, tok) != 0)
+        return -1;
+    r->spec_think[row + 1] = think;
+    return 0;
+}
+
+void request_constrain_speculation(chat_engine *e, request *r) {
+    if (!r->spec || !r->gm) return;
+    r->engine = e;
+    r->spec->c = (spec_constraint){.mask = spec_mask, .next = spec_next, .ud = r};
 }
 
 int request_sample_step(chat_engine *e, request *r) {
@@ -795,8 +848,8 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
         r->fail = "out of memory for the grammar's mask";
         return FINISH_ERROR;
     }
-    if (grammar_applies(r) && !(grammar_lets_reasoning_open(e, r) && tok == e->think_open) &&
-        grammar_accept_token(r->gm, e->gvocab, tok) != 0) {
+    enum think_state think = r->think; /* take_token moves r->think itself */
+    if (r->gm && grammar_step(e, r, r->gm, &think, tok) != 0) {
         /* the mask let nothing through (not even the end): the grammar cannot go on here */
         r->fail = "the grammar allows no token here";
         return FINISH_ERROR;

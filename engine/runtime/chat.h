@@ -82,8 +82,9 @@ typedef struct {
     const char *grammar;     /* GBNF text (llama.cpp's syntax, grammar/grammar.h) the answer follows:
                                 compiled at the submit (EINVAL with the reason when it does not), every
                                 token outside it masked before sampling, the end-of-generation token
-                                only where the grammar may end; the reasoning stays free. A constrained
-                                request does not speculate. NULL: none */
+                                only where the grammar may end; the reasoning stays free. Speculation
+                                masks the drafts and the verify rows alike, so a constrained
+                                reply is the plain one. NULL: none */
     const char *response_format; /* OpenAI's response_format as JSON, for a remote engine, which is sent it
                                     instead of grammar; the local engine follows grammar (the format's
                                     grammar, made by the caller) and ignores it. NULL: none */

@@ -54,6 +54,10 @@ typedef struct request {
     grammar *gr;              /* gen_settings.grammar compiled (NULL: none)... */
     grammar_matcher *gm;      /* ...where the answer stands in it... */
     float *masked;            /* ...and the logits with what it does not allow at -inf (n_vocab) */
+    grammar_matcher *spec_gm[SPEC_MAX_DRAFT]; /* speculating under the grammar: where the answer
+                                 stands after a step's drafts d1..d(j+1) (made on first use)... */
+    enum think_state spec_think[SPEC_MAX_DRAFT + 1]; /* ...and the reasoning after d1..dj */
+    struct chat_engine *engine; /* for the speculation's constraint callbacks */
     const char *fail;         /* why accept_token ended the request with FINISH_ERROR */
     int step_tokens[SPEC_MAX_DRAFT + 1]; /* a speculative step's tokens (spec_accept)... */
     int n_step;               /* ...and their count */
@@ -165,6 +169,9 @@ int request_sample(chat_engine *e, request *r);
 /* A speculative step's tokens from r's verify row into r->step_tokens (spec_accept; with
  * ignore_eog, never an end-of-generation token). Returns their count. */
 int request_sample_step(chat_engine *e, request *r);
+/* A request that speculates under a grammar: its drafts and verify rows get the mask
+ * request_sample would apply after the same tokens (r->spec->c). Nothing without both. */
+void request_constrain_speculation(chat_engine *e, request *r);
 /* Takes the sampled token: stream its text (reasoning or answer), decide whether to stop,
  * and set r->feed to what the next decode row feeds - the token, or the end of the
  * reasoning instead of it when the thinking budget is spent. Returns a gen_finish value,

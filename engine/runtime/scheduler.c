@@ -91,6 +91,7 @@ static spec_seq *spec_take(chat_engine *e, int n_max) {
             spec_seq *sp = e->spec_spare[i];
             e->spec_spare[i] = e->spec_spare[--e->n_spec_spare];
             sp->steps = sp->drafted = sp->accepted = 0;
+            sp->c = (spec_constraint){0};
             return sp;
         }
     spec_seq *sp = calloc(1, sizeof *sp);
@@ -326,9 +327,8 @@ static int begin(chat_engine *e, request *r, const char **error) {
         return FINISH_ERROR;
     }
     const int draft = r->s.speculative < 0 ? e->draft : r->s.speculative;
-    /* a constrained request decodes one token a step: drafts are not checked against its
-     * grammar, so speculation is off for it */
-    if (e->draft > 0 && draft > 0 && !r->gm) r->spec = spec_take(e, draft); /* NULL: one token a step */
+    if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
+    request_constrain_speculation(e, r); /* its drafts and verify rows masked by its grammar */
     r->t_prefill = request_now_ms();
     if (restore_prompt(e, r)) {
         r->r.phase = request_decode_phase(r);

@@ -94,7 +94,16 @@ int spec_draft(spec_seq *const *sp, seq_state *const *st, sampler *const *smp, c
         }
         for (int r = 0; r < k; r++) {
             spec_seq *s = sp[who[r]];
-            s->tokens[j + 1] = pick_draft(s, smp[who[r]], j);
+            if (s->c.mask && s->c.mask(s->c.ud, j, s->p) <= 0) { /* nothing to draft from */
+                limit[who[r]] = j;
+                continue;
+            }
+            const int d = pick_draft(s, smp[who[r]], j);
+            if (s->c.next && s->c.next(s->c.ud, j, d) != 0) {
+                limit[who[r]] = j;
+                continue;
+            }
+            s->tokens[j + 1] = d;
             s->n_draft = j + 1;
         }
     }
@@ -110,11 +119,21 @@ batch_seq spec_verify_row(spec_seq *sp, seq_state *st) {
                        .out = sp->logits, .capture = 1, .n_capture = sp->n_draft, .capture_rec = sp->rec};
 }
 
+/* The step ends with token tok at out[i]: out[0..i) were drafts the model accepted. */
+static int finish_step(spec_seq *sp, int *out, int i, int tok) {
+    out[i] = tok;
+    sp->steps++;
+    sp->drafted += (uint64_t)sp->n_draft;
+    sp->accepted += (uint64_t)i;
+    return i + 1;
+}
+
 int spec_accept(spec_seq *sp, sampler *smp, int *out) {
     const int V = sp->m->n_vocab, n = sp->n_draft;
     int i = 0;
     for (; i < n; i++) {
-        const float *row = sp->logits + (size_t)i * V;
+        float *row = sp->logits + (size_t)i * V;
+        if (sp->c.mask && sp->c.mask(sp->c.ud, i, row) < 0) return finish_step(sp, out, i, -1);
         const int d = sp->tokens[i + 1];
         if (smp->p.temperature <= 0.0f) { /* greedy: the draft stands while it is the argmax */
             const int t = sampler_sample(smp, row);
@@ -137,17 +156,11 @@ int spec_accept(spec_seq *sp, sampler *smp, int *out) {
         out[i] = t >= 0 ? t : sampler_sample(smp, row);
         break;
     }
-    int count;
-    if (i == n) { /* every draft passed: the model's token after them */
-        out[n] = sampler_sample(smp, sp->logits + (size_t)n * V);
-        count = n + 1;
-    } else {
-        count = i + 1;
-    }
-    sp->steps++;
-    sp->drafted += (uint64_t)n;
-    sp->accepted += (uint64_t)(count - 1);
-    return count;
+    if (i < n) return finish_step(sp, out, i, out[i]);
+    /* every draft passed: the model's token after them */
+    float *row = sp->logits + (size_t)n * V;
+    if (sp->c.mask && sp->c.mask(sp->c.ud, n, row) < 0) return finish_step(sp, out, n, -1);
+    return finish_step(sp, out, n, sampler_sample(smp, row));
 }
 
 void spec_keep(spec_seq *sp, seq_state *st, int rows) {

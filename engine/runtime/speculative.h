@@ -51,9 +51,28 @@
  * or -1 with one line in err. */
 int spec_configure(model *m, int draft, char *err, size_t errlen);
 
+/* What constrains a sequence's tokens beside its sampler (a grammar): every row a token is
+ * chosen from - the head's for a draft, the model's for the step's tokens - is masked as
+ * plain decoding would mask it after the same tokens, so the drafts are ones the constraint
+ * allows and the accepted tokens are plain decoding's (greedy: identical; sampling: the
+ * masked distribution, the rule of spec_accept being exact for any p and q).
+ *   mask(ud, j, logits)  masks, in place, the logits of the token after tokens[0..j]
+ *                        (j = 0: after the caller's last token, where it stands now);
+ *                        returns how many tokens are allowed (0: none; -1: out of memory);
+ *   next(ud, j, tok)     the token after tokens[0..j] is tok: row j + 1's constraint
+ *                        follows from row j's; 0, or -1 when tok is not allowed there.
+ * Rows are asked for in order, row j + 1 only after next(ud, j, ...) on the same step's
+ * draft d(j+1). */
+typedef struct {
+    int (*mask)(void *ud, int row, float *logits);
+    int (*next)(void *ud, int row, int tok);
+    void *ud;
+} spec_constraint;
+
 typedef struct {
     const model *m;
-    int n_max;                       /* most tokens drafted per step (1..SPEC_MAX_DRAFT) */
+    int n_max;
+    spec_constraint c;               /* the caller's; {0}: none */                       /* most tokens drafted per step (1..SPEC_MAX_DRAFT) */
     /* this step */
     int pos0;                        /* the state's length when it began */
     int n_draft;                     /* tokens drafted */
@@ -76,8 +95,9 @@ void spec_free(spec_seq *sp);
  * the caller): up to want[i] tokens (at most n_max, and only as many as the state has
  * room for beside the verify row), one mtp_draft pass per draft position over every
  * sequence still drafting. smp[i] is the sequence's sampler: greedy drafts take the head's
- * argmax, otherwise a draw from the head's distribution under its settings. Sets each
- * sp[i]->n_draft (0 when want[i] <= 0). Returns 0, or -1 when a pass failed (the drafts
+ * argmax, otherwise a draw from the head's distribution under its settings, after sp[i]->c's
+ * mask (drafting stops where it allows nothing). Sets each sp[i]->n_draft (0 when
+ * want[i] <= 0). Returns 0, or -1 when a pass failed (the drafts
  * made before it stand). */
 int spec_draft(spec_seq *const *sp, seq_state *const *st, sampler *const *smp, const int *want, int n, arena *a);
 
@@ -87,7 +107,8 @@ batch_seq spec_verify_row(spec_seq *sp, seq_state *st);
 
 /* After the verify pass: the step's tokens into out (1 to n_draft + 1 of them: the accepted
  * drafts, then the model's own); token out[i] is what the model gives after verify rows
- * 0..i. Returns their count. */
+ * 0..i (each row masked first by sp->c; a row whose mask ran out of memory gives -1 and
+ * ends the step). Returns their count. */
 int spec_accept(spec_seq *sp, sampler *smp, int *out);
 
 /* The state keeps the first `rows` verify rows (1 <= rows <= n_draft + 1): as after
