@@ -287,7 +287,7 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         engine_config cfg = {.model_path = eo->model_path, .checkpoints = cs_port(checkpoints), .threads = (int)eo->threads,
                              .n_ctx = (int)eo->ctx,
                              .draft = eo->draft < 0 ? 0 : eo->draft == 0 ? -1 : (int)eo->draft,
-                             .draft_vocab = (int)eo->draft_vocab};
+                             .draft_vocab = (int)eo->draft_vocab, .flush_at_close = 1};
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) {

@@ -50,6 +50,10 @@ typedef struct {
                                 have the head) */
     int draft_vocab;         /* drafts score only the tokens with ids below this (model/mtp.h
                                 mtp_set_draft_vocab); 0: the whole vocabulary, as llama.cpp */
+    int flush_at_close;      /* 1: checkpoints go to the database only in engine_close, not while
+                                the engine idles: a one-shot caller (`chatfs ask`) stores its reply
+                                first, so a checkpoint write never holds the database while the
+                                reply waits for it */
 } engine_config;
 
 #define GEN_MAX_STOP 8

@@ -749,7 +749,7 @@ static int stop_now(void *unused) {
  * write, not the whole flush (after a long prompt that is over a second); under load
  * the overdue flush goes one checkpoint per step. engine_close writes the rest. */
 static void maybe_flush(chat_engine *e) {
-    if (!e->unflushed) return;
+    if (!e->unflushed || e->cfg.flush_at_close) return;
     pthread_mutex_lock(&e->lock);
     const int idle = e->n_act == 0 && !e->queue;
     pthread_mutex_unlock(&e->lock);
