@@ -33,7 +33,7 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # the reverse of engine/README.md's order): a room that called into a room above it
 # would leave its symbol undefined, so the linker enforces the order check_rooms.sh reads
 # in the includes. The engine's archives need no SQLite, FUSE or libcurl (ENGINE_LDLIBS).
-ENGINE_ROOMS := base gguf kernels layers tokenizer grammar jinja template model arch runtime
+ENGINE_ROOMS := base gguf kernels layers tokenizer grammar toolcall jinja template model arch runtime
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
 ENGINE_LIBS  := $(foreach r,$(call reverse,$(ENGINE_ROOMS)),$(BUILD)/lib/engine-$(r).a)
 LIBS         := $(BUILD)/lib/fs.a $(BUILD)/lib/store.a $(ENGINE_LIBS)
@@ -123,7 +123,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # no checkpoints, engine/runtime/checkpoint_port.h).
 ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
                 test_json_schema test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe \
-                test_parity_qwen35 test_parity_types test_sampler test_template test_tokenizer
+                test_parity_qwen35 test_parity_types test_sampler test_template test_tokenizer test_toolcall
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 
