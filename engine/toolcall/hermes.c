@@ -6,7 +6,8 @@
  *     </tool_call>
  *
  * Whitespace around the object is free (llama.cpp's space()); one object a block, one
- * block a call. A finished answer may end without the </tool_call>. */
+ * block a call. The OpenAI wrapper's "type": "function" member is admitted, as for Llama 3.
+ * A finished answer may end without the </tool_call>. */
 #include "engine/toolcall/toolcall_impl.h"
 
 enum tc_read tc_read_hermes(struct tc_scan *sc, size_t at, size_t marker_len, size_t *end) {
@@ -14,7 +15,7 @@ enum tc_read tc_read_hermes(struct tc_scan *sc, size_t at, size_t marker_len, si
     size_t n = sc->n, p = tc_skip_space(s, at + marker_len, n);
     if (p >= n) return TC_MORE;
     if (s[p] != '{') return TC_BAD;
-    enum tc_read r = tc_json_call(sc, p, "arguments", NULL, false, false, &p);
+    enum tc_read r = tc_json_call(sc, p, "arguments", NULL, true, false, &p);
     if (r != TC_OK) return r;
     p = tc_skip_space(s, p, n);
     size_t q;

@@ -82,6 +82,7 @@ enum tc_read tc_read_lfm2(struct tc_scan *sc, size_t at, size_t marker_len, size
     size_t n = sc->n, p = tc_skip_space(s, at + marker_len, n);
     enum tc_read r = tc_lit(s, p, n, "[", &p);
     if (r != TC_OK) return r;
+    int first = sc->reply->n_calls;
     for (;;) {
         p = tc_skip_space(s, p, n);
         if ((r = one_call(sc, p, &p)) != TC_OK) return r;
@@ -96,7 +97,8 @@ enum tc_read tc_read_lfm2(struct tc_scan *sc, size_t at, size_t marker_len, size
     r = tc_lit(s, p, n, "<|tool_call_end|>", &q);
     if (r == TC_MORE && sc->final && p >= n) r = TC_OK, q = n;
     if (r != TC_OK) return r;
-    /* the calls' spans: the block's, for the first and last */
+    /* the block's markers belong to its first and last call */
+    sc->reply->calls[first].start = at;
     sc->reply->calls[sc->reply->n_calls - 1].end = q;
     *end = q;
     return TC_OK;
