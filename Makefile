@@ -162,13 +162,16 @@ check-rooms: $(LIBS)
 check-docs:
 	@python3 tools/check_docs.py
 
-# The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
-# always runs that test in a sanitizer build too.
+# The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus, and the
+# tool-call reader on every prefix of its cases: make test always runs those tests in a
+# sanitizer build too.
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 .PHONY: sanitized-gguf
 sanitized-gguf:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken \
+	    build-asan/tests/test_toolcall
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_gguf_broken
+	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_toolcall
 
 # The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
 # TSan: quick, so make test always runs both.
