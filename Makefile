@@ -12,6 +12,7 @@
 #   make fuzz         libFuzzer target for the GGUF reader (clang)
 #   make fuzz-chatfs  libFuzzer target for the conversation logic on the fake engine (clang)
 #   make fuzz-jinja   libFuzzer target for the chat templates' Jinja interpreter (clang)
+#   make fuzz-toolcall libFuzzer target for the tool-call reader (clang)
 #
 # Dependencies come from pkg-config: fuse3 sqlite3 libcjson libcurl.
 
@@ -33,7 +34,7 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # the reverse of engine/README.md's order): a room that called into a room above it
 # would leave its symbol undefined, so the linker enforces the order check_rooms.sh reads
 # in the includes. The engine's archives need no SQLite, FUSE or libcurl (ENGINE_LDLIBS).
-ENGINE_ROOMS := base gguf kernels layers tokenizer grammar jinja template model arch runtime
+ENGINE_ROOMS := base gguf kernels layers tokenizer grammar toolcall jinja template model arch runtime
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
 ENGINE_LIBS  := $(foreach r,$(call reverse,$(ENGINE_ROOMS)),$(BUILD)/lib/engine-$(r).a)
 LIBS         := $(BUILD)/lib/fs.a $(BUILD)/lib/store.a $(ENGINE_LIBS)
@@ -75,7 +76,7 @@ $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx51
 VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
 $(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
 
-.PHONY: all run test check deps bench bench-cache bench-blas asan tsan fuzz fuzz-chatfs fuzz-jinja clean
+.PHONY: all run test check deps bench bench-cache bench-blas asan tsan fuzz fuzz-chatfs fuzz-jinja fuzz-toolcall clean
 all: chatfs
 
 deps:
@@ -123,7 +124,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # no checkpoints, engine/runtime/checkpoint_port.h).
 ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
                 test_json_schema test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe \
-                test_parity_qwen35 test_parity_types test_sampler test_template test_tokenizer
+                test_parity_qwen35 test_parity_types test_sampler test_template test_tokenizer test_toolcall
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 
@@ -161,13 +162,16 @@ check-rooms: $(LIBS)
 check-docs:
 	@python3 tools/check_docs.py
 
-# The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus: make test
-# always runs that test in a sanitizer build too.
+# The GGUF reader must stay clean under ASan/UBSan on the broken-file corpus, and the
+# tool-call reader on every prefix of its cases: make test always runs those tests in a
+# sanitizer build too.
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 .PHONY: sanitized-gguf
 sanitized-gguf:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g $(SAN)" build-asan/tests/test_gguf_broken \
+	    build-asan/tests/test_toolcall
 	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_gguf_broken
+	ASAN_OPTIONS=detect_leaks=1 build-asan/tests/test_toolcall
 
 # The filesystem's logic (fake engine, threads, random operations) under ASan+UBSan and
 # TSan: quick, so make test always runs both.
@@ -274,8 +278,25 @@ fuzz-jinja-corpus:
 fuzz-jinja: $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 	$(FUZZ_JINJA_RUN) -max_total_time=$(FUZZ_SECONDS)
 
+# libFuzzer target for the tool-call reader (engine/toolcall/): an input is a family, a cut
+# and an answer text (see tests/fuzz/fuzz_toolcall.c); the corpus starts from the
+# hand-written tests/fuzz/toolcall/, tests/fuzz/toolcall.dict holds the families' markers.
+FUZZ_TC_BIN := build-fuzz/fuzz_toolcall
+FUZZ_TC_SRC := tests/fuzz/fuzz_toolcall.c $(sort $(wildcard engine/toolcall/*.c))
+FUZZ_TC_RUN := $(FUZZ_TC_BIN) -max_len=4096 -timeout=10 -dict=tests/fuzz/toolcall.dict \
+               -artifact_prefix=build-fuzz/ build-fuzz/corpus-toolcall tests/fuzz/toolcall
+$(FUZZ_TC_BIN): $(FUZZ_TC_SRC) $(wildcard engine/toolcall/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson) \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_TC_SRC) \
+	    $(shell pkg-config --libs libcjson)
+fuzz-toolcall: $(FUZZ_TC_BIN)
+	@mkdir -p build-fuzz/corpus-toolcall
+	$(FUZZ_TC_RUN) -max_total_time=$(FUZZ_SECONDS)
+
 # make test: the GGUF reader for 20000 inputs, the conversation logic for FUZZ_SMOKE_RUNS
-# inputs (about 20 s), the Jinja interpreter for FUZZ_JINJA_SMOKE_RUNS, all from a fixed
+# inputs (about 20 s), the Jinja interpreter for FUZZ_JINJA_SMOKE_RUNS, the tool-call
+# reader for FUZZ_TC_SMOKE_RUNS, all from a fixed
 # seed: a smoke run in make test checks that nothing
 # known breaks, and finding new bugs is what make fuzz / fuzz-chatfs are for. (The
 # conversation target's engine thread still makes its coverage, and so its later inputs,
@@ -285,9 +306,10 @@ fuzz-jinja: $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 # crash would not fail make.
 FUZZ_SMOKE_RUNS ?= 3000
 FUZZ_JINJA_SMOKE_RUNS ?= 10000
+FUZZ_TC_SMOKE_RUNS ?= 20000
 .PHONY: fuzz-smoke
-fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
-	@mkdir -p build-fuzz/corpus build-fuzz/corpus-chatfs
+fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) $(FUZZ_TC_BIN) fuzz-jinja-corpus
+	@mkdir -p build-fuzz/corpus build-fuzz/corpus-chatfs build-fuzz/corpus-toolcall
 	cp -n tests/fixtures/*.gguf build-fuzz/corpus/ 2>/dev/null || true
 	$(FUZZ_BIN) -seed=1 -runs=20000 -max_len=4096 -artifact_prefix=build-fuzz/ build-fuzz/corpus >build-fuzz/fuzz_gguf.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_gguf.log; exit 1; }
@@ -298,6 +320,9 @@ fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 	$(FUZZ_JINJA_RUN) -seed=1 -runs=$(FUZZ_JINJA_SMOKE_RUNS) >build-fuzz/fuzz_jinja.log 2>&1 || \
 	    { tail -n 40 build-fuzz/fuzz_jinja.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_jinja.log
+	$(FUZZ_TC_RUN) -seed=1 -runs=$(FUZZ_TC_SMOKE_RUNS) >build-fuzz/fuzz_toolcall.log 2>&1 || \
+	    { tail -n 40 build-fuzz/fuzz_toolcall.log; exit 1; }
+	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_toolcall.log
 
 bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUILD)/bench/spec_heldout
 	BUILD=$(BUILD) bench/run.sh
