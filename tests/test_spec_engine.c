@@ -310,6 +310,16 @@ static void sampling_and_failure(void) {
     engine_close(no);
 }
 
+/* A speculative reply is the plain one when every visible part and every count agrees,
+ * and its reasoning never resumed once the answer had begun. */
+static int same_reply(const test_reply *spec, const test_reply *plain) {
+    return !strcmp(spec->answer, plain->answer) && !strcmp(spec->reasoning, plain->reasoning) &&
+           spec->report.generated_tokens == plain->report.generated_tokens &&
+           spec->report.reasoning_tokens == plain->report.reasoning_tokens &&
+           spec->report.finish == plain->report.finish && spec->saw_thinking == plain->saw_thinking &&
+           !spec->thinking_after_generating;
+}
+
 /* ---------------------------------------------------------------- the default model */
 
 /* The default model's head was trained with its trunk, so its drafts are mostly accepted:
@@ -357,11 +367,7 @@ static void default_model_same(void) {
             for (int k = 1; k <= 3; k++) {
                 s.speculative = k;
                 REQUIRE(reply_run(e, questions[q], n_msgs[q], &s, &spec) == 0, "%s", spec.error);
-                const int same = !strcmp(spec.answer, plain.answer) && !strcmp(spec.reasoning, plain.reasoning) &&
-                                 spec.report.generated_tokens == plain.report.generated_tokens &&
-                                 spec.report.reasoning_tokens == plain.report.reasoning_tokens &&
-                                 spec.report.finish == plain.report.finish &&
-                                 spec.saw_thinking == plain.saw_thinking && !spec.thinking_after_generating;
+                const int same = same_reply(&spec, &plain);
                 CHECK(same,
                       "question %zu case %zu draft %d: '%s' / '%s' %d tokens (%d thinking) finish %d; plain '%s' / '%s' "
                       "%d (%d) finish %d",
@@ -431,9 +437,7 @@ static void grammar_same(void) {
                 for (int k = 1; k <= 3; k++) {
                     s.speculative = k;
                     REQUIRE(reply_run(e, questions[q], 1, &s, &spec) == 0, "%s", spec.error);
-                    const int same = !strcmp(spec.answer, plain.answer) && !strcmp(spec.reasoning, plain.reasoning) &&
-                                     spec.report.generated_tokens == plain.report.generated_tokens &&
-                                     spec.report.finish == plain.report.finish;
+                    const int same = same_reply(&spec, &plain);
                     CHECK(same, "grammar %zu question %zu case %zu draft %d: '%s' (%d tokens, finish %d); plain '%s' "
                           "(%d, %d)", g, q, c, k, spec.answer, spec.report.generated_tokens, spec.report.finish,
                           plain.answer, plain.report.generated_tokens, plain.report.finish);
