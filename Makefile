@@ -21,7 +21,9 @@ PKGS    := fuse3 sqlite3 libcjson libcurl
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
-CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. -MMD -MP \
+# -Wno-missing-field-initializers: a struct given its first fields has the rest zero (C11
+# 6.7.9), and the code relies on it: a chat message is {"user", text}, its calls NULL.
+CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -pthread -I. -MMD -MP \
            $(shell pkg-config --cflags $(PKGS))
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
@@ -247,7 +249,7 @@ $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinj
                                 engine/grammar/*.h) store/db.h \
                 engine/runtime/chat.h
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson sqlite3) \
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. $(shell pkg-config --cflags libcjson sqlite3) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_FS_SRC) \
 	    $(shell pkg-config --libs libcjson sqlite3) -lm -pthread
 fuzz-chatfs: $(FUZZ_FS_BIN)
@@ -265,7 +267,7 @@ FUZZ_JINJA_RUN := $(FUZZ_JINJA_BIN) -max_len=65536 -timeout=10 -dict=tests/fuzz/
                   -artifact_prefix=build-fuzz/ build-fuzz/corpus-jinja tests/fuzz/jinja
 $(FUZZ_JINJA_BIN): $(FUZZ_JINJA_SRC) $(wildcard engine/jinja/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson) \
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. $(shell pkg-config --cflags libcjson) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_JINJA_SRC) \
 	    $(shell pkg-config --libs libcjson) -lm
 .PHONY: fuzz-jinja-corpus
@@ -287,7 +289,7 @@ FUZZ_TC_RUN := $(FUZZ_TC_BIN) -max_len=4096 -timeout=10 -dict=tests/fuzz/toolcal
                -artifact_prefix=build-fuzz/ build-fuzz/corpus-toolcall tests/fuzz/toolcall
 $(FUZZ_TC_BIN): $(FUZZ_TC_SRC) $(wildcard engine/toolcall/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -I. $(shell pkg-config --cflags libcjson) \
+	clang -std=gnu11 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -I. $(shell pkg-config --cflags libcjson) \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(FUZZ_TC_SRC) \
 	    $(shell pkg-config --libs libcjson)
 fuzz-toolcall: $(FUZZ_TC_BIN)

@@ -68,6 +68,7 @@ static int push_msg(conv_load *l, const char *role, const char *content, size_t 
         l->cap = cap;
     }
     chat_msg *m = &l->m[l->n];
+    *m = (chat_msg){0};
     m->role = strdup(role);
     m->content = strndup(content ? content : "", len);
     m->reasoning_content = reasoning && rlen ? strndup(reasoning, rlen) : NULL;

@@ -3,9 +3,11 @@
  *   chatfs render [-m MODEL.gguf] [--template NAME | --template-file FILE]
  *                 [--thinking true|false] [--no-generation-prompt] [--ids] MESSAGES.json
  *
+ * MESSAGES.json is an array of messages or a request {"messages": [...], "tools": [...]}.
+ *
  * What llama-server's /apply-template is for users debugging their prompts: the
  * messages rendered by the model's chat template with the generation prompt, through the
- * same function the engine renders a sent message with (template_render), so the bytes
+ * same function the engine renders a sent message with (template_render_tools), so the bytes
  * printed are the bytes the model gets. Only the GGUF's metadata is read (the tokenizer
  * for the BOS/EOS texts and --ids, the template), so any GGUF works, whatever its
  * architecture. */
@@ -47,59 +49,107 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-/* The messages of MESSAGES.json: pointers into j (valid while j lives). n messages in
- * *n; NULL after an error naming what is wrong. A conversation in chatfs has no more than
- * role, content and reasoning_content, so any other key is refused rather than ignored. */
-static chat_msg *parse_messages(const cJSON *j, int *n) {
+/* A request: the messages (pointers into the JSON, valid while it lives) and the texts
+ * made from it: each message's calls and the tools, as JSON text (malloc'd). */
+typedef struct {
+    chat_msg *m;
+    int n;
+    char **calls; /* n entries, NULL where a message has none */
+    char *tools;  /* NULL: none */
+} render_request;
+
+static void request_free(render_request *r) {
+    for (int i = 0; r->calls && i < r->n; i++) free(r->calls[i]);
+    free(r->calls);
+    free(r->m);
+    free(r->tools);
+    memset(r, 0, sizeof *r);
+}
+
+/* One message's keys: what a chatfs conversation holds (role, content, reasoning_content,
+ * an assistant turn's tool_calls, a tool turn's tool_call_id); any other key is refused
+ * rather than ignored. 0, or -1 after an error. */
+static int parse_message(const cJSON *it, int i, render_request *r) {
+    chat_msg *m = &r->m[i];
+    if (!cJSON_IsObject(it)) {
+        cli_error("render: message %d is not a JSON object", i + 1);
+        return -1;
+    }
+    for (const cJSON *k = it->child; k; k = k->next) {
+        if (!strcmp(k->string, "tool_calls")) {
+            if (cJSON_IsNull(k)) continue;
+            if (!cJSON_IsArray(k)) {
+                cli_error("render: message %d: \"tool_calls\" must be an array", i + 1);
+                return -1;
+            }
+            if (!(r->calls[i] = cJSON_PrintUnformatted(k))) {
+                cli_error("out of memory");
+                return -1;
+            }
+            m->tool_calls = r->calls[i];
+            continue;
+        }
+        const char **field = !strcmp(k->string, "role")                ? &m->role
+                             : !strcmp(k->string, "content")           ? &m->content
+                             : !strcmp(k->string, "reasoning_content") ? &m->reasoning_content
+                             : !strcmp(k->string, "tool_call_id")      ? &m->tool_call_id
+                                                                       : NULL;
+        if (!field || !(cJSON_IsString(k) || (cJSON_IsNull(k) && field != &m->role))) {
+            cli_error(field ? "render: message %d: \"%s\" must be a string"
+                            : "render: message %d: \"%s\" is not part of a chatfs conversation (role, content, "
+                              "reasoning_content, tool_calls, tool_call_id)",
+                      i + 1, k->string);
+            return -1;
+        }
+        *field = cJSON_GetStringValue(k);
+    }
+    if (!m->role) {
+        cli_error("render: message %d has no role", i + 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* MESSAGES.json: a bare array of messages, or a request object {"messages", "tools"} as
+ * an OpenAI client sends it (other request keys are refused: they do not reach the
+ * template). 0, or -1 after an error naming what is wrong. */
+static int parse_request(const cJSON *j, render_request *r) {
     const cJSON *list = j;
     if (cJSON_IsObject(j)) {
         for (const cJSON *k = j->child; k; k = k->next)
-            if (strcmp(k->string, "messages")) {
-                cli_error("render: '%s' in the messages file: only \"messages\" is rendered (chatfs conversations "
-                          "have no tools or other variables)", k->string);
-                return NULL;
+            if (strcmp(k->string, "messages") && strcmp(k->string, "tools")) {
+                cli_error("render: '%s' in the messages file: only \"messages\" and \"tools\" are rendered",
+                          k->string);
+                return -1;
             }
         list = cJSON_GetObjectItemCaseSensitive(j, "messages");
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
+        if (tools && !cJSON_IsNull(tools)) {
+            if (!cJSON_IsArray(tools)) {
+                cli_error("render: \"tools\" must be an array of tools");
+                return -1;
+            }
+            if (!(r->tools = cJSON_PrintUnformatted(tools))) {
+                cli_error("out of memory");
+                return -1;
+            }
+        }
     }
     if (!cJSON_IsArray(list)) {
         cli_error("render: the messages file must be a JSON array of messages or an object with \"messages\"");
-        return NULL;
+        return -1;
     }
-    *n = cJSON_GetArraySize(list);
-    chat_msg *m = calloc((size_t)*n + 1, sizeof *m);
-    if (!m) {
+    r->n = cJSON_GetArraySize(list);
+    r->m = calloc((size_t)r->n + 1, sizeof *r->m);
+    r->calls = calloc((size_t)r->n + 1, sizeof *r->calls);
+    if (!r->m || !r->calls) {
         cli_error("out of memory");
-        return NULL;
+        return -1;
     }
     int i = 0;
-    for (const cJSON *it = list->child; it; it = it->next, i++) {
-        if (!cJSON_IsObject(it)) {
-            cli_error("render: message %d is not a JSON object", i + 1);
-            free(m);
-            return NULL;
-        }
-        for (const cJSON *k = it->child; k; k = k->next) {
-            const char **field = !strcmp(k->string, "role")                ? &m[i].role
-                                 : !strcmp(k->string, "content")           ? &m[i].content
-                                 : !strcmp(k->string, "reasoning_content") ? &m[i].reasoning_content
-                                                                           : NULL;
-            if (!field || !(cJSON_IsString(k) || (cJSON_IsNull(k) && field != &m[i].role))) {
-                cli_error(field ? "render: message %d: \"%s\" must be a string"
-                                : "render: message %d: \"%s\" is not part of a chatfs conversation (role, content, "
-                                  "reasoning_content)",
-                          i + 1, k->string);
-                free(m);
-                return NULL;
-            }
-            *field = cJSON_GetStringValue(k);
-        }
-        if (!m[i].role) {
-            cli_error("render: message %d has no role", i + 1);
-            free(m);
-            return NULL;
-        }
-    }
-    return m;
+    for (const cJSON *it = list->child; it; it = it->next, i++)
+        if (parse_message(it, i, r)) return -1;
+    return 0;
 }
 
 static int parse_bool(const char *opt, const char *v, int *out) {
@@ -141,11 +191,11 @@ int cmd_render(int argc, char **argv) {
     char model_buf[1100], err[1024];
     if (!model_path && !(model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
 
-    int rc = 1, n = 0;
+    int rc = 1;
     size_t len = 0, tlen = 0;
     char *json = slurp(messages_path, &len), *ttext = NULL, *out = NULL;
     cJSON *j = NULL;
-    chat_msg *m = NULL;
+    render_request r = {0};
     gguf_file *f = NULL;
     tokenizer *tok = NULL;
     chat_template *t = NULL;
@@ -154,7 +204,7 @@ int cmd_render(int argc, char **argv) {
         cli_error("render: %s is not JSON", messages_path);
         goto done;
     }
-    if (!(m = parse_messages(j, &n))) goto done;
+    if (parse_request(j, &r)) goto done;
     if (template_file && !(ttext = slurp(template_file, &tlen))) goto done;
     if (!(f = gguf_open(model_path, err, sizeof err)) || !(tok = tokenizer_load(f, err, sizeof err))) {
         cli_error("%s", err);
@@ -167,7 +217,7 @@ int cmd_render(int argc, char **argv) {
         cli_error("%s%s", builtin ? "" : "the chat template does not compile: ", err);
         goto done;
     }
-    if (!(out = template_render(t, m, n, generation_prompt, thinking, &len, err, sizeof err))) {
+    if (!(out = template_render_tools(t, r.m, r.n, r.tools, generation_prompt, thinking, &len, err, sizeof err))) {
         cli_error("%s", err);
         goto done;
     }
@@ -189,7 +239,7 @@ done:
     template_unref(t);
     tokenizer_free(tok);
     gguf_close(f);
-    free(m);
+    request_free(&r);
     cJSON_Delete(j);
     free(ttext);
     free(json);

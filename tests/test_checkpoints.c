@@ -215,6 +215,7 @@ static void add(conv *c, const char *role, const char *text) {
     c->m[c->n].role = role;
     c->m[c->n].content = c->own[c->n];
     c->m[c->n].reasoning_content = NULL;
+    c->m[c->n].tool_calls = c->m[c->n].tool_call_id = NULL;
     c->n++;
 }
 

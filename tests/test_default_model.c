@@ -120,7 +120,7 @@ int main(void) {
             const cJSON *m = cJSON_GetArrayItem(msgs, i);
             it->m[i].role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
             it->m[i].content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "content"));
-            it->m[i].reasoning_content = NULL;
+            it->m[i].reasoning_content = it->m[i].tool_calls = it->m[i].tool_call_id = NULL;
             REQUIRE(it->m[i].role && it->m[i].content, "malformed message in: %.80s", line);
         }
     }

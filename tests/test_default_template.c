@@ -48,7 +48,7 @@ int main(void) {
         int n = cJSON_GetArraySize(msgs);
         REQUIRE(want && cJSON_IsBool(thinking) && cJSON_IsBool(gen) && n > 0 && n <= MAX_MSGS, "malformed line: %.80s",
                 line);
-        chat_msg m[MAX_MSGS];
+        chat_msg m[MAX_MSGS] = {0};
         for (int i = 0; i < n; i++) {
             const cJSON *it = cJSON_GetArrayItem(msgs, i);
             m[i].role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "role"));

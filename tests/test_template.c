@@ -351,6 +351,39 @@ static void test_errors(void) {
     CHECK(!template_render(t, nul, 1, 1, 1, &len, err, sizeof err), "no role");
     CHECK(!template_render(t, NULL, 3, 1, 1, &len, err, sizeof err), "messages NULL");
     template_unref(t);
+    /* calls and tools: what the template reads, and what does not read as JSON */
+    t = jinja("{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.name }}"
+              "{% for k, v in c.function.arguments|items %}({{ k }}={{ v }}){% endfor %}{% endfor %}"
+              "{% if m.tool_call_id %}[{{ m.tool_call_id }}:{{ m.content }}]{% endif %}{% endfor %}"
+              "{{ tools|length if tools is not none else 'none' }}",
+              NULL);
+    chat_msg calls[] = {{"user", "U"},
+                        {"assistant", "", NULL, "[{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": "
+                                                 "\"add\", \"arguments\": \"{\\\"x\\\": 2}\"}}]"},
+                        {"tool", "5", NULL, NULL, "a"}};
+    out = template_render_tools(t, calls, 3, "[{\"type\": \"function\"}]", 1, 1, &len, err, sizeof err);
+    CHECK(out && !strcmp(out, "add(x=2)[a:5]1"), "a call's string arguments as a mapping, a tool turn: %s",
+          out ? out : err);
+    free(out);
+    out = template_render_tools(t, calls, 1, "[]", 1, 1, &len, err, sizeof err);
+    CHECK(out && !strcmp(out, "none"), "no tools is None: %s", out ? out : err);
+    free(out);
+    CHECK(!template_render_tools(t, calls, 1, "{\"type\": 1}", 1, 1, &len, err, sizeof err) &&
+              strstr(err, "tools is not a JSON array"),
+          "tools not an array: %s", err);
+    calls[1].tool_calls = "[{\"function\": {\"name\": \"add\", \"arguments\": \"{x: 2\"}}]";
+    CHECK(!template_render_tools(t, calls, 3, NULL, 1, 1, &len, err, sizeof err) &&
+              strstr(err, "message 2: tool call 1: arguments are not JSON"),
+          "arguments that are not JSON: %s", err);
+    calls[1].tool_calls = "[{\"function\": {\"arguments\": {}}}]";
+    CHECK(!template_render_tools(t, calls, 3, NULL, 1, 1, &len, err, sizeof err) &&
+              strstr(err, "message 2: tool call 1 has no function.name"),
+          "a call without a name: %s", err);
+    calls[1].tool_calls = "{";
+    CHECK(!template_render_tools(t, calls, 3, NULL, 1, 1, &len, err, sizeof err) &&
+              strstr(err, "message 2: tool_calls is not a JSON array"),
+          "calls that are not an array: %s", err);
+    template_unref(t);
 }
 
 /* ------------------------------------------------------------------ from a GGUF; the hint */

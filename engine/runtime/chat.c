@@ -513,7 +513,10 @@ void request_free(request *r) {
     free(r->masked);
     sampler_free(&r->smp);
     if (r->msgs)
-        for (int i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content), free((char *)r->msgs[i].reasoning_content);
+        for (int i = 0; i < r->n_msgs; i++) {
+            free((char *)r->msgs[i].content), free((char *)r->msgs[i].reasoning_content);
+            free((char *)r->msgs[i].tool_calls), free((char *)r->msgs[i].tool_call_id);
+        }
     free(r->msgs);
     free(r->h);
     free(r->marks);
@@ -524,7 +527,7 @@ void request_free(request *r) {
     free(r);
 }
 
-/* A deep copy of the conversation (roles are one of three literals after rendering
+/* A deep copy of the conversation (roles are one of four literals after rendering
  * succeeded, so they are mapped, not copied). */
 static int copy_msgs(request *r, const chat_msg *msgs, int n) {
     r->msgs = calloc((size_t)n + 1, sizeof *r->msgs);
@@ -532,11 +535,16 @@ static int copy_msgs(request *r, const chat_msg *msgs, int n) {
     r->n_msgs = n;
     for (int i = 0; i < n; i++) {
         const char *role = msgs[i].role;
-        r->msgs[i].role = !strcmp(role, "system") ? "system" : !strcmp(role, "user") ? "user" : "assistant";
+        r->msgs[i].role = !strcmp(role, "system") ? "system"
+                          : !strcmp(role, "user") ? "user"
+                          : !strcmp(role, "tool") ? "tool"
+                                                  : "assistant";
         r->msgs[i].content = strdup(msgs[i].content ? msgs[i].content : "");
         if (!r->msgs[i].content) return -1;
         if (msgs[i].reasoning_content && !(r->msgs[i].reasoning_content = strdup(msgs[i].reasoning_content)))
             return -1;
+        if (msgs[i].tool_calls && !(r->msgs[i].tool_calls = strdup(msgs[i].tool_calls))) return -1;
+        if (msgs[i].tool_call_id && !(r->msgs[i].tool_call_id = strdup(msgs[i].tool_call_id))) return -1;
     }
     return 0;
 }

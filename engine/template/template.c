@@ -142,14 +142,49 @@ int template_check(const char *text, size_t len, char *err, size_t errlen) {
 /* ------------------------------------------------------------------ rendering */
 
 static int known_role(const char *role) {
-    return role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant"));
+    return role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") ||
+                    !strcmp(role, "tool"));
 }
 
-/* The variables apply_chat_template passes. Strings are referenced, not copied: they live
- * as long as the render. */
-static cJSON *variables(const chat_template *t, const chat_msg *msgs, int n, int gen, int thinking) {
+/* A message's calls as the template reads them: the array parsed, and each function's
+ * arguments a mapping (a JSON string parsed first, as llama.cpp's func_args_not_string
+ * does). NULL with the reason in err. */
+static cJSON *calls_for_template(const char *text, int msg, char *err, size_t errlen) {
+    cJSON *calls = cJSON_Parse(text);
+    if (!cJSON_IsArray(calls)) {
+        snprintf(err, errlen, "message %d: tool_calls is not a JSON array", msg);
+        cJSON_Delete(calls);
+        return NULL;
+    }
+    int k = 0;
+    for (cJSON *call = calls->child; call; call = call->next, k++) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsObject(fn) || !cJSON_IsString(name)) {
+            snprintf(err, errlen, "message %d: tool call %d has no function.name", msg, k + 1);
+            cJSON_Delete(calls);
+            return NULL;
+        }
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (cJSON_IsString(args)) {
+            cJSON *parsed = cJSON_Parse(args->valuestring);
+            if (!parsed) {
+                snprintf(err, errlen, "message %d: tool call %d: arguments are not JSON", msg, k + 1);
+                cJSON_Delete(calls);
+                return NULL;
+            }
+            cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+        }
+    }
+    return calls;
+}
+
+/* The variables apply_chat_template passes. Message strings are referenced, not copied:
+ * they live as long as the render. NULL with the reason in err. */
+static cJSON *variables(const chat_template *t, const chat_msg *msgs, int n, const char *tools_json, int gen,
+                        int thinking, char *err, size_t errlen) {
     cJSON *v = cJSON_CreateObject(), *list = v ? cJSON_AddArrayToObject(v, "messages") : NULL;
-    int ok = list != NULL;
+    int ok = list != NULL, said = 0; /* said: err holds the reason */
     for (int i = 0; ok && i < n; i++) {
         cJSON *m = cJSON_CreateObject();
         if (m && !cJSON_AddItemToArray(list, m)) cJSON_Delete(m), m = NULL;
@@ -157,36 +192,58 @@ static cJSON *variables(const chat_template *t, const chat_msg *msgs, int n, int
         ok = ok && cJSON_AddItemToObject(m, "content", cJSON_CreateStringReference(msgs[i].content ? msgs[i].content : ""));
         if (ok && msgs[i].reasoning_content && *msgs[i].reasoning_content)
             ok = cJSON_AddItemToObject(m, "reasoning_content", cJSON_CreateStringReference(msgs[i].reasoning_content));
+        if (ok && msgs[i].tool_calls && *msgs[i].tool_calls) {
+            cJSON *calls = calls_for_template(msgs[i].tool_calls, i + 1, err, errlen);
+            said = !calls;
+            ok = calls && cJSON_AddItemToObject(m, "tool_calls", calls);
+            if (calls && !ok) cJSON_Delete(calls);
+        }
+        if (ok && msgs[i].tool_call_id)
+            ok = cJSON_AddItemToObject(m, "tool_call_id", cJSON_CreateStringReference(msgs[i].tool_call_id));
     }
-    ok = ok && cJSON_AddBoolToObject(v, "add_generation_prompt", gen) && cJSON_AddNullToObject(v, "tools") &&
-         cJSON_AddNullToObject(v, "documents") &&
+    cJSON *tools = NULL;
+    if (ok && tools_json && *tools_json) {
+        tools = cJSON_Parse(tools_json);
+        if (!cJSON_IsArray(tools)) {
+            snprintf(err, errlen, "tools is not a JSON array");
+            ok = 0, said = 1;
+        } else if (!cJSON_GetArraySize(tools)) { /* no functions: None, as for a request without any */
+            cJSON_Delete(tools);
+            tools = NULL;
+        }
+    }
+    if (ok) {
+        ok = tools ? cJSON_AddItemToObject(v, "tools", tools) : cJSON_AddNullToObject(v, "tools") != NULL;
+        if (tools && !ok) cJSON_Delete(tools);
+        tools = NULL;
+    }
+    cJSON_Delete(tools);
+    ok = ok && cJSON_AddBoolToObject(v, "add_generation_prompt", gen) && cJSON_AddNullToObject(v, "documents") &&
          cJSON_AddItemToObject(v, "bos_token", cJSON_CreateStringReference(t->bos)) &&
          cJSON_AddItemToObject(v, "eos_token", cJSON_CreateStringReference(t->eos)) &&
          cJSON_AddBoolToObject(v, "enable_thinking", thinking);
     if (!ok) {
+        if (!said) snprintf(err, errlen, "out of memory");
         cJSON_Delete(v);
         return NULL;
     }
     return v;
 }
 
-char *template_render(const chat_template *t, const chat_msg *msgs, int n, int add_generation_prompt,
-                      int enable_thinking, size_t *len, char *err, size_t errlen) {
+char *template_render_tools(const chat_template *t, const chat_msg *msgs, int n, const char *tools_json,
+                            int add_generation_prompt, int enable_thinking, size_t *len, char *err, size_t errlen) {
     if (n < 0 || (n > 0 && !msgs)) {
         snprintf(err, errlen, "no messages");
         return NULL;
     }
     for (int i = 0; i < n; i++)
         if (!known_role(msgs[i].role)) {
-            snprintf(err, errlen, "message %d has the role '%.40s' (system, user or assistant)", i + 1,
+            snprintf(err, errlen, "message %d has the role '%.40s' (system, user, assistant or tool)", i + 1,
                      msgs[i].role ? msgs[i].role : "(none)");
             return NULL;
         }
-    cJSON *vars = variables(t, msgs, n, add_generation_prompt != 0, enable_thinking != 0);
-    if (!vars) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    cJSON *vars = variables(t, msgs, n, tools_json, add_generation_prompt != 0, enable_thinking != 0, err, errlen);
+    if (!vars) return NULL;
     char *out = NULL, *jerr = NULL;
     size_t n_out = 0;
     int rc = jinja_render(t->jinja, vars, &t->opt, &out, &n_out, &jerr);
@@ -204,6 +261,11 @@ char *template_render(const chat_template *t, const chat_msg *msgs, int n, int a
     out[n_out] = 0;
     if (len) *len = n_out;
     return out;
+}
+
+char *template_render(const chat_template *t, const chat_msg *msgs, int n, int add_generation_prompt,
+                      int enable_thinking, size_t *len, char *err, size_t errlen) {
+    return template_render_tools(t, msgs, n, NULL, add_generation_prompt, enable_thinking, len, err, errlen);
 }
 
 /* ------------------------------------------------------------------ the family hint */

@@ -4,10 +4,10 @@
  * decides the prompt: where a message begins, what happens to old reasoning, where a
  * system prompt goes. chatfs compiles it once (engine/jinja) and renders it as Hugging
  * Face's apply_chat_template does: messages, add_generation_prompt, enable_thinking,
- * bos_token and eos_token, tools and documents None. What llama.cpp adds is done too: the
- * BOS and EOS texts are the tokenizer's, and a BOS text the template writes at the start is
- * dropped when the tokenizer adds BOS itself (an EOS text at the end likewise), so the
- * prompt does not get it twice. A model without a template gets ChatML, as in llama.cpp.
+ * bos_token and eos_token, tools (None without any) and documents None. What llama.cpp
+ * adds is done too: the BOS and EOS texts are the tokenizer's, and a BOS text the template
+ * writes at the start is dropped when the tokenizer adds BOS itself (an EOS text at the
+ * end likewise), so the prompt does not get it twice. A model without a template gets ChatML, as in llama.cpp.
  * builtin.c holds the texts chatfs ships (ChatML, and the families settings.json names). */
 #ifndef CHATFS_TEMPLATE_H
 #define CHATFS_TEMPLATE_H
@@ -19,10 +19,14 @@
 #include "engine/tokenizer/tokenizer.h"
 
 typedef struct {
-    const char *role;              /* "system", "user", "assistant" */
+    const char *role;              /* "system", "user", "assistant", "tool" */
     const char *content;           /* NULL: empty */
     const char *reasoning_content; /* an assistant turn's reasoning kept apart from its content;
                                       NULL or empty: none (the key is left out, as llama.cpp does) */
+    const char *tool_calls;        /* an assistant turn's calls: OpenAI's `tool_calls` array as JSON
+                                      text (each {"id", "type", "function": {"name", "arguments"}}),
+                                      NULL or empty: none */
+    const char *tool_call_id;      /* a tool turn's answer to this call id; NULL: none */
 } chat_msg;
 
 /* A compiled template: read-only, so any number of threads may render it at once, and
@@ -53,14 +57,21 @@ void template_fix_clock(chat_template *t, time_t now);
 /* 1 if the template's text reads the variable (e.g. "enable_thinking"). */
 int template_uses(const chat_template *t, const char *variable);
 
-/* Renders n messages (roles system, user and assistant only) as
+/* Renders n messages (roles system, user, assistant and tool) as
  * apply_chat_template(messages, add_generation_prompt, enable_thinking). Returns the
  * malloc'd prompt (NUL-terminated; its length in *len, which counts any NUL the template
  * wrote) or NULL with the reason in err: "chat template: " and the template's own message
  * when it calls raise_exception, "chat template: line N: ..." for another error, or which
- * message has a role chatfs does not know. */
+ * message has a role chatfs does not know or calls that do not read. */
 char *template_render(const chat_template *t, const chat_msg *msgs, int n, int add_generation_prompt,
                       int enable_thinking, size_t *len, char *err, size_t errlen);
+/* The same with the functions offered: tools_json is OpenAI's `tools` array as JSON text
+ * (NULL or empty: tools is None). The template gets it as parsed, and each call's
+ * function.arguments as a mapping, a JSON string being parsed first: what llama.cpp passes
+ * to a template that reads arguments as a mapping (`arguments|items`, `arguments|tojson`),
+ * which every tool-calling template we know of does. */
+char *template_render_tools(const chat_template *t, const chat_msg *msgs, int n, const char *tools_json,
+                            int add_generation_prompt, int enable_thinking, size_t *len, char *err, size_t errlen);
 
 /* Compiles text only to check it: 0, or -1 with the compile error in err. */
 int template_check(const char *text, size_t len, char *err, size_t errlen);

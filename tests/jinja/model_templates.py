@@ -12,6 +12,9 @@ the model's tokenizer adds BOS). Then:
     given, tools and documents None, the tokenizer's BOS/EOS texts) and llama.cpp's BOS
     rule (a BOS text at the start is dropped when the tokenizer adds BOS itself);
   - a conversation the template refuses exits 1 with the template's own message;
+  - the same for requests with tools (conv_tools*.json): the tools offered, assistant
+    turns with calls (arguments as mappings, a JSON string parsed first, as llama.cpp
+    passes them), tool results;
   - `chatfs render --ids` gives the tokens of that text;
   - with NVIDIA-Nemotron-3-Nano's template (which writes <think></think> before past
     answers and an empty system turn when there is none, and which chatfs once took for
@@ -76,9 +79,9 @@ def make_fixture(args, template, base, add_bos):
     return out, json.loads(stdout)
 
 
-def reference(env, template_text, messages, tokens, thinking):
+def reference(env, template_text, messages, tokens, thinking, tools=None):
     """apply_chat_template's text, with llama.cpp's BOS rule; None when the template fails"""
-    ctx = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": True,
+    ctx = {"messages": messages, "tools": tools, "documents": None, "add_generation_prompt": True,
            "bos_token": tokens["bos"], "eos_token": tokens["eos"], "enable_thinking": thinking}
     try:
         text = render_ref.render(env, env.from_string(template_text), ctx)
@@ -132,6 +135,66 @@ def parity(args, env):
                       + ("" if want is None else f"\n  want {want!r}\n  got  {out.decode('utf-8', 'replace')!r}"))
     print(f"  chatfs render against apply_chat_template: {same} of {total} renders identical "
           f"({len(MODELS)} templates on fixtures, {len(convs)} conversations, thinking on and off)")
+
+
+def tool_conversations():
+    """Requests with tools: conv_tools*.json (a tool message's legacy "name" left out: a
+    chatfs tool turn is its call id and its result), and the first turn of each, the tools
+    offered to a question alone."""
+    out = []
+    for name in ("conv_tools.json", "conv_tools_string_args.json"):
+        with open(os.path.join(HERE, name), encoding="utf-8") as f:
+            conv = json.load(f)
+        msgs = [{k: v for k, v in m.items() if not (m["role"] == "tool" and k == "name")} for m in conv["messages"]]
+        first = [m for m in msgs[:next(i for i, m in enumerate(msgs) if m["role"] == "user") + 1]]
+        out.append((name, {"messages": msgs, "tools": conv["tools"]}))
+        out.append((name + " (first turn)", {"messages": first, "tools": conv["tools"]}))
+    return out
+
+
+def as_llama_cpp_passes(messages):
+    """The messages as llama.cpp hands them to a template that reads arguments as a mapping:
+    a call's arguments given as a JSON string parsed first (func_args_not_string)."""
+    out = json.loads(json.dumps(messages))
+    for m in out:
+        for call in m.get("tool_calls") or []:
+            args = call["function"].get("arguments")
+            if isinstance(args, str):
+                call["function"]["arguments"] = json.loads(args)
+    return out
+
+
+def tool_parity(args, env):
+    """`chatfs render` of requests with tools: the template's own text, or its own refusal."""
+    same = total = refused = 0
+    for template, base, add_bos in MODELS:
+        gguf, tokens = make_fixture(args, template, base, add_bos)
+        with open(os.path.join(args.templates, template + ".jinja"), encoding="utf-8") as f:
+            text = f.read()
+        for name, request in tool_conversations():
+            path = os.path.join(args.work, "request.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(request, f, ensure_ascii=False)
+            messages = as_llama_cpp_passes(request["messages"])
+            for thinking in (True, False):
+                render_ref.NOW = int(time.time())
+                want, raised = reference(env, text, messages, tokens, thinking, request["tools"])
+                rc, out, err = run([args.chatfs, "render", "-m", gguf, "--thinking", str(thinking).lower(), path])
+                if want is not None and out != want.encode("utf-8"):
+                    render_ref.NOW = int(time.time())
+                    want, raised = reference(env, text, messages, tokens, thinking, request["tools"])
+                total += 1
+                if want is None:
+                    refused += 1
+                    ok = rc == 1 and out == b"" and err == f"chatfs: chat template: {raised}\n"
+                else:
+                    ok = rc == 0 and out == want.encode("utf-8")
+                same += ok
+                check(ok, f"{template} on {name} with tools (thinking {thinking}): rc {rc} {err.strip()!r}"
+                      + ("" if want is None else f"\n  want {want!r}\n  got  {out.decode('utf-8', 'replace')!r}"))
+    check(total and refused < total, f"tool renders: {refused} of {total} refused")
+    print(f"  chatfs render with tools against apply_chat_template: {same} of {total} renders identical "
+          f"({refused} refused by the template with its own message; {len(MODELS)} templates, thinking on and off)")
 
 
 def refusal_and_ids(args):
@@ -236,6 +299,7 @@ def main():
     os.environ["TZ"] = "UTC"
     env = render_ref.environment()
     parity(args, env)
+    tool_parity(args, env)
     refusal_and_ids(args)
     boundaries(args)
     qwen2_default_system(args, env)
