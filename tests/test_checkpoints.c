@@ -305,7 +305,7 @@ static int *render_with(const model *m, const chat_template *t, const conv *c, i
 }
 
 /* the template and switches the engine renders with, and the prompt t (n tokens) */
-static pc_render as_engine(const rig *g, const int *t, int n) { return (pc_render){g->tmpl, 1, NULL, 0, t, n}; }
+static pc_render as_engine(const rig *g, const int *t, int n) { return (pc_render){.t = g->tmpl, .enable_thinking = 1, .ids = t, .n_ids = n}; }
 
 /* Until the engine has done the work after the last reply (the (c) checkpoint runs as a
  * job after on_done): the ledger models a person who reads a reply before answering.
@@ -372,7 +372,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     free(mk);
     add(c, "assistant", a.buf);
     c->n--; /* the (c) prefix renders [..., assistant(reply), user(x)] */
-    int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, NULL, &ct);
+    int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, NULL, NULL, &ct);
     c->n++;
     if (nc > 0) ledger_add(&g->led, ct, nc, 0);
     free(ct);

@@ -360,8 +360,8 @@ static void burst(const char *path, chat_engine *ref) {
         for (int i = 0; i < N_CONV; i++) {
             jobs[i].text[jobs[i].n] = 0;
             free(next[i]);
-            pc_render as_engine = {m->tmpl, 1, NULL, 0, NULL, 0};
-            n_next[i] = pc_next_turn_prefix(m, &as_engine, c[i].m, c[i].n, jobs[i].text, NULL, &next[i]);
+            pc_render as_engine = {.t = m->tmpl, .enable_thinking = 1};
+            n_next[i] = pc_next_turn_prefix(m, &as_engine, c[i].m, c[i].n, jobs[i].text, NULL, NULL, &next[i]);
             conv_add(&c[i], "assistant", jobs[i].text);
             free(p[i]);
         }

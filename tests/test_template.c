@@ -871,7 +871,7 @@ static void test_boundary_search_cost(void) {
         double t1 = now_ms();
         render[r] = tr - t0;
         tokenize[r] = t1 - tr;
-        pc_render pr = {t, 1, prompt, len, ids, n_ids};
+        pc_render pr = {.t = t, .enable_thinking = 1, .text = prompt, .len = len, .ids = ids, .n_ids = n_ids};
         pc_mark *mk;
         marks = pc_plan(m, &pr, msgs, n, 1024, &mk);
         double t2 = now_ms();

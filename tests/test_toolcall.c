@@ -3,8 +3,11 @@
  * tests/toolcall/tools.json), each read whole, as a stream a byte at a time and in chunks
  * (the streamed content only grows and ends as the whole reading's; a call appears once
  * complete), the families of llama.cpp's templates and the tools arrays refused
- * (tests/toolcall/detect.txt), and every prefix of every case's text under every family,
- * finished or not, read without a fault (under ASan: within bounds). */
+ * (tests/toolcall/detect.txt), every prefix of every case's text under every family,
+ * finished or not, read without a fault (under ASan: within bounds), and the grammars of
+ * required calls (tc_call_grammar): the family's own calls taken and read back, what the
+ * offered functions do not allow refused. */
+#include "engine/grammar/grammar.h"
 #include "engine/toolcall/toolcall.h"
 #include "tests/check.h"
 #include "tests/grammar_data.h"
@@ -340,6 +343,94 @@ static void reasoning_stream(void) {
     CHECK(cut == strlen(t) && safe == strlen(t), "hermes: reasoning cut %zu, safe %zu", cut, safe);
 }
 
+/* The grammar of a required call, per family: it takes the call as the family's template
+ * writes it, which reads back as that call, and refuses what the offered functions do not
+ * allow (another function, a value of another type, a required parameter left out, an
+ * enum's stranger, a string past its maxLength). */
+static void call_grammars(void) {
+    static const char tools[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 12}, \"unit\": {\"type\": \"string\", "
+        "\"enum\": [\"celsius\", \"fahrenheit\"]}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}, "
+        "{\"type\": \"function\", \"function\": {\"name\": \"now\"}}]";
+    static const struct {
+        enum tc_family f;
+        bool parallel;
+        const char *only, *text, *args; /* args: the first call's as read; NULL: refused */
+    } cases[] = {
+        {TC_QWEN_XML, true, NULL,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+         "</function>\n</tool_call>",
+         "{\"city\":\"Oslo\",\"days\":3}"},
+        {TC_QWEN_XML, true, NULL,
+         "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n"
+         "<parameter=city>\nA <b> C\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>",
+         "{}"},
+        {TC_QWEN_XML, false, NULL,
+         "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=now>\n</function>\n"
+         "</tool_call>",
+         NULL},
+        {TC_QWEN_XML, true, NULL, "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>", NULL},
+        {TC_QWEN_XML, true, NULL,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\nthree\n"
+         "</parameter>\n</function>\n</tool_call>",
+         NULL},
+        {TC_QWEN_XML, true, NULL,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=unit>\nkelvin\n"
+         "</parameter>\n</function>\n</tool_call>",
+         NULL},
+        {TC_QWEN_XML, true, NULL,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nLlanfairpwllgwyngyll\n</parameter>\n</function>\n"
+         "</tool_call>",
+         NULL},
+        {TC_QWEN_XML, true, "now", "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+                                   "</function>\n</tool_call>", NULL},
+        {TC_QWEN3_CODER, true, "get_weather",
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+         "{\"city\":\"Oslo\"}"},
+        {TC_HERMES, true, NULL,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>",
+         "{\"city\":\"Oslo\",\"days\":3}"},
+        {TC_HERMES, true, NULL, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>",
+         NULL},
+        {TC_HERMES, true, NULL, "<tool_call>\n{\"name\": \"fly\", \"arguments\": {}}\n</tool_call>", NULL},
+        {TC_LLAMA3, false, NULL, "{\"name\": \"now\", \"parameters\": {}}", "{}"},
+        {TC_LLAMA3, false, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": 7}}", NULL},
+    };
+    int accepted = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[256];
+        char *g = tc_call_grammar(cases[i].f, tools, strlen(tools), cases[i].only, cases[i].parallel, err, sizeof err);
+        REQUIRE(g, "case %zu: %s", i, err);
+        grammar *gr = grammar_compile(g, strlen(g), err, sizeof err);
+        CHECK(gr, "case %zu: the grammar does not compile: %s\n%s", i, err, g);
+        const size_t n = strlen(cases[i].text);
+        const int ok = gr && grammar_accepts(gr, cases[i].text, n) == 1;
+        CHECK(ok == (cases[i].args != NULL), "case %zu (%s): %s", i, tc_family_name(cases[i].f),
+              ok ? "accepted" : "refused");
+        if (ok && cases[i].args) {
+            struct tc_reply r;
+            REQUIRE(tc_parse(cases[i].f, NULL, cases[i].text, n, true, &r) == 0, "parse");
+            CHECK(r.n_calls >= 1 && !strcmp(r.calls[0].arguments, cases[i].args) && r.content_len == 0,
+                  "case %zu: read as %d calls, first %s", i, r.n_calls, r.n_calls ? r.calls[0].arguments : "-");
+            tc_reply_free(&r);
+            accepted++;
+        }
+        grammar_free(gr);
+        free(g);
+    }
+    char err[256];
+    CHECK(!tc_call_grammar(TC_LFM2, tools, strlen(tools), NULL, true, err, sizeof err) && strstr(err, "lfm2"),
+          "lfm2: %s", err);
+    CHECK(!tc_call_grammar(TC_HERMES, tools, strlen(tools), "fly", true, err, sizeof err) &&
+              strstr(err, "no offered function is named 'fly'"),
+          "an unoffered function: %s", err);
+    CHECK(!tc_call_grammar(TC_HERMES, "[1]", 3, NULL, true, err, sizeof err) && strstr(err, "tools[0]"),
+          "bad tools: %s", err);
+    printf("  call grammars: %zu cases, %d calls accepted and read back, the rest refused\n",
+           sizeof cases / sizeof *cases, accepted);
+}
+
 int main(void) {
     size_t n;
     char *tools_json = slurp(DATA "tools.json", &n);
@@ -361,6 +452,7 @@ int main(void) {
     detect_cases();
     names();
     reasoning_stream();
+    call_grammars();
     for (int k = 0; k < n_cases; k++) {
         free(cases[k].text), free(cases[k].content), free(cases[k].reasoning);
         for (int j = 0; j < cases[k].n_calls; j++)

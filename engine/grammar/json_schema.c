@@ -577,6 +577,19 @@ static void conv_free(conv *c) {
     free(c->owned);
 }
 
+/* The rules as GBNF text, sorted by name (NULL after a failure, which c then holds). */
+static char *rules_text(conv *c) {
+    if (c->failed) return NULL;
+    qsort(c->rules, (size_t)c->n_rules, sizeof *c->rules, by_name);
+    schema_buf o = {0};
+    for (int i = 0; i < c->n_rules; i++) schema_printf(&o, "%s ::= %s\n", c->rules[i].name, c->rules[i].body);
+    if (o.failed) {
+        schema_buf_free(&o);
+        return schema_fail(c, "#", "the grammar grows past %u MiB", SCHEMA_MAX_TEXT >> 20);
+    }
+    return o.s ? o.s : strdup("");
+}
+
 char *json_schema_to_gbnf(const char *schema, size_t len, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!schema) {
@@ -601,21 +614,34 @@ char *json_schema_to_gbnf(const char *schema, size_t len, char *err, size_t errl
     schema_add_rule(&c, "space", SPACE_RULE);
     const char *root = schema_visit(&c, doc, NULL, "", "#");
     if (root && strcmp(root, "root")) schema_add_rule(&c, "root", root);
-    char *out = NULL;
-    if (!c.failed) {
-        qsort(c.rules, (size_t)c.n_rules, sizeof *c.rules, by_name);
-        schema_buf o = {0};
-        for (int i = 0; i < c.n_rules; i++) schema_printf(&o, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
-        if (o.failed) schema_fail(&c, "#", "the grammar grows past %u MiB", SCHEMA_MAX_TEXT >> 20);
-        char gerr[256];
-        grammar *g = c.failed ? NULL : grammar_compile(o.s, o.n, gerr, sizeof gerr);
-        if (!c.failed && !g) schema_fail(&c, "#", "the grammar does not compile: %s", gerr);
-        grammar_free(g);
-        if (c.failed) schema_buf_free(&o);
-        else out = o.s;
+    char *out = rules_text(&c);
+    char gerr[256];
+    grammar *g = out ? grammar_compile(out, strlen(out), gerr, sizeof gerr) : NULL;
+    if (out && !g) {
+        schema_fail(&c, "#", "the grammar does not compile: %s", gerr);
+        free(out);
+        out = NULL;
     }
+    grammar_free(g);
     if (!out && err) snprintf(err, errlen, "%s", c.err[0] ? c.err : "schema: out of memory");
     conv_free(&c);
     cJSON_Delete(doc);
+    return out;
+}
+
+char *json_schemas_to_gbnf_rules(const cJSON *const *schemas, const char *const *names, int n, char *err,
+                                 size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    conv c = {0};
+    schema_add_rule(&c, "space", SPACE_RULE);
+    for (int i = 0; i < n && !c.failed; i++) {
+        c.doc = schemas[i]; /* a "#/..." $ref points into the schema it is in */
+        const char *got = schema_visit(&c, schemas[i], NULL, names[i], "#");
+        if (got && strcmp(got, names[i]) && (got = schema_add_rule(&c, names[i], got)) && strcmp(got, names[i]))
+            schema_fail(&c, "#", "the rule name %s is taken", names[i]);
+    }
+    char *out = rules_text(&c);
+    if (!out && err) snprintf(err, errlen, "%s", c.err[0] ? c.err : "schema: out of memory");
+    conv_free(&c);
     return out;
 }

@@ -12,6 +12,7 @@
 #ifndef CHATFS_GRAMMAR_JSON_SCHEMA_H
 #define CHATFS_GRAMMAR_JSON_SCHEMA_H
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 
 /* A JSON schema (JSON text, len bytes, need not be NUL-terminated) as GBNF text that
@@ -19,5 +20,17 @@
  * in err: not JSON, an unsupported keyword (named), a $ref that does not resolve, a schema
  * whose language is empty (e.g. minimum > maximum, an enum with no values, minItems > maxItems). */
 char *json_schema_to_gbnf(const char *schema, size_t len, char *err, size_t errlen);
+
+/* Several schemas as rules of one grammar, for a caller that writes the grammar around
+ * them (a tool call: each value inside the call's own markup): schema i's value is the
+ * rule names[i] (letters, digits and '-', distinct, not "root" nor a primitive's name such
+ * as "string"), the rules they use written once. The text has no root rule: the caller
+ * adds one and compiles. NULL with one line in err, as above. */
+/* The bytes raw[0, n) as a GBNF string literal, quotes included ("a\"b" for a"b):
+ * malloc'd, NULL when out of memory. */
+char *gbnf_literal(const char *raw, size_t n);
+
+char *json_schemas_to_gbnf_rules(const cJSON *const *schemas, const char *const *names, int n, char *err,
+                                 size_t errlen);
 
 #endif

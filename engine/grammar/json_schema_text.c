@@ -77,6 +77,14 @@ void schema_gbnf_literal(schema_buf *b, const char *raw, size_t n) {
     schema_add(b, "\"");
 }
 
+char *gbnf_literal(const char *raw, size_t n) {
+    schema_buf b = {0};
+    schema_gbnf_literal(&b, raw, n);
+    if (!b.failed) return b.s;
+    schema_buf_free(&b);
+    return NULL;
+}
+
 size_t schema_json_escape(uint32_t cp, char out[8]) {
     static const char named[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
     if (cp == '"' || cp == '\\') {

@@ -54,6 +54,7 @@ void gen_settings_defaults(gen_settings *s) {
     s->speculative = -1; /* the engine's */
     s->enable_thinking = 1;
     s->thinking_budget = -1;
+    s->parallel_tool_calls = 1;
 }
 
 /* ---------------------------------------------------------------- rendering */
@@ -115,7 +116,7 @@ static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_
     __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
     chat_template *t = request_template(e, s, err, errlen);
     size_t len = 0;
-    char *text = t ? template_render(t, msgs, n, 1, s->enable_thinking, &len, err, errlen) : NULL;
+    char *text = t ? template_render_tools(t, msgs, n, s->tools, 1, s->enable_thinking, &len, err, errlen) : NULL;
     if (!text) {
         template_unref(t);
         errno = EINVAL;
@@ -127,7 +128,8 @@ static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_
         errno = ENOMEM;
     }
     if (used && k >= 0) {
-        *used = (pc_render){t, s->enable_thinking != 0, text, len, *out, k};
+        *used = (pc_render){.t = t, .tools = s->tools, .enable_thinking = s->enable_thinking != 0, .text = text,
+                            .len = len, .ids = *out, .n_ids = k};
     } else {
         template_unref(t);
         free(text);
@@ -311,9 +313,46 @@ int engine_can_think(const chat_engine *e) { return e->can_think; }
 
 /* ---------------------------------------------------------------- text out */
 
+/* What the call reader has settled of the answer so far goes out: new content to on_text,
+ * new calls to on_tool_call (final: the answer is complete). */
+static void tool_stream(request *r, bool final) {
+    if (tc_stream_feed(&r->tcs, r->reply ? r->reply : "", r->n_reply, final) != 0) return; /* out of memory */
+    const struct tc_reply *rep = &r->tcs.reply;
+    if (rep->content_len > r->content_shown) {
+        if (r->cb.on_text) r->cb.on_text(r->cb.ud, rep->content + r->content_shown, rep->content_len - r->content_shown);
+        r->content_shown = rep->content_len;
+    }
+    for (; r->calls_shown < rep->n_calls; r->calls_shown++)
+        if (r->cb.on_tool_call) r->cb.on_tool_call(r->cb.ud, &rep->calls[r->calls_shown]);
+    r->r.tool_calls = rep->n_calls;
+    if (!r->s.parallel_tool_calls && rep->n_calls > 0) r->calls_end = 1;
+}
+
+char *request_calls_json(const request *r) {
+    if (!r->tools || !r->tcs.reply.n_calls) return NULL;
+    cJSON *calls = cJSON_CreateArray();
+    for (int i = 0; calls && i < r->tcs.reply.n_calls; i++) {
+        const struct tc_call *c = &r->tcs.reply.calls[i];
+        char id[24];
+        snprintf(id, sizeof id, "call_%d", c->index + 1);
+        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddItemToArray(calls, call);
+        cJSON_AddStringToObject(call, "id", id);
+        cJSON_AddStringToObject(call, "type", "function");
+        cJSON_AddItemToObject(call, "function", fn);
+        cJSON_AddStringToObject(fn, "name", c->name);
+        cJSON_AddStringToObject(fn, "arguments", c->arguments);
+    }
+    char *text = calls ? cJSON_PrintUnformatted(calls) : NULL;
+    cJSON_Delete(calls);
+    return text;
+}
+
+/* The answer's text: kept whole (the post-generation checkpoint renders it, the call
+ * reader reads it), and streamed - through the call reader when tools are offered. */
 static void emit(request *r, const char *text, size_t len) {
     if (!len) return;
-    if (r->n_reply + len + 1 > r->cap_reply) { /* kept for the post-generation checkpoint */
+    if (r->n_reply + len + 1 > r->cap_reply) {
         size_t cap = (r->n_reply + len + 1) * 2;
         char *g = realloc(r->reply, cap);
         if (g) r->reply = g, r->cap_reply = cap;
@@ -323,7 +362,8 @@ static void emit(request *r, const char *text, size_t len) {
         r->n_reply += len;
         r->reply[r->n_reply] = 0;
     }
-    if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
+    if (r->tools) tool_stream(r, false);
+    else if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
 }
 
 /* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
@@ -427,11 +467,45 @@ static const char *as_text(const char *buf, size_t *k, char **fixed) {
 /* The reasoning ends (its closing marker, or the end of the reply): the detokenizer's
  * last bytes are the reasoning's, the whitespace held back is dropped. */
 static void end_reasoning(request *r) {
+    reasoning_text(r, r->rpend, r->n_rpend); /* held back only because it might have begun a call */
+    r->n_rpend = 0;
     char buf[64], *fixed;
     size_t k = detok_flush(&r->ds, buf, sizeof buf);
     reasoning_text(r, as_text(buf, &k, &fixed), k);
     free(fixed);
     r->n_ws = 0;
+}
+
+/* Reasoning text where a call ends the reasoning (qwen-xml: llama.cpp ends the block at
+ * <tool_call> as at </think>): the text is held until it cannot begin a call, and a call
+ * switches to the answer, which starts with it. Returns push_text's result for the
+ * answer's part (1: a stop string), else 0. */
+static int reasoning_or_call(request *r, const char *text, size_t len) {
+    if (r->n_rpend + len > r->cap_rpend) {
+        size_t cap = (r->n_rpend + len) * 2 + 64;
+        char *g = realloc(r->rpend, cap);
+        if (!g) { /* out of memory: the text stays reasoning */
+            reasoning_text(r, text, len);
+            return 0;
+        }
+        r->rpend = g, r->cap_rpend = cap;
+    }
+    memcpy(r->rpend + r->n_rpend, text, len);
+    r->n_rpend += len;
+    size_t safe = 0, end = tc_reasoning_end(r->tcs.family, r->rpend, r->n_rpend, &safe);
+    if (end == r->n_rpend) {
+        reasoning_text(r, r->rpend, safe);
+        memmove(r->rpend, r->rpend + safe, r->n_rpend - safe);
+        r->n_rpend -= safe;
+        return 0;
+    }
+    reasoning_text(r, r->rpend, end);
+    r->n_ws = 0; /* the whitespace before the call ends the reasoning, as before </think> */
+    r->think = THINK_OVER;
+    r->r.phase = GEN_GENERATING;
+    size_t n = r->n_rpend - end;
+    r->n_rpend = 0;
+    return push_text(r, r->rpend + end, n);
 }
 
 int request_decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }
@@ -441,7 +515,7 @@ int request_decode_phase(const request *r) { return r->think == THINK_IN ? GEN_T
  * it itself), a closing one inside the block ends it; anything else in a block is
  * reasoning. After a block the answer's leading whitespace is dropped (the template
  * writes "\n</think>\n\n" before the answer and strips what follows it). Returns 1 when
- * a stop string ended the answer. */
+ * a stop string ended the answer, 2 when its first call did (parallel_tool_calls 0). */
 static int take_token(chat_engine *e, request *r, int tok) {
     if (r->think == THINK_MAY_OPEN && tok == e->think_open && tok >= 0) {
         r->think = THINK_IN;
@@ -464,9 +538,11 @@ static int take_token(chat_engine *e, request *r, int tok) {
     if (r->think == THINK_IN) {
         r->r.reasoning_tokens++;
         r->think_tokens++;
-        reasoning_text(r, text, k);
+        int stopped = 0;
+        if (r->call_ends_reasoning) stopped = reasoning_or_call(r, text, k);
+        else reasoning_text(r, text, k);
         free(fixed);
-        return 0;
+        return stopped ? 1 : r->calls_end ? 2 : 0;
     }
     r->think = THINK_OVER;
     if (r->strip_answer) {
@@ -475,7 +551,7 @@ static int take_token(chat_engine *e, request *r, int tok) {
     }
     int stopped = push_text(r, text, k);
     free(fixed);
-    return stopped;
+    return stopped ? 1 : r->calls_end ? 2 : 0;
 }
 
 static void flush_text(request *r) {
@@ -490,6 +566,7 @@ static void flush_text(request *r) {
     }
     emit(r, r->held, r->n_held);
     r->n_held = 0;
+    if (r->tools) tool_stream(r, true);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -511,6 +588,9 @@ void request_free(request *r) {
     for (int i = 0; i < SPEC_MAX_DRAFT; i++) grammar_matcher_free(r->spec_gm[i]);
     grammar_free(r->gr);
     free(r->masked);
+    tc_tools_free(r->tools);
+    tc_stream_free(&r->tcs);
+    free(r->rpend);
     sampler_free(&r->smp);
     if (r->msgs)
         for (int i = 0; i < r->n_msgs; i++) {
@@ -555,8 +635,11 @@ static int copy_settings(request *r, const gen_settings *s) {
     size_t need = 0;
     for (int i = 0; i < s->n_stop; i++) need += strlen(s->stop[i]) + 1;
     if (s->session) need += strlen(s->session) + 1;
+    if (s->tools) need += strlen(s->tools) + 1;
     r->s = *s;
     r->s.template_name = r->s.chat_template = r->s.grammar = NULL; /* resolved at the submit */
+    r->s.tool_choice = NULL;
+    r->s.tools = NULL;
     r->strings = malloc(need + 1);
     if (!r->strings) return -1;
     char *p = r->strings;
@@ -565,7 +648,8 @@ static int copy_settings(request *r, const gen_settings *s) {
         p += strlen(p) + 1;
         if ((int)strlen(s->stop[i]) > r->max_stop) r->max_stop = (int)strlen(s->stop[i]);
     }
-    if (s->session) r->s.session = strcpy(p, s->session);
+    if (s->session) r->s.session = strcpy(p, s->session), p += strlen(p) + 1;
+    if (s->tools) r->s.tools = strcpy(p, s->tools); /* the boundary searches render them (r->tmpl) */
     return 0;
 }
 
@@ -587,6 +671,62 @@ static int request_grammar(chat_engine *e, request *r, const char *text, char *e
         errno = ENOMEM;
         return -1;
     }
+    return 0;
+}
+
+/* The tools of a request, checked and compiled before anything renders them (their own
+ * reasons: "tools[1]: function has no name"). 0, or -1 with err (errno EINVAL). */
+static int request_tools_parse(request *r, const gen_settings *s, char *err, size_t errlen) {
+    if (!s->tools || !*s->tools) return 0;
+    if (!(r->tools = tc_tools_parse(s->tools, strlen(s->tools), err, errlen))) {
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Once the prompt is rendered: the answer's reader in the format of the template's family
+ * (tc_detect), and for a required call the grammar of the offered calls in *forced
+ * (malloc'd). 0, or -1 with err (errno EINVAL). */
+static int request_tools(request *r, const gen_settings *s, char **forced, char *err, size_t errlen) {
+    *forced = NULL;
+    const char *choice = s->tool_choice && *s->tool_choice ? s->tool_choice : "auto";
+    const int required = strcmp(choice, "auto") && strcmp(choice, "none");
+    if (required && !tc_tools_count(r->tools)) {
+        snprintf(err, errlen, "tool_choice '%.80s' needs tools to call", choice);
+        errno = EINVAL;
+        return -1;
+    }
+    if (!tc_tools_count(r->tools) || !strcmp(choice, "none")) { /* offered (rendered) at most: all text */
+        tc_tools_free(r->tools);
+        r->tools = NULL;
+        return 0;
+    }
+    size_t len = 0;
+    const char *src = template_text(r->tmpl.t, &len);
+    const enum tc_family f = tc_detect(src, len);
+    if (required) {
+        if (s->grammar) {
+            snprintf(err, errlen, "a grammar and tool_choice '%.80s' exclude each other", choice);
+            errno = EINVAL;
+            return -1;
+        }
+        *forced = tc_call_grammar(f, s->tools, strlen(s->tools), strcmp(choice, "required") ? choice : NULL,
+                                  s->parallel_tool_calls != 0, err, errlen);
+        if (!*forced) {
+            errno = EINVAL;
+            return -1;
+        }
+    }
+    if (f == TC_NONE) { /* the template writes no calls: the answer is all text */
+        tc_tools_free(r->tools);
+        r->tools = NULL;
+        return 0;
+    }
+    tc_stream_init(&r->tcs, f, r->tools);
+    /* a call inside the reasoning ends it (llama.cpp's qwen-xml reading) - unless a grammar
+     * follows the answer, which must see the answer from its first token */
+    r->call_ends_reasoning = f == TC_QWEN_XML && !*forced && !s->grammar;
     return 0;
 }
 
@@ -619,6 +759,10 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         snprintf(err, errlen, "out of memory");
         return refuse(ENOMEM);
     }
+    if (request_tools_parse(r, s, err, errlen) != 0) {
+        request_free(r);
+        return refuse(EINVAL);
+    }
     /* the one rendering and tokenization of this message (the filesystem counts only
      * when a message comes near the context, to refuse it at the write) */
     r->n_prompt = render_tokens(e, msgs, n, s, &r->prompt, err, errlen, &r->tmpl);
@@ -633,11 +777,20 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         request_free(r);
         return refuse(why);
     }
-    if (s->grammar && request_grammar(e, r, s->grammar, err, errlen) != 0) {
+    char *forced = NULL; /* the grammar of a required call */
+    if (request_tools(r, s, &forced, err, errlen) != 0) {
         int why = errno;
         request_free(r);
         return refuse(why);
     }
+    const char *grammar_text = forced ? forced : s->grammar;
+    if (grammar_text && request_grammar(e, r, grammar_text, err, errlen) != 0) {
+        int why = errno;
+        free(forced);
+        request_free(r);
+        return refuse(why);
+    }
+    free(forced);
     sampler_params sp = {s->temperature, s->top_k, s->top_p, s->min_p, s->seed};
     r->held = malloc(TEXT_CAP + (size_t)r->max_stop + 64);
     if (!r->held || sampler_init(&r->smp, &sp, e->m->n_vocab) != 0) {
@@ -872,7 +1025,8 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
         return force_end_of_reasoning(e, r);
     r->r.generated_tokens++;
     if (tokenizer_is_eog(e->m->tok, tok) && !r->s.ignore_eog) return FINISH_EOG;
-    if (take_token(e, r, tok)) return FINISH_STOP;
+    const int took = take_token(e, r, tok);
+    if (took) return took == 2 ? FINISH_EOG : FINISH_STOP;
     if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
     if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;
     return FINISH_NONE;

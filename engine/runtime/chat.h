@@ -19,6 +19,7 @@
 
 #include "engine/model/model.h"
 #include "engine/template/template.h"
+#include "engine/toolcall/toolcall.h"
 #include "engine/runtime/checkpoint_port.h"
 
 typedef struct chat_engine chat_engine;
@@ -92,6 +93,16 @@ typedef struct {
     const char *response_format; /* OpenAI's response_format as JSON, for a remote engine, which is sent it
                                     instead of grammar; the local engine follows grammar (the format's
                                     grammar, made by the caller) and ignores it. NULL: none */
+    const char *tools;       /* the functions offered: OpenAI's tools array as JSON (checked at the submit:
+                                EINVAL with the reason). The template gets them, and unless tool_choice
+                                is "none" the answer is read for calls in the template's format
+                                (toolcall.h): each call, once complete, goes to on_tool_call, and on_text
+                                gets only the text outside the calls. NULL or "[]": none */
+    const char *tool_choice; /* "auto" (NULL too): the model may call; "none": offered, the answer all text;
+                                "required": the answer is calls (a grammar of the offered calls, after any
+                                reasoning; grammar must then be NULL); a function's name: that call */
+    int parallel_tool_calls; /* 1 (the default): any number of calls in a reply; 0: the reply ends with its
+                                first call */
 } gen_settings;
 
 void gen_settings_defaults(gen_settings *s);
@@ -130,6 +141,7 @@ typedef struct {
     int accepted_tokens;     /* ...and those the model accepted (each a token without a pass of its own) */
     int decode_passes;       /* model passes after the first token (generated_tokens - 1 without
                                 speculation) */
+    int tool_calls;          /* calls the answer made (gen_settings.tools) */
     int grammar_incomplete;  /* 1: a constrained answer that ended (max_tokens, the context, a stop string)
                                 before its grammar could end, so it is not a sentence of the grammar */
     double ttft_ms;          /* submit to first generated token */
@@ -148,6 +160,9 @@ typedef struct {
     void *ud;
     void (*on_reasoning)(void *ud, const char *text, size_t len); /* the reasoning (without its markers),
                                                                      in order with on_text; NULL: dropped */
+    void (*on_tool_call)(void *ud, const struct tc_call *call);   /* a complete call (its index counts from
+                                                                     0 in the reply), in order with on_text;
+                                                                     valid during the call; NULL: dropped */
 } gen_callbacks;
 
 /* Loads the model, attaches it to the checkpoint store, starts the worker. NULL on

@@ -96,6 +96,16 @@ typedef struct request {
     int strip_answer;         /* 1 until the answer's first visible character after a reasoning block */
     ckpt_hit hit;             /* the checkpoint restored (pinned while the request runs) */
 
+    /* tool calls (gen_settings.tools): the answer read as content and calls */
+    struct tc_tools *tools;   /* the offered functions compiled; NULL: the answer is all content */
+    struct tc_stream tcs;     /* the answer so far (reply) read by the template's family */
+    size_t content_shown;     /* bytes of tcs.reply.content given to on_text... */
+    int calls_shown;          /* ...and calls given to on_tool_call */
+    int calls_end;            /* 1: the first call ended the reply (parallel_tool_calls 0) */
+    int call_ends_reasoning;  /* 1: a call ends a reasoning block (qwen-xml, tc_reasoning_end) */
+    char *rpend;              /* reasoning text not streamed yet: it may begin a call */
+    size_t n_rpend, cap_rpend;
+
     /* scheduler */
     struct request *leader;   /* single flight: the request whose state this one will copy... */
     int flight_pos;           /* ...once it stands at this position */
@@ -180,6 +190,9 @@ int request_accept_token(chat_engine *e, request *r, int tok);
 /* The phase of a request that decodes: GEN_THINKING inside a reasoning block, else
  * GEN_GENERATING. */
 int request_decode_phase(const request *r);
+/* The calls the answer made as the next prompt carries them: OpenAI's tool_calls array
+ * (JSON text, malloc'd; ids call_1, call_2, ... in the answer's order), NULL when none. */
+char *request_calls_json(const request *r);
 /* The end for the caller: the last text, the report, on_done (once). */
 void request_finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);

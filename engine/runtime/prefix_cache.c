@@ -289,7 +289,7 @@ int pc_common_prefix(const int *a, int na, const int *b, int nb) {
 static int render_ids(const model *m, const pc_render *r, const chat_msg *msgs, int n, int **out) {
     char err[256];
     size_t len;
-    char *text = template_render(r->t, msgs, n, 1, r->enable_thinking, &len, err, sizeof err);
+    char *text = template_render_tools(r->t, msgs, n, r->tools, 1, r->enable_thinking, &len, err, sizeof err);
     if (!text) return -1;
     int k = tokenizer_encode_like(m->tok, text, len, 1, 1, r->text, r->len, r->ids, r->n_ids, out);
     free(text);
@@ -374,12 +374,13 @@ int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs
 }
 
 int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
-                        const char *reasoning, int **out) {
+                        const char *reasoning, const char *tool_calls, int **out) {
     chat_msg *copy = malloc(sizeof *copy * (size_t)(n_msgs + 2));
     if (!copy) return -1;
     memcpy(copy, msgs, sizeof *copy * (size_t)n_msgs);
-    copy[n_msgs] = (chat_msg){"assistant", reply, reasoning && *reasoning ? reasoning : NULL};
-    copy[n_msgs + 1] = (chat_msg){"user", "", NULL};
+    copy[n_msgs] = (chat_msg){"assistant", reply, reasoning && *reasoning ? reasoning : NULL, tool_calls};
+    /* the first call's id as the engine names calls (request_calls_json: call_1, call_2, ...) */
+    copy[n_msgs + 1] = tool_calls ? (chat_msg){"tool", "", NULL, NULL, "call_1"} : (chat_msg){"user", "", NULL};
     static const char *const dummies[2] = {"A", "7"};
     int *ids[2] = {NULL, NULL}, len[2], k = -1;
     for (int i = 0; i < 2; i++) {

@@ -73,6 +73,7 @@ typedef struct {
  * tokenize only what differs from this prompt (tokenizer_encode_like). */
 typedef struct {
     chat_template *t;
+    const char *tools; /* the functions offered (gen_settings.tools), NULL: none */
     int enable_thinking;
     const char *text; /* the prompt text, len bytes */
     size_t len;
@@ -90,10 +91,12 @@ int pc_plan(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs
  * prefix of [msgs..., assistant(reply, reasoning), user(x)] for two different
  * one-character x, with the generation prompt. Rendering the history this way (not msgs
  * alone) is what makes templates that drop reasoning from history still hit. reasoning:
- * the reply's reasoning_content (NULL or empty: none). Returns the count and malloc'd
- * tokens in *out, or -1. */
+ * the reply's reasoning_content (NULL or empty: none). A reply that made calls
+ * (tool_calls: their JSON array, else NULL) is followed by its first result instead,
+ * tool(x): the next prompt carries the results. Returns the count and malloc'd tokens in
+ * *out, or -1. */
 int pc_next_turn_prefix(const model *m, const pc_render *r, const chat_msg *msgs, int n_msgs, const char *reply,
-                        const char *reasoning, int **out);
+                        const char *reasoning, const char *tool_calls, int **out);
 
 /* Length of the longest common prefix of two token lists. */
 int pc_common_prefix(const int *a, int na, const int *b, int nb);

@@ -84,6 +84,16 @@ void tc_stream_init(struct tc_stream *s, enum tc_family f, const struct tc_tools
 int tc_stream_feed(struct tc_stream *s, const char *text, size_t len, bool final);
 void tc_stream_free(struct tc_stream *s);
 
+/* The grammar (GBNF text, malloc'd) of an answer that is calls of the offered functions
+ * (tools_json: OpenAI's tools array) in family f's format, for tool_choice "required" or
+ * one function: only (NULL: any offered function). parallel: one call or more, else
+ * exactly one (llama3: always one). Every argument as its parameter's schema allows
+ * (call_grammar.c says how the XML families write values). NULL with the reason in err:
+ * tools that do not parse, no function named only, a family without a call grammar
+ * (lfm2, none), a parameter schema the conversion refuses. */
+char *tc_call_grammar(enum tc_family f, const char *tools_json, size_t len, const char *only, bool parallel, char *err,
+                      size_t errlen);
+
 /* Reasoning: llama.cpp ends a Qwen3.5/Nemotron-3 reasoning block at a <tool_call> as well
  * as at </think> (the call is then parsed as part of the answer, even when no </think>
  * ever comes). Given the reasoning text (what follows <think>), returns where the reasoning
