@@ -771,6 +771,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         request_free(r);
         return refuse(why);
     }
+    r->tmpl.tools = r->s.tools; /* the request's own copy: the boundary searches render after the caller's is gone */
     if (r->n_prompt == 0 || r->n_prompt >= e->n_ctx) {
         snprintf(err, errlen, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->n_ctx);
         int why = r->n_prompt ? EFBIG : EINVAL;
