@@ -365,7 +365,7 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         char e2[600];
         int k = refused ? convs_replace_turns(st, id, expect + 1, NULL, 0, NULL, e2, sizeof e2)
                         : convs_update_reply(st, id, expect + 2, out.answer.buf ? out.answer.buf : "", out.answer.n,
-                                             out.reasoning.buf, out.reasoning.n, 1, e2, sizeof e2);
+                                             out.reasoning.buf, out.reasoning.n, NULL, 1, e2, sizeof e2);
         if (!k && refused && expect == 0 && !l.settings) k = convs_delete(st, id, e2, sizeof e2);
         if (k) {
             cli_error("cannot store the reply: %s", e2);

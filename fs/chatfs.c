@@ -43,11 +43,7 @@ static int load_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     chatfs *fs = ud;
     conv *c = cfs_find_conv_id(fs, id);
     if (!c || idx != c->n_turns + 1) return 0; /* a gap cannot happen; skip rather than fail */
-    if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
-    if (!t->user && t->reasoning && t->reasoning_len &&
-        cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len))
-        return -1;
-    return 0;
+    return cfs_turn_load(c, t);
 }
 
 /* fs->model, from the backend's stats ("model": file, architecture), asked once */
@@ -284,6 +280,12 @@ int fs_rmdir(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
         rc = nd.c->n_turns || cfs_has_scratch(fs, cfs_conv_ino(nd.c, SUB_TURNS)) ? -ENOTEMPTY : 0;
         goto out;
     }
+    if (nd.kind == K_CALLS || nd.kind == K_CALL) { /* the calls live in the turns: removing those empties it */
+        rc = cfs_call_count(nd.c) && nd.kind == K_CALLS ? -ENOTEMPTY
+             : cfs_has_scratch(fs, cfs_node_ino(&nd))   ? -ENOTEMPTY
+                                                        : 0;
+        goto out;
+    }
     if (nd.kind != K_CONV) {
         rc = -ENOTDIR;
         goto out;
@@ -356,11 +358,13 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
     }
     case K_ROOT:
     case K_CONV:
-    case K_TURNS: rc = -EISDIR; break;
+    case K_TURNS:
+    case K_CALLS:
+    case K_CALL: rc = -EISDIR; break;
     default: /* a conversation's own files stay (rm -r works); tar, which creates the name
               * again, does not see it until it does */
         if (nd.c) cfs_hide(fs, tid, nd.c, (int)(cfs_node_ino(&nd) & ((1u << CONV_SHIFT) - 1)));
-        else if (nd.kind == K_README || nd.kind == K_GSETTINGS || nd.kind == K_STATS)
+        else if (nd.kind == K_README || nd.kind == K_GSETTINGS || nd.kind == K_STATS || nd.kind == K_GTOOLS)
             cfs_hide(fs, tid, NULL, (int)cfs_node_ino(&nd)); /* the root's, as tar restores them */
         else rc = -EPERM;
     }
@@ -556,7 +560,8 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
         return rc;
     }
     cfs_maker_looked(dir.c, tid);
-    int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? 2 * dir.c->n_turns : 0);
+    const int n_calls = dir.c ? cfs_call_count(dir.c) : 0;
+    int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? 2 * dir.c->n_turns : 0) + n_calls;
     for (scratch *s = fs->scratch; s; s = s->next) cap++;
     fs_dirent *e = calloc(cap, sizeof *e);
     int k = 0;
@@ -566,7 +571,10 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
     }
 #define ADD(nm, in, md) (e[k].name = strdup(nm), e[k].ino = (in), e[k].mode = (md), k++)
     ADD(".", cfs_node_ino(&dir), S_IFDIR);
-    ADD("..", dir.kind == K_TURNS ? cfs_conv_ino(dir.c, 0) : FS_ROOT_INO, S_IFDIR);
+    ADD("..", dir.kind == K_TURNS || dir.kind == K_CALLS ? cfs_conv_ino(dir.c, 0)
+              : dir.kind == K_CALL                         ? cfs_conv_ino(dir.c, SUB_CALLS)
+                                                           : FS_ROOT_INO,
+        S_IFDIR);
     if (dir.kind == K_ROOT) {
         for (size_t i = 0; i < sizeof cfs_root_files / sizeof *cfs_root_files; i++)
             ADD(cfs_root_files[i].name, cfs_root_files[i].ino, cfs_root_files[i].mode);
@@ -574,6 +582,18 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
     } else if (dir.kind == K_CONV) {
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             ADD(cfs_conv_files[i].name, cfs_conv_ino(dir.c, cfs_conv_files[i].sub), cfs_conv_files[i].mode);
+        if (n_calls) ADD("calls", cfs_conv_ino(dir.c, SUB_CALLS), S_IFDIR); /* after turns/: rm -r empties it */
+    } else if (dir.kind == K_CALLS) {
+        for (int i = 0; i < n_calls; i++) {
+            cfs_call call;
+            if (cfs_call_get(dir.c, i, &call)) continue;
+            ADD(call.id, cfs_conv_ino(dir.c, SUB_CALL0 + 4 * i), S_IFDIR);
+            cfs_call_free(&call);
+        }
+    } else if (dir.kind == K_CALL) {
+        ADD("name", cfs_conv_ino(dir.c, SUB_CALL0 + 4 * dir.turn + 1), S_IFREG);
+        ADD("arguments.json", cfs_conv_ino(dir.c, SUB_CALL0 + 4 * dir.turn + 2), S_IFREG);
+        ADD("result", cfs_conv_ino(dir.c, SUB_CALL0 + 4 * dir.turn + 3), S_IFREG);
     } else {
         /* last turn first: rm -r removes in this order, and removing the last turn is
          * the only removal that keeps the others (cp sorts by inode, so it copies in order) */

@@ -33,8 +33,12 @@
 
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
-    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_SCRATCH
+    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_SCRATCH,
+    K_CALLS, K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT, K_TOOLS, K_GTOOLS
 };
+/* K_TOOLS, K_GTOOLS: a conversation's tools.json and the root's (the tools setting) */
+/* K_CALLS: calls/, K_CALL: calls/ID/, and its name, arguments.json and result (calls.c);
+ * node.turn is the call's index in the conversation */
 /* K_THINKING: the conversation's `thinking` file (the reasoning of the current or last
  * reply, streamed like `reply`); K_THINK: turns/NNN-assistant.thinking.md, an assistant
  * turn's reasoning */
@@ -44,13 +48,16 @@ enum kind {
 enum { TURN_INCOMPLETE = 0, TURN_COMPLETE = 1, TURN_STOPPED = 2 };
 
 typedef struct {
-    int user;
+    int user;             /* 1: the user's; 0: the model's or (tool) a tool's result */
     char *text;
     size_t len;
     int complete; /* TURN_* */
     int64_t mtime;
     char *reasoning;      /* an assistant turn's reasoning ("" when none; NULL only for user turns) */
     size_t reasoning_len;
+    int tool;             /* 1: a tool's result, the answer to call_id */
+    char *calls;          /* an assistant turn's calls: OpenAI's tool_calls array (JSON text), NULL: none */
+    char *call_id;        /* a tool turn's call */
 } turn;
 
 /* One assistant reply as it is produced; reply handles keep the one they opened. */
@@ -110,6 +117,7 @@ typedef struct gen {
     uint64_t id;
     int cancel_pending; /* stopped before submit returned the id */
     int64_t last_save;
+    struct cJSON *calls; /* the calls the reply made so far: OpenAI's tool_calls array; NULL: none */
 } gen;
 
 typedef struct scratch {
@@ -173,6 +181,13 @@ typedef struct {
     int oom;
 } sbuf;
 
+/* appending to a view's text (views.c); an allocation that fails sets oom */
+void cfs_sb_add(sbuf *b, const char *s, size_t n);
+void cfs_sb_str(sbuf *b, const char *s);
+void cfs_sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct cJSON;
+void cfs_sb_json(sbuf *b, const struct cJSON *v, int depth); /* pretty: two spaces a level */
+
 /* messages.json parsed: the system prompt and the turns (cfs_parse_import) */
 typedef struct {
     char *system;   /* "" when the import has no system message */
@@ -187,6 +202,8 @@ typedef struct {
 #define SUB_TURNS 16
 #define SUB_TURN0 32
 #define SUB_THINK0 (1 << 23) /* turn k's .thinking.md: SUB_THINK0 + k (turns stay below) */
+#define SUB_CALLS 17
+#define SUB_CALL0 (1 << 22)  /* call k's directory: SUB_CALL0 + 4k, its files + 1..3 (turns stay below) */
 #define SCRATCH_BIT (1ull << 62)
 
 /* an open file (files.c) */
@@ -211,6 +228,24 @@ struct fs_handle {
     size_t view_len;
 };
 
+/* ---- calls.c: the calls/ directory ---- */
+
+/* one call of the conversation (cfs_call_get): malloc'd texts */
+typedef struct {
+    int turn;        /* the assistant turn that made it */
+    char *id, *name, *arguments; /* arguments: a JSON object's text */
+    int result;      /* the tool turn that answers it, -1: none yet */
+} cfs_call;
+int cfs_call_count(const conv *c);
+int cfs_call_get(const conv *c, int k, cfs_call *out); /* 0 or -ENOENT / -ENOMEM */
+void cfs_call_free(cfs_call *call);
+int cfs_call_find(const conv *c, const char *id);      /* its index, -1: none */
+void cfs_render_call(const conv *c, const node *nd, sbuf *b);
+/* whether call k's result may be written now (0, or -errno, the reason in `error`), and
+ * the write: a tool turn; the model goes on once every call of the reply has its result */
+int cfs_check_result(conv *c, int k);
+int cfs_commit_result(chatfs *fs, conv *c, int k, const char *text, size_t len);
+
 /* ---- names.c: what names and inodes point at ---- */
 
 typedef struct {
@@ -224,8 +259,8 @@ typedef struct {
     uint64_t ino;
     uint32_t mode;
 } cfs_root_entry;
-#define CFS_N_ROOT_FILES 3
-#define CFS_N_CONV_FILES 11
+#define CFS_N_ROOT_FILES 4
+#define CFS_N_CONV_FILES 12
 extern const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES]; /* a conversation's files, in inode order */
 extern const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES];
 
@@ -338,6 +373,19 @@ void cfs_conv_unref(conv *c);
  * its stream until it ends, the rest in the turn. */
 const char *cfs_turn_text(const conv *c, int i, size_t *len);
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
+/* a turn as the database holds it, appended to c (loading); 0 or -1 */
+int cfs_turn_load(conv *c, const convs_turn *t);
+/* "user", "assistant" or "tool" */
+const char *cfs_turn_role(const turn *t);
+/* The calls of the last assistant turn that made calls, when some of them have no result
+ * yet in the turns after it: their count in *n_calls, those without a result in
+ * *missing, the turn's index returned; -1 when no call waits. */
+int cfs_calls_waiting(const conv *c, int *n_calls, int *missing);
+/* Appends a tool turn answering each call of assistant turn k that has no result yet,
+ * with text `why` (a new message went on without them). 0 or -ENOMEM. */
+int cfs_answer_missing_calls(conv *c, int k, const char *why);
+/* what the model sees for a call whose result never came (a new message went on) */
+#define CFS_NO_RESULT "error: no result was given for this call"
 /* turn i's reasoning, as cfs_turn_text ("" for a user turn) */
 const char *cfs_turn_reasoning(const conv *c, int i, size_t *len);
 /* replaces turn i's reasoning (an assistant turn); 0 or -ENOMEM */
@@ -408,6 +456,7 @@ enum { COMMIT_EDIT = 0, COMMIT_NEW_TURN = 1, COMMIT_COPY = 2 };
 int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len);
 /* the checks fs_write makes at each write (final 0), so errors come back at write(2) */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final);
+int cfs_set_tools(chatfs *fs, conv *c, const char *text, size_t len, int final);
 int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final);
 /* A message being written: rendered (the template may refuse it: -EINVAL) and, near the
  * context, counted (-EFBIG); the reason in c's error file. */

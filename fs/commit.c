@@ -29,7 +29,14 @@ static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
     }
     len = cfs_strip_newline(text, len);
     if (blank(text, len)) return 0; /* nothing to say: nothing sent */
-    int rc = cfs_turn_push(c, 1, text, len, 1, cfs_now_ns());
+    int n_calls, missing, waiting = cfs_calls_waiting(c, &n_calls, &missing), rc;
+    if (waiting >= 0) { /* the user goes on without some results: the model is told they never came */
+        int from = c->n_turns;
+        if ((rc = cfs_answer_missing_calls(c, waiting, CFS_NO_RESULT)) ||
+            (rc = cfs_save_turns(fs, c, from, 0, "the answers to the calls without a result")))
+            return rc;
+    }
+    rc = cfs_turn_push(c, 1, text, len, 1, cfs_now_ns());
     if (rc) return rc;
     c->mtime = cfs_now_ns();
     fs->n_sent++;
@@ -40,8 +47,8 @@ static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
 /* a user message to answer once a last reply is dropped */
 static int can_regenerate(const conv *c) {
     int n = c->n_turns;
-    if (n && !c->turns[n - 1].user) n--;
-    return n > 0 && c->turns[n - 1].user;
+    if (n && !c->turns[n - 1].user && !c->turns[n - 1].tool) n--;
+    return n > 0 && (c->turns[n - 1].user || c->turns[n - 1].tool);
 }
 
 static int regenerate(chatfs *fs, conv *c) {
@@ -50,7 +57,8 @@ static int regenerate(chatfs *fs, conv *c) {
         cfs_set_error(c, "nothing to regenerate: the conversation has no user message");
         return -EINVAL;
     }
-    if (!c->turns[c->n_turns - 1].user) cfs_turns_truncate(c, c->n_turns - 1);
+    const turn *last = &c->turns[c->n_turns - 1];
+    if (!last->user && !last->tool) cfs_turns_truncate(c, c->n_turns - 1);
     c->mtime = cfs_now_ns();
     fs->n_regenerated++;
     cfs_log(fs, 2, "%s: regenerate", c->name);
@@ -145,7 +153,7 @@ static int rewrite_thinking(chatfs *fs, conv *c, int k, const char *text, size_t
 
 void cfs_import_free(import *im) {
     free(im->system);
-    for (int i = 0; i < im->n; i++) free(im->turns[i].text), free(im->turns[i].reasoning);
+    for (int i = 0; i < im->n; i++) cfs_turn_free(&im->turns[i]);
     free(im->turns);
     memset(im, 0, sizeof *im);
 }
@@ -163,6 +171,61 @@ static void append_merged(char **dst, size_t *dlen, const char *s) {
 /* messages.json -> system prompt and turns, normalised the way templates need them:
  * developer -> system, system messages first and merged, consecutive roles merged.
  * 1: done; 0: not complete JSON yet; -1: invalid (reason in err). */
+/* A message's tool keys as the conversation keeps them: an assistant's tool_calls (each
+ * {"id", "type": "function", "function": {"name", "arguments"}}, the arguments a JSON
+ * object's text as OpenAI sends them, an object being turned into its text) in *calls,
+ * compact; a tool message's tool_call_id (required) in *call_id. 0, or -1 with err. */
+static int import_tool_keys(const cJSON *m, const char *role, int i, char **calls, char **call_id, char *err,
+                            size_t errlen) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+    if (id && (strcmp(role, "tool") || !cJSON_IsString(id) || !id->valuestring[0])) {
+        snprintf(err, errlen, "messages.json: message %d: tool_call_id must be a string, on a tool message", i);
+        return -1;
+    }
+    if (!strcmp(role, "tool") && !id) {
+        snprintf(err, errlen, "messages.json: message %d: a tool message needs the tool_call_id it answers", i);
+        return -1;
+    }
+    if (id && !(*call_id = strdup(id->valuestring))) return -1;
+    if (!tc || cJSON_IsNull(tc) || (cJSON_IsArray(tc) && !cJSON_GetArraySize(tc))) return 0;
+    if (strcmp(role, "assistant") || !cJSON_IsArray(tc)) {
+        snprintf(err, errlen, "messages.json: message %d: tool_calls must be an array, on an assistant message", i);
+        return -1;
+    }
+    cJSON *out = cJSON_CreateArray();
+    int k = 0;
+    const cJSON *call;
+    cJSON_ArrayForEach(call, tc) {
+        k++;
+        const cJSON *cid = cJSON_GetObjectItemCaseSensitive(call, "id");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        if (!cJSON_IsString(cid) || !cid->valuestring[0] || !cJSON_IsString(name) ||
+            !(cJSON_IsObject(args) || cJSON_IsObject(parsed))) {
+            snprintf(err, errlen, "messages.json: message %d: tool call %d needs an id, function.name and "
+                     "function.arguments (a JSON object, or its text)", i, k);
+            cJSON_Delete(parsed), cJSON_Delete(out);
+            return -1;
+        }
+        char *args_text = cJSON_PrintUnformatted(parsed ? parsed : args);
+        cJSON_Delete(parsed);
+        cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", cid->valuestring);
+        cJSON_AddStringToObject(o, "type", "function");
+        cJSON_AddStringToObject(f, "name", name->valuestring);
+        cJSON_AddStringToObject(f, "arguments", args_text ? args_text : "{}");
+        cJSON_AddItemToObject(o, "function", f);
+        cJSON_AddItemToArray(out, o);
+        cJSON_free(args_text);
+    }
+    *calls = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    return *calls ? 0 : -1;
+}
+
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
     size_t bom = cfs_skip_bom(text, len);
@@ -206,14 +269,16 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
          * refused, naming it, until the files can hold it */
         const char *unknown = NULL;
         for (cJSON *k = m->child; k && !unknown; k = k->next)
-            if (strcmp(k->string, "role") && strcmp(k->string, "content") && strcmp(k->string, "reasoning_content"))
+            if (strcmp(k->string, "role") && strcmp(k->string, "content") && strcmp(k->string, "reasoning_content") &&
+                strcmp(k->string, "tool_calls") && strcmp(k->string, "tool_call_id"))
                 unknown = k->string;
         for (cJSON *p = cJSON_IsArray(content) ? content->child : NULL; p && !unknown; p = p->next)
             for (cJSON *k = cJSON_IsObject(p) ? p->child : NULL; k && !unknown; k = k->next)
                 if (strcmp(k->string, "type") && strcmp(k->string, "text")) unknown = k->string;
         if (unknown) {
             snprintf(err, errlen, "messages.json: message %d has \"%.40s\", which a conversation cannot keep (it "
-                     "holds role, content and reasoning_content): the import would drop it", i + 1, unknown);
+                     "holds role, content, reasoning_content, tool_calls and tool_call_id): the import would drop it",
+                     i + 1, unknown);
             rc = -1;
             break;
         }
@@ -221,6 +286,8 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
         char *body = NULL;
         size_t blen = 0;
         if (cJSON_IsString(content)) body = strdup(content->valuestring), blen = strlen(body);
+        else if ((!content || cJSON_IsNull(content)) && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "tool_calls")))
+            body = strdup(""); /* an assistant message that only calls: OpenAI's content null */
         else if (cJSON_IsArray(content)) {
             body = strdup("");
             for (cJSON *p = content->child; p; p = p->next) {
@@ -265,13 +332,24 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             }
         }
         const char *r = role->valuestring;
-        if (!strcmp(r, "system") || !strcmp(r, "developer")) {
+        char *calls = NULL, *call_id = NULL; /* OpenAI's tool_calls (on an assistant message), tool_call_id (tool) */
+        if (import_tool_keys(m, r, i + 1, &calls, &call_id, err, errlen)) {
+            free(reasoning), free(body);
+            rc = -1;
+            break;
+        }
+        if (!strcmp(r, "tool")) {
+            im->turns[im->n] = (turn){0, strdup(body), blen, 1, cfs_now_ns(), strdup(""), 0, 1, NULL, call_id};
+            lens[im->n++] = blen;
+            call_id = NULL;
+        } else if (!strcmp(r, "system") || !strcmp(r, "developer")) {
             append_merged(&im->system, &sys_len, body);
             im->has_system = 1;
         }
         else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
             int user = r[0] == 'u';
-            if (im->n && im->turns[im->n - 1].user == user) {
+            if (im->n && im->turns[im->n - 1].user == user && !im->turns[im->n - 1].tool && !im->turns[im->n - 1].calls &&
+                !calls) {
                 turn *t = &im->turns[im->n - 1];
                 append_merged(&t->text, &lens[im->n - 1], body);
                 t->len = lens[im->n - 1];
@@ -282,14 +360,17 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
                     im->turns[im->n].reasoning = reasoning ? reasoning : strdup("");
                     im->turns[im->n].reasoning_len = reasoning ? rlen : 0;
                     reasoning = NULL;
+                    im->turns[im->n].calls = calls;
+                    calls = NULL;
                 }
                 lens[im->n++] = blen;
             }
         } else {
-            snprintf(err, errlen, "messages.json: message %d has role '%.40s' (system, developer, user or assistant)",
-                     i + 1, r);
+            snprintf(err, errlen,
+                     "messages.json: message %d has role '%.40s' (system, developer, user, assistant or tool)", i + 1, r);
             rc = -1;
         }
+        free(calls), free(call_id);
         free(reasoning);
         free(body);
     }
@@ -306,7 +387,10 @@ int cfs_import_conflict(conv *c, const import *im) {
         /* reasoning the import leaves out changes nothing; reasoning that differs is a change */
         int same_reasoning = a->user || !a->reasoning_len || !b->reasoning_len ||
                              (a->reasoning_len == b->reasoning_len && !memcmp(a->reasoning, b->reasoning, a->reasoning_len));
-        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len) && same_reasoning) continue;
+        int same_calls = a->tool == b->tool && !a->calls == !b->calls && (!a->calls || !strcmp(a->calls, b->calls)) &&
+                         !a->call_id == !b->call_id && (!a->call_id || !strcmp(a->call_id, b->call_id));
+        if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len) && same_reasoning && same_calls)
+            continue;
         char name[64];
         if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len)) cfs_thinking_name(i, name, sizeof name);
         else cfs_turn_name(c, i, name, sizeof name);
@@ -342,8 +426,12 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
     for (int i = from; i < im.n; i++) {
         if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
+        turn *t = &c->turns[c->n_turns - 1];
         if (!im.turns[i].user && im.turns[i].reasoning_len)
-            cfs_set_reasoning(&c->turns[c->n_turns - 1], im.turns[i].reasoning, im.turns[i].reasoning_len);
+            cfs_set_reasoning(t, im.turns[i].reasoning, im.turns[i].reasoning_len);
+        t->tool = im.turns[i].tool;
+        t->calls = im.turns[i].calls, im.turns[i].calls = NULL;
+        t->call_id = im.turns[i].call_id, im.turns[i].call_id = NULL;
     }
     if (with_system) {
         free(c->system);
@@ -386,6 +474,41 @@ static int set_system(chatfs *fs, conv *c, const char *text, size_t len) {
     return 0;
 }
 
+/* Settings parsed for c (NULL: the root's) take effect once the database has them. */
+static int take_settings(chatfs *fs, conv *c, conv_settings *stp, const char *what) {
+    conv_settings st = *stp;
+    char err[400];
+    int rc;
+    conv_settings *dst = c ? &c->st : &fs->defaults;
+    if (settings_equal(dst, &st)) {
+        settings_free(&st);
+        return 0;
+    }
+    char *json = settings_render(&st);
+    if (!json) {
+        settings_free(&st);
+        return -ENOMEM;
+    }
+    /* stored first: settings the database refused do not take effect */
+    rc = !fs->st ? 0 : c ? convs_set_settings(fs->st, c->id, json, err, sizeof err)
+                         : convs_set_global(fs->st, "settings", json, err, sizeof err);
+    if (rc) {
+        settings_free(&st);
+        free(json);
+        if (c) return cfs_store_failed(c, rc, what, err);
+        cfs_log(fs, 1, "(root): %s %s was not stored (%s)", rc == -ENOSPC ? "the disk is full:" : "the database failed:",
+                what, err);
+        return rc;
+    }
+    settings_free(dst);
+    *dst = st;
+    cfs_log(fs, 2, "%s: %s %s", c ? c->name : "(root)", what, json);
+    if (c) c->mtime_settings = cfs_now_ns();
+    else fs->mtime_settings = cfs_now_ns();
+    free(json);
+    return 0;
+}
+
 /* conversation (c) or root (c NULL) settings */
 int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     conv_settings st;
@@ -412,34 +535,42 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
         return 0; /* a check at write time */
     }
     conv_settings *dst = c ? &c->st : &fs->defaults;
-    if (settings_equal(dst, &st)) {
-        settings_free(&st);
+    cJSON *written = cJSON_ParseWithLength(text, len);
+    if (!cJSON_HasObjectItem(written, "tools")) { /* tools.json's: a settings.json without them keeps them */
+        free(st.tools);
+        st.tools = dst->tools ? strdup(dst->tools) : NULL;
+    }
+    cJSON_Delete(written);
+    return take_settings(fs, c, &st, "settings.json");
+}
+
+/* tools.json: the tools setting alone, the others as they are. final=0 checks. */
+int cfs_set_tools(chatfs *fs, conv *c, const char *text, size_t len, int final) {
+    size_t bom = cfs_skip_bom(text, len);
+    text += bom, len -= bom;
+    conv_settings *dst = c ? &c->st : &fs->defaults;
+    char err[400], *json = malloc(len + 16);
+    if (!json) return -ENOMEM;
+    if (blank(text, len)) snprintf(json, len + 16, "{\"tools\": null}");
+    else snprintf(json, len + 16, "{\"tools\": %.*s\n}", (int)len, text);
+    conv_settings st;
+    int rc = settings_parse(json, strlen(json), dst, &st, err, sizeof err);
+    free(json);
+    if (rc == 0 && (final || (len && text[len - 1] == '\n'))) { /* as settings.json: echo writes it whole */
+        snprintf(err, sizeof err, "incomplete JSON (a ']' or '}' missing?)");
+        rc = -1;
+    }
+    if (rc < 0) {
+        if (c) cfs_set_error(c, "tools.json: %s", err);
+        return -EINVAL;
+    }
+    if (rc == 0 || !final) {
+        if (rc > 0) settings_free(&st);
         return 0;
     }
-    char *json = settings_render(&st);
-    if (!json) {
-        settings_free(&st);
-        return -ENOMEM;
-    }
-    /* stored first: settings the database refused do not take effect */
-    rc = !fs->st ? 0 : c ? convs_set_settings(fs->st, c->id, json, err, sizeof err)
-                         : convs_set_global(fs->st, "settings", json, err, sizeof err);
-    if (rc) {
-        settings_free(&st);
-        free(json);
-        if (c) return cfs_store_failed(c, rc, "settings.json", err);
-        cfs_log(fs, 1, "(root): %s settings.json was not stored (%s)",
-                rc == -ENOSPC ? "the disk is full:" : "the database failed:", err);
-        return rc;
-    }
-    settings_free(dst);
-    *dst = st;
-    cfs_log(fs, 2, "%s: settings.json %s", c ? c->name : "(root)", json);
-    if (c) c->mtime_settings = cfs_now_ns();
-    else fs->mtime_settings = cfs_now_ns();
-    free(json);
-    return 0;
+    return take_settings(fs, c, &st, "tools.json");
 }
+
 
 /* ctl: whitespace-separated verbs. final=0 checks (a last word may still be growing). */
 int cfs_run_ctl(chatfs *fs, conv *c, const char *text, size_t len, int final) {
@@ -481,15 +612,18 @@ static int ask_backend(chatfs *fs, conv *c, const char *system, const char *user
                        char *err, size_t errlen) {
     int n;
     chat_msg *m = cfs_build_msgs(c, c->n_turns, &n);
-    char **copies = calloc(2 * n + 2, sizeof *copies);
+    char **copies = calloc(4 * n + 2, sizeof *copies);
     if (!m || !copies) {
         free(m), free(copies);
         return -ENOMEM;
     }
-    int has_system = c->system[0] != 0, oom = 0, n0 = n; /* copies: n0 contents, n0 reasonings, a system */
+    /* copies: n0 contents, n0 reasonings, a system, n0 calls, n0 call ids */
+    int has_system = c->system[0] != 0, oom = 0, n0 = n;
     for (int i = 0; i < n; i++) {
         if (!(m[i].content = copies[i] = strdup(m[i].content))) oom = 1;
         if (m[i].reasoning_content && !(m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content))) oom = 1;
+        if (m[i].tool_calls && !(m[i].tool_calls = copies[2 * n + 2 + i] = strdup(m[i].tool_calls))) oom = 1;
+        if (m[i].tool_call_id && !(m[i].tool_call_id = copies[3 * n + 2 + i] = strdup(m[i].tool_call_id))) oom = 1;
     }
     if (system && has_system) { /* the first message is the system prompt: replaced */
         free(copies[0]);
@@ -504,7 +638,7 @@ static int ask_backend(chatfs *fs, conv *c, const char *system, const char *user
     char *u = user ? strdup(user) : NULL;
     if (user) m[n++] = (chat_msg){"user", u, NULL};
     if (oom || (user && !u)) {
-        for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+        for (int i = 0; i < 4 * n0 + 2; i++) free(copies[i]);
         free(copies), free(m), free(u);
         return -ENOMEM;
     }
@@ -516,7 +650,7 @@ static int ask_backend(chatfs *fs, conv *c, const char *system, const char *user
     int renders = render && fs->be->check_render ? fs->be->check_render(fs->be, m, n, &gs, err, errlen) : 0;
     *tokens = count && renders == 0 ? fs->be->count_tokens(fs->be, m, n, &gs) : 0;
     pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < 2 * n0 + 2; i++) free(copies[i]);
+    for (int i = 0; i < 4 * n0 + 2; i++) free(copies[i]);
     free(copies), free(m), free(u);
     settings_free(&st);
     return renders < 0 ? -1 : 0;
@@ -584,7 +718,7 @@ int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len) {
 
 int cfs_is_derived(int kind) {
     return kind == K_README || kind == K_STATS || kind == K_REPLY || kind == K_TRANSCRIPT || kind == K_STATUS ||
-           kind == K_ERROR || kind == K_THINKING;
+           kind == K_ERROR || kind == K_THINKING || kind == K_CALL_NAME || kind == K_CALL_ARGS;
 }
 
 /* what a finished write does to a file node, the text checked and normalised */
@@ -596,15 +730,23 @@ static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t l
     case K_SYSTEM: rc = set_system(fs, c, data, len); break;
     case K_SETTINGS: rc = cfs_set_settings(fs, c, data, len, 1); break;
     case K_GSETTINGS: return cfs_set_settings(fs, NULL, data, len, 1);
+    case K_TOOLS: rc = cfs_set_tools(fs, c, data, len, 1); break;
+    case K_GTOOLS: return cfs_set_tools(fs, NULL, data, len, 1);
     case K_MESSAGES: rc = do_import(fs, c, data, len); break;
     case K_CTL: rc = cfs_run_ctl(fs, c, data, len, 1); break;
     case K_TURN: rc = rewrite_turn(fs, c, nd->turn, data, len, how); break;
     case K_THINK: rc = rewrite_thinking(fs, c, nd->turn, data, len, how); break;
+    case K_CALL_RESULT:
+        while (len && (data[len - 1] == '\n' || data[len - 1] == '\r')) len--; /* echo's newline is not the result's */
+        rc = cfs_commit_result(fs, c, nd->turn, data, len);
+        break;
     default: return cfs_is_derived(nd->kind) ? -EACCES : -EISDIR;
     }
     /* a good write says the last failure is over (a message or a turn edit clears it when its
      * reply starts, ctl before its verbs run) */
-    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN && nd->kind != K_CTL) cfs_clear_error(c);
+    if (rc == 0 && c && nd->kind != K_MESSAGE && nd->kind != K_TURN && nd->kind != K_CTL && nd->kind != K_TOOLS &&
+        nd->kind != K_CALL_RESULT)
+        cfs_clear_error(c); /* (tools.json: a copy tool writes it last, after the views it could not write) */
     return rc;
 }
 
@@ -621,6 +763,8 @@ int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len
     } else if (nd->kind == K_THINK) {
         snprintf(what, sizeof what, "turns/");
         cfs_thinking_name(nd->turn, what + 6, sizeof what - 6);
+    } else if (nd->kind == K_CALL_RESULT) {
+        snprintf(what, sizeof what, "calls/%d/result", nd->turn + 1);
     } else snprintf(what, sizeof what, "%s", cfs_kind_name(nd->kind));
     int rc = cfs_check_text(c, what, data, len); /* UTF-8 without NUL */
     if (rc || (nd->kind != K_MESSAGE && nd->kind != K_SYSTEM && nd->kind != K_TURN && nd->kind != K_THINK))

@@ -6,6 +6,8 @@
  * conversations and what names point at stay in chatfs.c. Callers hold fs->mu. */
 #include "fs/chatfs_impl.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,7 +144,65 @@ void cfs_conv_unref(conv *c) {
 void cfs_turn_free(turn *t) {
     free(t->text);
     free(t->reasoning);
-    t->text = t->reasoning = NULL;
+    free(t->calls);
+    free(t->call_id);
+    t->text = t->reasoning = t->calls = t->call_id = NULL;
+}
+
+const char *cfs_turn_role(const turn *t) { return t->user ? "user" : t->tool ? "tool" : "assistant"; }
+
+int cfs_turn_load(conv *c, const convs_turn *t) {
+    if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
+    turn *u = &c->turns[c->n_turns - 1];
+    if (!t->user && t->reasoning && t->reasoning_len && cfs_set_reasoning(u, t->reasoning, t->reasoning_len))
+        return -1;
+    u->tool = t->tool;
+    if (t->tool_calls && !(u->calls = strdup(t->tool_calls))) return -1;
+    if (t->tool_call_id && !(u->call_id = strdup(t->tool_call_id))) return -1;
+    return 0;
+}
+
+/* does a tool turn after turn k answer call id? */
+static int answered(const conv *c, int k, const char *id) {
+    for (int i = k + 1; i < c->n_turns && c->turns[i].tool; i++)
+        if (c->turns[i].call_id && !strcmp(c->turns[i].call_id, id)) return 1;
+    return 0;
+}
+
+int cfs_calls_waiting(const conv *c, int *n_calls, int *missing) {
+    int k = c->n_turns - 1;
+    while (k >= 0 && c->turns[k].tool) k--;
+    if (k < 0 || c->turns[k].user || !c->turns[k].calls) return -1;
+    cJSON *calls = cJSON_Parse(c->turns[k].calls);
+    *n_calls = *missing = 0;
+    const cJSON *call;
+    cJSON_ArrayForEach(call, calls) {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "id"));
+        (*n_calls)++;
+        *missing += !id || !answered(c, k, id);
+    }
+    cJSON_Delete(calls);
+    return *missing ? k : -1;
+}
+
+int cfs_answer_missing_calls(conv *c, int k, const char *why) {
+    cJSON *calls = cJSON_Parse(c->turns[k].calls);
+    const cJSON *call;
+    int rc = 0;
+    cJSON_ArrayForEach(call, calls) {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "id"));
+        if (!id || answered(c, k, id)) continue;
+        char *copy = strdup(id);
+        if (!copy || (rc = cfs_turn_push(c, 0, why, strlen(why), 1, cfs_now_ns()))) {
+            free(copy);
+            rc = -ENOMEM;
+            break;
+        }
+        c->turns[c->n_turns - 1].tool = 1;
+        c->turns[c->n_turns - 1].call_id = copy;
+    }
+    cJSON_Delete(calls);
+    return rc;
 }
 
 const char *cfs_turn_text(const conv *c, int i, size_t *len) {
@@ -187,7 +247,7 @@ int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete,
         free(t);
         return -ENOMEM;
     }
-    c->turns[c->n_turns++] = (turn){user, t, len, complete, mtime, r, 0};
+    c->turns[c->n_turns++] = (turn){user, t, len, complete, mtime, r, 0, 0, NULL, NULL};
     return 0;
 }
 
@@ -271,11 +331,7 @@ static int reload_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     (void)id;
     conv *c = ud;
     if (idx != c->n_turns + 1) return 0; /* a gap cannot happen; skip rather than fail */
-    if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
-    if (!t->user && t->reasoning && t->reasoning_len &&
-        cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len))
-        return -1;
-    return 0;
+    return cfs_turn_load(c, t);
 }
 
 void cfs_reload(chatfs *fs, conv *c) {
@@ -317,7 +373,7 @@ int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *w
         const turn *u = &c->turns[from + i];
         size_t len;
         const char *text = cfs_turn_text(c, from + i, &len);
-        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime, NULL, 0};
+        t[i] = (convs_turn){u->user, text, len, u->complete, u->mtime, NULL, 0, u->tool, u->calls, u->call_id};
         if (!u->user) t[i].reasoning = cfs_turn_reasoning(c, from + i, &t[i].reasoning_len);
     }
     char err[256];

@@ -182,10 +182,15 @@ void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from) {
     }
     *u = (undo){fs->undo, tid, c->id, -1, from, u->turns, 0, c->state, c->finish, c->rep, cfs_mono_ns() + UNDO_NS};
     for (int i = from; i < c->n_turns; i++) {
-        turn t = c->turns[i];
-        if (!(t.text = cfs_memdup0(t.text, t.len))) break;
-        if (t.reasoning && !(t.reasoning = cfs_memdup0(t.reasoning, t.reasoning_len))) {
-            free(t.text);
+        const turn *from_turn = &c->turns[i];
+        turn t = *from_turn;
+        t.text = cfs_memdup0(from_turn->text, from_turn->len);
+        t.reasoning = from_turn->reasoning ? cfs_memdup0(from_turn->reasoning, from_turn->reasoning_len) : NULL;
+        t.calls = from_turn->calls ? strdup(from_turn->calls) : NULL;
+        t.call_id = from_turn->call_id ? strdup(from_turn->call_id) : NULL;
+        if (!t.text || (from_turn->reasoning && !t.reasoning) || (from_turn->calls && !t.calls) ||
+            (from_turn->call_id && !t.call_id)) {
+            cfs_turn_free(&t);
             break;
         }
         u->turns[u->n++] = t;
@@ -200,7 +205,11 @@ int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user) {
     for (int i = 0; i < u->n; i++) {
         turn *t = &u->turns[i];
         if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime)) break;
-        if (t->reasoning_len) cfs_set_reasoning(&c->turns[c->n_turns - 1], t->reasoning, t->reasoning_len);
+        turn *back = &c->turns[c->n_turns - 1];
+        if (t->reasoning_len) cfs_set_reasoning(back, t->reasoning, t->reasoning_len);
+        back->tool = t->tool; /* the copies move back with their turns */
+        back->calls = t->calls, t->calls = NULL;
+        back->call_id = t->call_id, t->call_id = NULL;
     }
     c->state = u->state; /* as if nothing had happened */
     c->finish = u->finish;

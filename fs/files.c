@@ -20,7 +20,8 @@
 
 static int buffered(int kind) {
     return kind == K_MESSAGE || kind == K_SYSTEM || kind == K_SETTINGS || kind == K_GSETTINGS || kind == K_MESSAGES ||
-           kind == K_CTL || kind == K_TURN || kind == K_THINK;
+           kind == K_CTL || kind == K_TURN || kind == K_THINK || kind == K_CALL_RESULT || kind == K_TOOLS ||
+           kind == K_GTOOLS;
 }
 
 static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard, fs_handle **out) {
@@ -37,6 +38,10 @@ static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard
             (nd->kind == K_MESSAGE || nd->kind == K_TURN || nd->kind == K_MESSAGES || nd->kind == K_THINK)) {
             cfs_set_error(nd->c, "a reply is being generated: wait for it or write 'stop' to ctl");
             return -EBUSY;
+        }
+        if (nd->kind == K_CALL_RESULT) { /* refused at the open: only a waiting call takes one */
+            int rc = cfs_check_result(nd->c, nd->turn);
+            if (rc) return rc;
         }
     }
     fs_handle *h = calloc(1, sizeof *h);
@@ -337,6 +342,9 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
     case K_SYSTEM: v = cfs_check_system(fs, h->c, h->buf, h->len); break;
     case K_SETTINGS: v = cfs_set_settings(fs, h->c, h->buf, h->len, 0); break;
     case K_GSETTINGS: v = cfs_set_settings(fs, NULL, h->buf, h->len, 0); break;
+    case K_TOOLS: v = cfs_set_tools(fs, h->c, h->buf, h->len, 0); break;
+    case K_GTOOLS: v = cfs_set_tools(fs, NULL, h->buf, h->len, 0); break;
+    case K_CALL_RESULT: v = cfs_check_result(h->c, h->turn); break;
     case K_CTL: v = cfs_run_ctl(fs, h->c, h->buf, h->len, 0); break;
     case K_MESSAGES: {
         import im;
@@ -385,7 +393,8 @@ void fs_release(chatfs *fs, fs_handle *h) {
     pthread_mutex_lock(&fs->mu);
     /* no flush came (or `: > system` truncated without writing): commit now */
     if (h->wr && !h->discard && (h->dirty || (h->truncated && !h->written && !h->committed)) &&
-        (h->dirty || h->kind == K_SYSTEM || h->kind == K_SETTINGS || h->kind == K_GSETTINGS)) {
+        (h->dirty || h->kind == K_SYSTEM || h->kind == K_SETTINGS || h->kind == K_GSETTINGS || h->kind == K_TOOLS ||
+         h->kind == K_GTOOLS)) {
         node nd;
         if (cfs_resolve(fs, h->ino, &nd) == 0) cfs_commit(fs, &nd, h->how, h->buf ? h->buf : "", h->len);
     }
@@ -425,7 +434,8 @@ int fs_setattr(chatfs *fs, uint32_t tid, uint64_t ino, fs_handle *h, const fs_se
                 h->truncated = 1;
             }
         } else if (h && h->discard) {
-        } else if (nd.kind == K_SYSTEM || nd.kind == K_SETTINGS || nd.kind == K_GSETTINGS) {
+        } else if (nd.kind == K_SYSTEM || nd.kind == K_SETTINGS || nd.kind == K_GSETTINGS || nd.kind == K_TOOLS ||
+                   nd.kind == K_GTOOLS) {
             /* truncate(1) without an open file: `truncate -s 0 system` clears it */
             sbuf b = {0};
             cfs_render(fs, &nd, &b);

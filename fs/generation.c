@@ -8,6 +8,7 @@
  * the operations start and stop replies through cfs_start_gen and cfs_stop_gen. */
 #include "fs/chatfs_impl.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ static void gen_unref(gen *g) {
     cfs_stream_unref(g->s);
     cfs_stream_unref(g->ts);
     cfs_conv_unref(g->c);
+    cJSON_Delete(g->calls);
     free(g);
 }
 
@@ -150,13 +152,16 @@ static convs_turn *copy_pending(conv *c, int *n) {
         size_t len, rlen = 0;
         const char *text = cfs_turn_text(c, from + i, &len), *r = u->user ? NULL : cfs_turn_reasoning(c, from + i, &rlen);
         t[i] = (convs_turn){u->user, cfs_memdup0(text, len), len, u->complete, u->mtime, r ? cfs_memdup0(r, rlen) : NULL,
-                            rlen};
+                            rlen, u->tool, u->calls ? strdup(u->calls) : NULL, u->call_id ? strdup(u->call_id) : NULL};
     }
     return t;
 }
 
 static void free_copies(convs_turn *t, int n) {
-    for (int i = 0; t && i < n; i++) free((char *)t[i].text), free((char *)t[i].reasoning);
+    for (int i = 0; t && i < n; i++) {
+        free((char *)t[i].text), free((char *)t[i].reasoning);
+        free((char *)t[i].tool_calls), free((char *)t[i].tool_call_id);
+    }
     free(t);
 }
 
@@ -181,7 +186,9 @@ static void save_pending_now(chatfs *fs, int64_t conv_id) {
     int n, pending = c->pending;
     convs_turn *t = copy_pending(c, &n);
     int ok = t != NULL;
-    for (int i = 0; ok && i < n; i++) ok = t[i].text && (t[i].user || t[i].reasoning);
+    for (int i = 0; ok && i < n; i++)
+        ok = t[i].text && (t[i].user || t[i].reasoning) && !c->turns[c->pending - 1 + i].calls == !t[i].tool_calls &&
+             !c->turns[c->pending - 1 + i].call_id == !t[i].tool_call_id;
     if (!ok) {
         free_copies(t, n);
         cfs_save_pending(fs, c); /* no memory now: later */
@@ -260,7 +267,7 @@ static void *saver(void *arg) {
         }
         int64_t q_conv = q->conv;
         conv *c = cfs_find_conv_id(fs, q_conv);
-        char *text = NULL, *reasoning = NULL;
+        char *text = NULL, *reasoning = NULL, *calls = NULL;
         size_t len = 0, rlen = 0;
         int complete = 0, idx = q->idx;
         if (c && idx < c->n_turns) {
@@ -268,6 +275,7 @@ static void *saver(void *arg) {
             text = cfs_memdup0(t, len);
             t = cfs_turn_reasoning(c, idx, &rlen);
             reasoning = cfs_memdup0(t, rlen);
+            calls = c->turns[idx].calls ? strdup(c->turns[idx].calls) : NULL;
             complete = c->turns[idx].complete;
         } else if (c && c->unsaved == idx + 1) c->unsaved = 0; /* the turn is gone: nothing waits */
         fs->saving = 1;
@@ -275,10 +283,12 @@ static void *saver(void *arg) {
         free(q);
         char err[256];
         int wrote = text && reasoning;
-        int rc = wrote ?
-                 convs_update_reply(fs->st, q_conv, idx + 1, text, len, reasoning, rlen, complete, err, sizeof err) : 0;
+        int rc = wrote ? convs_update_reply(fs->st, q_conv, idx + 1, text, len, reasoning, rlen, calls, complete, err,
+                                            sizeof err)
+                       : 0;
         free(text);
         free(reasoning);
+        free(calls);
         pthread_mutex_lock(&fs->mu);
         if (rc) {
             cfs_log(fs, 2, "saving a reply: %s", err);
@@ -332,6 +342,9 @@ static void settle_turn(gen *g, int stopped) {
     u->mtime = cfs_now_ns();
     size_t rlen = g->ts->len - (g->ts->done && g->ts->len ? 1 : 0);
     cfs_set_reasoning(u, g->ts->buf ? g->ts->buf : "", rlen);
+    char *calls = g->calls && g->calls->child ? cJSON_PrintUnformatted(g->calls) : NULL;
+    free(u->calls);
+    u->calls = calls;
 }
 
 /* The reasoning is over for its readers (the answer began, or the reply ended);
@@ -389,6 +402,30 @@ static void on_reasoning(void *ud, const char *raw, size_t raw_len) {
     }
     pthread_mutex_unlock(&fs->mu);
     free(text);
+    cfs_notify(fs);
+}
+
+/* A call the reply made: kept for the turn (its id names it under calls/: call_T_K, the
+ * K-th call of turn T), and what is wrong with it said in `error`. */
+static void on_tool_call(void *ud, const struct tc_call *call) {
+    gen *g = ud;
+    chatfs *fs = g->fs;
+    pthread_mutex_lock(&fs->mu);
+    if (!g->detached) {
+        char id[48];
+        snprintf(id, sizeof id, "call_%d_%d", g->turn + 1, call->index + 1);
+        if (!g->calls) g->calls = cJSON_CreateArray();
+        cJSON *c = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        cJSON_AddStringToObject(fn, "name", call->name);
+        cJSON_AddStringToObject(fn, "arguments", call->arguments);
+        cJSON_AddItemToObject(c, "function", fn);
+        cJSON_AddItemToArray(g->calls, c);
+        if (call->problem) cfs_set_error(g->c, "%s: %s", id, call->problem);
+        turn_grew(fs, g);
+    }
+    pthread_mutex_unlock(&fs->mu);
     cfs_notify(fs);
 }
 
@@ -506,14 +543,14 @@ chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n) {
     if (c->system[0]) m[k++] = (chat_msg){"system", c->system, NULL};
     for (int i = 0; i < n_turns; i++) { /* a past answer's reasoning: the template decides what the prompt shows */
         const turn *t = &c->turns[i];
-        m[k++] = (chat_msg){t->user ? "user" : "assistant", t->text,
-                            !t->user && t->reasoning && t->reasoning[0] ? t->reasoning : NULL};
+        m[k++] = (chat_msg){cfs_turn_role(t), t->text, !t->user && t->reasoning && t->reasoning[0] ? t->reasoning : NULL,
+                            t->calls, t->call_id};
     }
     *n = k;
     return m;
 }
 
-/* Starts a reply to c's history, whose last turn is the user's. Called with fs->mu
+/* Starts a reply to c's history, whose last turn is the user's (or a tool's result). Called with fs->mu
  * held; releases it around the engine call. drop_user: the user turn was added for this
  * request and goes away again if the engine refuses it. 0 or -errno. */
 int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
@@ -522,7 +559,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     gen *g = calloc(1, sizeof *g);
     stream *s = cfs_stream_new();
     stream *ts = cfs_stream_new();
-    char **copies = calloc(2 * n + 1, sizeof *copies);
+    char **copies = calloc(4 * n + 1, sizeof *copies); /* content, reasoning, calls, call id */
     if (!m || !g || !s || !ts || !copies || cfs_turn_push(c, 0, "", 0, 0, cfs_now_ns())) {
         free(m), free(g), free(copies), cfs_stream_unref(s), cfs_stream_unref(ts);
         return -ENOMEM;
@@ -543,6 +580,8 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     for (int i = 0; i < n; i++) {
         m[i].content = copies[i] = strdup(m[i].content);
         if (m[i].reasoning_content) m[i].reasoning_content = copies[n + i] = strdup(m[i].reasoning_content);
+        if (m[i].tool_calls) m[i].tool_calls = copies[2 * n + i] = strdup(m[i].tool_calls);
+        if (m[i].tool_call_id) m[i].tool_call_id = copies[3 * n + i] = strdup(m[i].tool_call_id);
     }
     conv_settings st;
     settings_copy(&st, &c->st);
@@ -575,7 +614,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     fs->n_running++;
 
     gen_callbacks cb = {.on_text = on_text, .on_progress = on_progress, .on_done = on_done, .ud = g,
-                        .on_reasoning = on_reasoning};
+                        .on_reasoning = on_reasoning, .on_tool_call = on_tool_call};
     char err[512] = "";
     pthread_mutex_unlock(&fs->mu);
     /* the engine renders and tokenizes the conversation here, once, and refuses one that
@@ -583,7 +622,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     uint64_t id = fs->be->submit(fs->be, m, n, &gs, &cb, err, sizeof err);
     int why = errno;
     pthread_mutex_lock(&fs->mu);
-    for (int i = 0; i < 2 * n; i++) free(copies[i]);
+    for (int i = 0; i < 4 * n; i++) free(copies[i]);
     free(copies);
     free(m);
     settings_free(&st);

@@ -29,13 +29,14 @@ const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES] = {
     {"transcript.md", K_TRANSCRIPT, 5, S_IFREG | 0444}, {"messages.json", K_MESSAGES, 6, S_IFREG | 0644},
     {"status", K_STATUS, 7, S_IFREG | 0444},          {"error", K_ERROR, 8, S_IFREG | 0444},
     {"ctl", K_CTL, 9, S_IFREG | 0644},                {"thinking", K_THINKING, 10, S_IFREG | 0444},
-    {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
+    {"tools.json", K_TOOLS, 11, S_IFREG | 0644},      {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
 };
 
 const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES] = {
     {"README", K_README, 2, S_IFREG | 0444},
     {"settings.json", K_GSETTINGS, 3, S_IFREG | 0644},
     {"stats.json", K_STATS, 4, S_IFREG | 0444},
+    {"tools.json", K_GTOOLS, 5, S_IFREG | 0644},
 };
 
 /* ---- conversations: the list, and who sees a fresh one ---- */
@@ -132,17 +133,24 @@ int cfs_resolve(chatfs *fs, uint64_t ino, node *nd) {
         nd->kind = K_THINK;
         return nd->turn < c->n_turns && !c->turns[nd->turn].user ? 0 : -ENOENT;
     }
+    if (sub >= SUB_CALL0) { /* a call's directory and its files, while the call exists */
+        static const int kinds[4] = {K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT};
+        nd->turn = (sub - SUB_CALL0) / 4;
+        nd->kind = kinds[(sub - SUB_CALL0) % 4];
+        return nd->turn < cfs_call_count(c) ? 0 : -ENOENT;
+    }
     if (sub >= SUB_TURN0) {
         nd->turn = sub - SUB_TURN0;
         nd->kind = K_TURN;
         return nd->turn < c->n_turns ? 0 : -ENOENT;
     }
+    if (sub == SUB_CALLS) return nd->kind = K_CALLS, 0;
     for (int i = 0; i < CFS_N_CONV_FILES; i++)
         if (cfs_conv_files[i].sub == sub) return nd->kind = cfs_conv_files[i].kind, 0;
     return -ENOENT;
 }
 
-int cfs_is_dir_kind(int k) { return k == K_ROOT || k == K_CONV || k == K_TURNS; }
+int cfs_is_dir_kind(int k) { return k == K_ROOT || k == K_CONV || k == K_TURNS || k == K_CALLS || k == K_CALL; }
 
 uint64_t cfs_node_ino(const node *nd) {
     switch (nd->kind) {
@@ -151,6 +159,11 @@ uint64_t cfs_node_ino(const node *nd) {
     case K_CONV: return cfs_conv_ino(nd->c, 0);
     case K_TURN: return cfs_conv_ino(nd->c, SUB_TURN0 + nd->turn);
     case K_THINK: return cfs_conv_ino(nd->c, SUB_THINK0 + nd->turn);
+    case K_CALLS: return cfs_conv_ino(nd->c, SUB_CALLS);
+    case K_CALL: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn);
+    case K_CALL_NAME: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn + 1);
+    case K_CALL_ARGS: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn + 2);
+    case K_CALL_RESULT: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn + 3);
     default:
         for (size_t i = 0; i < sizeof cfs_root_files / sizeof *cfs_root_files; i++)
             if (cfs_root_files[i].kind == nd->kind) return cfs_root_files[i].ino;
@@ -172,7 +185,9 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_MESSAGE:
     case K_CTL: return c->mtime_message;
     case K_SYSTEM: return c->mtime_system;
-    case K_SETTINGS: return c->mtime_settings;
+    case K_SETTINGS:
+    case K_TOOLS: return c->mtime_settings;
+    case K_GTOOLS: return fs->mtime_settings;
     case K_TURN:
     case K_THINK: return c->turns[nd->turn].mtime;
     case K_SCRATCH: return nd->sc->mtime;
@@ -206,7 +221,12 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
     switch (nd->kind) {
     case K_ROOT: a->mode = S_IFDIR | 0755, a->nlink = 2 + fs->n_convs; return 0;
     case K_CONV: a->mode = S_IFDIR | 0755, a->nlink = 3; return 0;
-    case K_TURNS: a->mode = S_IFDIR | 0755, a->nlink = 2; return 0;
+    case K_TURNS:
+    case K_CALLS:
+    case K_CALL: a->mode = S_IFDIR | 0755, a->nlink = 2; return 0;
+    case K_CALL_NAME:
+    case K_CALL_ARGS: a->mode = S_IFREG | 0444; break;
+    case K_CALL_RESULT: a->mode = S_IFREG | 0644; break;
     case K_SCRATCH:
         a->mode = nd->sc->symlink ? (S_IFLNK | 0777) : (S_IFREG | (nd->sc->mode & 07777));
         a->size = nd->sc->len;
@@ -227,7 +247,8 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
     sbuf b = {0};
     int rc = cfs_render(fs, nd, &b);
     a->size = b.len;
-    if (!rc && nd->c && nd->kind != K_TURN && nd->kind != K_THINK) a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
+    if (!rc && nd->c && nd->kind < K_SCRATCH && nd->kind != K_TURN && nd->kind != K_THINK)
+        a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
     free(b.p);
     return rc;
 }
@@ -247,7 +268,17 @@ int cfs_parse_turn_name(const char *name, int *user) {
 }
 
 void cfs_turn_name(const conv *c, int i, char *buf, size_t n) {
-    snprintf(buf, n, "%03d-%s.md", i + 1, c->turns[i].user ? "user" : "assistant");
+    snprintf(buf, n, "%03d-%s.md", i + 1, cfs_turn_role(&c->turns[i]));
+}
+
+/* "004-tool.md" -> 3; -1 for other names (a tool turn is made by a result, calls.c) */
+static int parse_tool_name(const char *name) {
+    int idx = 0, i = 0;
+    while (name[i] >= '0' && name[i] <= '9' && i < 9) idx = idx * 10 + (name[i++] - '0');
+    if (i < 3 || idx < 1 || strcmp(name + i, "-tool.md")) return -1;
+    char canon[32];
+    snprintf(canon, sizeof canon, "%03d-tool.md", idx);
+    return strcmp(canon, name) ? -1 : idx - 1;
 }
 
 int cfs_parse_thinking_name(const char *name) {
@@ -281,6 +312,7 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
         conv *c = cfs_find_conv_name(fs, name);
         if (c) return out->kind = K_CONV, out->c = c, 0;
     } else if (dir->kind == K_CONV) {
+        if (!strcmp(name, "calls")) return out->kind = K_CALLS, out->c = dir->c, 0;
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             if (!strcmp(name, cfs_conv_files[i].name)) {
                 int kind = cfs_conv_files[i].kind;
@@ -292,7 +324,9 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
             }
     } else if (dir->kind == K_TURNS) {
         int user, idx = cfs_parse_turn_name(name, &user);
-        if (idx >= 0 && idx < dir->c->n_turns && dir->c->turns[idx].user == user) {
+        if (idx < 0 && (idx = parse_tool_name(name)) >= 0) user = -1; /* only a tool turn has that name */
+        if (idx >= 0 && idx < dir->c->n_turns &&
+            (user < 0 ? dir->c->turns[idx].tool : dir->c->turns[idx].user == user && !dir->c->turns[idx].tool)) {
             if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_TURN, out->c = dir->c, out->turn = idx, 0;
         }
@@ -301,6 +335,18 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
             if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_THINK, out->c = dir->c, out->turn = idx, 0;
         }
+    } else if (dir->kind == K_CALLS) {
+        int k = cfs_call_find(dir->c, name);
+        if (k >= 0) return out->kind = K_CALL, out->c = dir->c, out->turn = k, 0;
+        return -ENOENT;
+    } else if (dir->kind == K_CALL) {
+        static const struct {
+            const char *name;
+            int kind;
+        } files[] = {{"name", K_CALL_NAME}, {"arguments.json", K_CALL_ARGS}, {"result", K_CALL_RESULT}};
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+            if (!strcmp(name, files[i].name)) return out->kind = files[i].kind, out->c = dir->c, out->turn = dir->turn, 0;
+        return -ENOENT;
     } else return -ENOTDIR;
     scratch *s = cfs_find_scratch(fs, dino, name);
     if (!s) return -ENOENT;

@@ -116,5 +116,7 @@ int cfs_has_scratch(chatfs *fs, uint64_t dir) {
     return 0;
 }
 
-int cfs_can_hold_scratch(const node *dir) { return dir->kind == K_ROOT || dir->kind == K_CONV || dir->kind == K_TURNS; }
+int cfs_can_hold_scratch(const node *dir) {
+    return dir->kind == K_ROOT || dir->kind == K_CONV || dir->kind == K_TURNS || dir->kind == K_CALL;
+}
 

@@ -12,6 +12,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/template/template.h"
+#include "engine/toolcall/toolcall.h"
 
 void settings_builtin(conv_settings *s) {
     memset(s, 0, sizeof *s);
@@ -24,6 +25,7 @@ void settings_builtin(conv_settings *s) {
     s->speculative = -1;
     s->thinking = -1;
     s->thinking_budget = -1;
+    s->parallel_tool_calls = 1;
 }
 
 void settings_recommend(conv_settings *s, const gen_settings *r) {
@@ -42,6 +44,8 @@ void settings_free(conv_settings *s) {
     free(s->grammar);
     free(s->response_format);
     free(s->format_gbnf);
+    free(s->tools);
+    free(s->tool_choice);
     memset(s, 0, sizeof *s);
 }
 
@@ -53,6 +57,8 @@ void settings_copy(conv_settings *dst, const conv_settings *src) {
     t.grammar = src->grammar ? strdup(src->grammar) : NULL;
     t.response_format = src->response_format ? strdup(src->response_format) : NULL;
     t.format_gbnf = src->format_gbnf ? strdup(src->format_gbnf) : NULL;
+    t.tools = src->tools ? strdup(src->tools) : NULL;
+    t.tool_choice = src->tool_choice ? strdup(src->tool_choice) : NULL;
     *dst = t;
 }
 
@@ -290,11 +296,38 @@ int settings_parse(const char *text, size_t len, const conv_settings *defaults, 
             if (cJSON_IsNull(v)) continue;
             if (response_format_grammar(v, &s.format_gbnf, err, errlen) != 0) rc = -1;
             else s.response_format = cJSON_PrintUnformatted(v);
+        } else if (!strcmp(k, "tools")) {
+            free(s.tools);
+            s.tools = NULL;
+            if (cJSON_IsNull(v)) continue;
+            char *text = cJSON_PrintUnformatted(v);
+            struct tc_tools *t = text ? tc_tools_parse(text, strlen(text), err, errlen) : NULL;
+            if (!t) rc = -1, free(text);
+            else if (!tc_tools_count(t)) free(text); /* [] offers nothing: none */
+            else s.tools = text;
+            tc_tools_free(t);
+        } else if (!strcmp(k, "tool_choice")) {
+            free(s.tool_choice);
+            s.tool_choice = NULL;
+            /* OpenAI's {"type": "function", "function": {"name": N}} is the name N */
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(v, "function");
+            const char *name = cJSON_IsString(v) ? v->valuestring
+                               : cJSON_IsObject(fn) ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fn, "name"))
+                                                    : NULL;
+            if (cJSON_IsNull(v) || (name && !strcmp(name, "auto"))) continue;
+            if (!name || !*name) {
+                snprintf(err, errlen, "tool_choice must be \"auto\", \"none\", \"required\", a function's name or "
+                                      "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+                rc = -1;
+            } else
+                s.tool_choice = strdup(name);
+        } else if (!strcmp(k, "parallel_tool_calls")) {
+            rc = boolean(v, k, &s.parallel_tool_calls, err, errlen) ? -1 : 1;
         } else {
             snprintf(err, errlen,
                      "unknown setting '%.60s' (known: temperature, top_p, top_k, min_p, seed, max_tokens, stop, "
                      "checkpoint_interval, checkpoints, ignore_eos, speculative, thinking, thinking_budget, template, "
-                     "chat_template, grammar, response_format)",
+                     "chat_template, grammar, response_format, tools, tool_choice, parallel_tool_calls)",
                      k);
             rc = -1;
         }
@@ -350,6 +383,11 @@ char *settings_render(const conv_settings *s) {
     cJSON *format = s->response_format ? cJSON_Parse(s->response_format) : NULL;
     if (format) cJSON_AddItemToObject(o, "response_format", format);
     else cJSON_AddNullToObject(o, "response_format");
+    cJSON *tools = s->tools ? cJSON_Parse(s->tools) : NULL;
+    if (tools) cJSON_AddItemToObject(o, "tools", tools);
+    else cJSON_AddNullToObject(o, "tools");
+    cJSON_AddStringToObject(o, "tool_choice", s->tool_choice ? s->tool_choice : "auto");
+    cJSON_AddBoolToObject(o, "parallel_tool_calls", s->parallel_tool_calls);
     /* one key per line, two-space indent: what people expect to edit */
     size_t cap = 256, len = 0;
     char *out = malloc(cap);
@@ -399,4 +437,7 @@ void settings_to_gen(const conv_settings *s, gen_settings *g) {
     g->thinking_budget = s->thinking_budget;
     g->grammar = s->grammar ? s->grammar : s->format_gbnf;
     g->response_format = s->format_gbnf ? s->response_format : NULL; /* {"type": "text"} asks for nothing */
+    g->tools = s->tools;
+    g->tool_choice = s->tool_choice;
+    g->parallel_tool_calls = s->parallel_tool_calls;
 }

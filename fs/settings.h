@@ -36,6 +36,10 @@ typedef struct {
     char *response_format;   /* OpenAI's response_format object as given (compact JSON); NULL: none */
     char *format_gbnf;       /* response_format's grammar (its JSON schema converted), derived when it is
                                 parsed and not rendered; NULL: none or {"type": "text"} */
+    char *tools;             /* the functions offered: OpenAI's tools array (compact JSON, checked by
+                                tc_tools_parse); NULL: none. The tools.json files show it */
+    char *tool_choice;       /* "auto" (NULL), "none", "required" or a function's name */
+    int parallel_tool_calls; /* 1 (default): a reply may make several calls; 0: at most one */
 } conv_settings;
 
 void settings_builtin(conv_settings *s);

@@ -18,7 +18,7 @@
 
 #include "fs/settings.h"
 
-static void sb_add(sbuf *b, const char *s, size_t n) {
+void cfs_sb_add(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -36,20 +36,20 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     b->p[b->len] = 0;
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+void cfs_sb_str(sbuf *b, const char *s) { cfs_sb_add(b, s, strlen(s)); }
 
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
+void cfs_sb_fmt(sbuf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    sb_add(b, tmp, n < (int)sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    cfs_sb_add(b, tmp, n < (int)sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
 static void add_turn_text(sbuf *b, const char *t, size_t n) {
-    sb_add(b, t, n);
-    if (n) sb_add(b, "\n", 1);
+    cfs_sb_add(b, t, n);
+    if (n) cfs_sb_add(b, "\n", 1);
 }
 
 /* the reasoning set apart from the answer: a Markdown quote under a "thinking" line; a
@@ -57,36 +57,76 @@ static void add_turn_text(sbuf *b, const char *t, size_t n) {
 static void add_reasoning_quote(sbuf *b, const char *t, size_t n, int growing) {
     if (!growing)
         while (n && (t[n - 1] == '\n' || t[n - 1] == ' ')) n--; /* servers end it with a line break */
-    sb_str(b, "> *thinking*\n>\n> ");
+    cfs_sb_str(b, "> *thinking*\n>\n> ");
     for (size_t i = 0; i < n; i++) {
-        sb_add(b, t + i, 1);
-        if (t[i] == '\n') sb_str(b, i + 1 < n && t[i + 1] == '\n' ? ">" : "> ");
+        cfs_sb_add(b, t + i, 1);
+        if (t[i] == '\n') cfs_sb_str(b, i + 1 < n && t[i + 1] == '\n' ? ">" : "> ");
     }
-    if (!growing) sb_str(b, "\n\n");
+    if (!growing) cfs_sb_str(b, "\n\n");
+}
+
+/* JSON as people write it and jq prints it: two spaces a level, one member a line */
+void cfs_sb_json(sbuf *b, const cJSON *v, int depth) {
+    const int container = cJSON_IsArray(v) || cJSON_IsObject(v);
+    if (!container || !v->child) {
+        char *t = container ? NULL : cJSON_PrintUnformatted(v);
+        cfs_sb_str(b, container ? (cJSON_IsArray(v) ? "[]" : "{}") : t ? t : "null");
+        cJSON_free(t);
+        return;
+    }
+    cfs_sb_str(b, cJSON_IsArray(v) ? "[\n" : "{\n");
+    for (const cJSON *e = v->child; e; e = e->next) {
+        cfs_sb_fmt(b, "%*s", 2 * (depth + 1), "");
+        if (cJSON_IsObject(v)) {
+            cJSON *key = cJSON_CreateStringReference(e->string);
+            char *k = key ? cJSON_PrintUnformatted(key) : NULL;
+            cfs_sb_str(b, k ? k : "\"\"");
+            cfs_sb_str(b, ": ");
+            cJSON_free(k);
+            cJSON_Delete(key);
+        }
+        cfs_sb_json(b, e, depth + 1);
+        cfs_sb_str(b, e->next ? ",\n" : "\n");
+    }
+    cfs_sb_fmt(b, "%*s%s", 2 * depth, "", cJSON_IsArray(v) ? "]" : "}");
 }
 
 static void render_transcript(const conv *c, sbuf *b) {
     if (c->system[0]) {
-        sb_str(b, "## system\n\n");
+        cfs_sb_str(b, "## system\n\n");
         add_turn_text(b, c->system, strlen(c->system));
-        sb_str(b, "\n");
+        cfs_sb_str(b, "\n");
     }
     for (int i = 0; i < c->n_turns; i++) {
         const turn *t = &c->turns[i];
         int running = c->gen && c->gen->turn == i;
         size_t len;
         const char *text = cfs_turn_text(c, i, &len);
-        sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
+        if (t->tool) cfs_sb_fmt(b, "## tool (%s)\n\n", t->call_id ? t->call_id : "?");
+        else cfs_sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
         size_t rlen;
         const char *reasoning = cfs_turn_reasoning(c, i, &rlen);
         if (rlen) add_reasoning_quote(b, reasoning, rlen, running && !len);
         if (running) {
-            sb_add(b, text, len); /* grows at the end while it generates */
+            cfs_sb_add(b, text, len); /* grows at the end while it generates */
             continue;
         }
         add_turn_text(b, text, len);
-        if (!t->complete) sb_str(b, "\n*(incomplete: the daemon stopped while it generated)*\n");
-        sb_str(b, "\n");
+        if (t->calls) { /* one line a call: its id, the function, the arguments as the model gave them */
+            cJSON *calls = cJSON_Parse(t->calls);
+            const cJSON *call;
+            cJSON_ArrayForEach(call, calls) {
+                const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+                const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "id"));
+                const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fn, "name"));
+                const char *args = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+                cfs_sb_fmt(b, "> call %s: %s %s\n", id ? id : "?",
+                           name ? name : "?", args ? args : "{}");
+            }
+            cJSON_Delete(calls);
+        }
+        if (!t->complete) cfs_sb_str(b, "\n*(incomplete: the daemon stopped while it generated)*\n");
+        cfs_sb_str(b, "\n");
     }
 }
 
@@ -102,34 +142,44 @@ static void add_json_string(sbuf *b, const char *text, size_t len) {
         b->oom = 1;
         return;
     }
-    sb_str(b, t);
+    cfs_sb_str(b, t);
     cJSON_free(t);
 }
 
 /* reasoning (rlen > 0) goes in "reasoning_content", the OpenAI-compatible field llama.cpp
  * and vLLM use */
 static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, const char *reasoning,
-                             size_t rlen, int *first) {
-    sb_fmt(b, "%s{\"role\": \"%s\", \"content\": ", *first ? "\n  " : ",\n  ", role);
+                             size_t rlen, const turn *t, int *first) {
+    cfs_sb_fmt(b, "%s{\"role\": \"%s\", ", *first ? "\n  " : ",\n  ", role);
+    if (t && t->tool) { /* OpenAI's tool message: the call it answers first */
+        cfs_sb_str(b, "\"tool_call_id\": ");
+        add_json_string(b, t->call_id ? t->call_id : "", t->call_id ? strlen(t->call_id) : 0);
+        cfs_sb_str(b, ", ");
+    }
+    cfs_sb_str(b, "\"content\": ");
     add_json_string(b, content, len);
     if (rlen) {
-        sb_str(b, ", \"reasoning_content\": ");
+        cfs_sb_str(b, ", \"reasoning_content\": ");
         add_json_string(b, reasoning, rlen);
     }
-    sb_str(b, "}");
+    if (t && t->calls) { /* stored in OpenAI's shape: id, type, function.name, function.arguments as a string */
+        cfs_sb_str(b, ", \"tool_calls\": ");
+        cfs_sb_str(b, t->calls);
+    }
+    cfs_sb_str(b, "}");
     *first = 0;
 }
 
 static void render_messages(const conv *c, sbuf *b) {
     int first = 1;
-    sb_str(b, "[");
-    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), NULL, 0, &first);
+    cfs_sb_str(b, "[");
+    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), NULL, 0, NULL, &first);
     for (int i = 0; i < c->n_turns; i++) {
         size_t len, rlen;
         const char *text = cfs_turn_text(c, i, &len), *reasoning = cfs_turn_reasoning(c, i, &rlen);
-        add_message_json(b, c->turns[i].user ? "user" : "assistant", text, len, reasoning, rlen, &first);
+        add_message_json(b, cfs_turn_role(&c->turns[i]), text, len, reasoning, rlen, &c->turns[i], &first);
     }
-    sb_str(b, first ? "]\n" : "\n]\n");
+    cfs_sb_str(b, first ? "]\n" : "\n]\n");
 }
 
 static const char *finish_note(int finish, int grammar_incomplete) {
@@ -144,7 +194,7 @@ static const char *finish_note(int finish, int grammar_incomplete) {
 
 /* with speculative decoding: how many tokens the MTP head drafted and the model accepted */
 static void speculation_note(const gen_report *r, sbuf *b) {
-    if (r->drafted_tokens > 0) sb_fmt(b, " drafted %d accepted %d", r->drafted_tokens, r->accepted_tokens);
+    if (r->drafted_tokens > 0) cfs_sb_fmt(b, " drafted %d accepted %d", r->drafted_tokens, r->accepted_tokens);
 }
 
 /* Every line about a reply ends with " turn N", N its turn's number (turns/00N-assistant.md),
@@ -152,24 +202,29 @@ static void speculation_note(const gen_report *r, sbuf *b) {
  * not sent has no reply to name. */
 static void render_status(const conv *c, sbuf *b) {
     const gen_report *r = &c->rep;
-    int about_reply = 1;
+    int about_reply = 1, n_calls = 0, missing = 0;
+    const int waiting = c->state != ST_BUSY && !c->refused ? cfs_calls_waiting(c, &n_calls, &missing) : -1;
+    if (waiting >= 0) { /* the reply ended in calls: the program's turn (calls/ID/result) */
+        cfs_sb_fmt(b, "tool_calls %d: waiting for results turn %d\n", n_calls, waiting + 1);
+        return;
+    }
     if (c->refused && c->state != ST_BUSY) {
-        sb_fmt(b, "error: the message was not sent: %s", c->refused);
+        cfs_sb_fmt(b, "error: the message was not sent: %s", c->refused);
         about_reply = 0;
     } else if (c->unsaved && c->state != ST_BUSY) /* shown, but not stored: not "done" */
-        sb_fmt(b, "error: %s", c->error ? c->error : "the last reply is not stored yet");
-    else if (c->state == ST_FAILED) sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
-    else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) sb_str(b, "queued");
+        cfs_sb_fmt(b, "error: %s", c->error ? c->error : "the last reply is not stored yet");
+    else if (c->state == ST_FAILED) cfs_sb_fmt(b, "error: %s", c->fail ? c->fail : "failed");
+    else if (c->state == ST_BUSY && r->phase == GEN_QUEUED) cfs_sb_str(b, "queued");
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL && r->prompt_tokens < 0)
-        sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
+        cfs_sb_str(b, "prefill on the server"); /* a remote engine that does not say how far it is */
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
-        sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
+        cfs_sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
     else if (c->state == ST_BUSY && r->phase == GEN_THINKING) {
-        sb_fmt(b, "thinking %d tokens %.1f tok/s", r->reasoning_tokens, r->decode_tokens_per_s);
+        cfs_sb_fmt(b, "thinking %d tokens %.1f tok/s", r->reasoning_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
     } else if (c->state == ST_BUSY) {
-        sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
+        cfs_sb_fmt(b, "generating %d tokens %.1f tok/s", r->generated_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
     } else if (c->state == ST_DONE) {
         char thought[64] = ""; /* both counts: all the tokens, and of them the reasoning's */
@@ -182,23 +237,23 @@ static void render_status(const conv *c, sbuf *b) {
             snprintf(thought, sizeof thought, rlen ? " (%d thinking)" : " (%d thinking: only the markers)",
                      r->reasoning_tokens);
         if (r->prompt_tokens < 0) /* a server that sent no usage */
-            sb_fmt(b, "done %d tokens%s %.1f tok/s%s", r->generated_tokens, thought, r->decode_tokens_per_s,
+            cfs_sb_fmt(b, "done %d tokens%s %.1f tok/s%s", r->generated_tokens, thought, r->decode_tokens_per_s,
                    finish_note(c->finish, r->grammar_incomplete));
         else
-            sb_fmt(b, "done %d tokens%s %.1f tok/s reused %d/%d%s", r->generated_tokens, thought,
+            cfs_sb_fmt(b, "done %d tokens%s %.1f tok/s reused %d/%d%s", r->generated_tokens, thought,
                    r->decode_tokens_per_s, r->reused_tokens, r->prompt_tokens, finish_note(c->finish, r->grammar_incomplete));
         speculation_note(r, b);
     }
     else if (c->n_turns && !c->turns[c->n_turns - 1].complete)
-        sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");
+        cfs_sb_str(b, "error: the last reply is incomplete (the daemon stopped while it generated)");
     else if (c->n_turns && c->turns[c->n_turns - 1].complete == TURN_STOPPED) /* before this mount */
-        sb_str(b, "stopped: the reply was stopped and kept as far as it got");
+        cfs_sb_str(b, "stopped: the reply was stopped and kept as far as it got");
     else {
-        sb_str(b, "idle");
+        cfs_sb_str(b, "idle");
         about_reply = 0;
     }
-    if (about_reply && c->rep_turn > 0) sb_fmt(b, " turn %d", c->rep_turn);
-    sb_str(b, "\n");
+    if (about_reply && c->rep_turn > 0) cfs_sb_fmt(b, " turn %d", c->rep_turn);
+    cfs_sb_str(b, "\n");
 }
 
 static const char readme_text[] =
@@ -236,9 +291,9 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     conv *c = nd->c;
     switch (nd->kind) {
     case K_README:
-        sb_str(b, readme_text);
-        sb_fmt(b, "\nThis mount: %s.\n", fs->model);
-        sb_str(b, fs->can_think > 0    ? "The model can think: its reasoning goes to NAME/thinking, its answer to NAME/reply.\n"
+        cfs_sb_str(b, readme_text);
+        cfs_sb_fmt(b, "\nThis mount: %s.\n", fs->model);
+        cfs_sb_str(b, fs->can_think > 0    ? "The model can think: its reasoning goes to NAME/thinking, its answer to NAME/reply.\n"
                   : fs->can_think == 0 ? "The model has no thinking mode: NAME/thinking stays empty and the thinking "
                                          "settings change nothing.\n"
                                        : "Whether the model thinks is the server's template's to decide: reasoning the "
@@ -246,45 +301,58 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
         break;
     case K_GSETTINGS: {
         char *t = settings_render(&fs->defaults);
-        if (t) sb_str(b, t);
+        if (t) cfs_sb_str(b, t);
         free(t);
         break;
     }
     case K_MESSAGE:
     case K_CTL: break;
-    case K_REPLY: sb_add(b, c->reply ? c->reply->buf : "", c->reply ? c->reply->len : 0); break;
-    case K_THINKING: sb_add(b, c->thinking ? c->thinking->buf : "", c->thinking ? c->thinking->len : 0); break;
+    case K_REPLY: cfs_sb_add(b, c->reply ? c->reply->buf : "", c->reply ? c->reply->len : 0); break;
+    case K_THINKING: cfs_sb_add(b, c->thinking ? c->thinking->buf : "", c->thinking ? c->thinking->len : 0); break;
     case K_SYSTEM: add_turn_text(b, c->system, strlen(c->system)); break;
     case K_SETTINGS: {
         char *t = settings_render(&c->st);
-        if (t) sb_str(b, t);
+        if (t) cfs_sb_str(b, t);
         free(t);
         break;
     }
+    case K_TOOLS:
+    case K_GTOOLS: { /* pretty, as it is edited; [] offers none */
+        const char *tools = (nd->kind == K_TOOLS ? c->st.tools : fs->defaults.tools);
+        cJSON *t = tools ? cJSON_Parse(tools) : NULL;
+        if (t) cfs_sb_json(b, t, 0);
+        else cfs_sb_str(b, "[]");
+        cfs_sb_str(b, "\n");
+        cJSON_Delete(t);
+        break;
+    }
     case K_TRANSCRIPT: render_transcript(c, b); break;
+    case K_CALL_NAME:
+    case K_CALL_ARGS:
+    case K_CALL_RESULT: cfs_render_call(c, nd, b); break;
     case K_MESSAGES: render_messages(c, b); break;
     case K_STATUS: render_status(c, b); break;
     case K_ERROR:
         if (c->error) {
-            sb_str(b, c->error);
-            sb_str(b, "\n");
+            cfs_sb_str(b, c->error);
+            cfs_sb_str(b, "\n");
         }
         break;
     case K_TURN: {
         size_t len;
         const char *text = cfs_turn_text(c, nd->turn, &len);
-        if (c->gen && c->gen->turn == nd->turn) sb_add(b, text, len);
+        if (c->gen && c->gen->turn == nd->turn) cfs_sb_add(b, text, len);
         else add_turn_text(b, text, len);
         break;
     }
     case K_THINK: {
         size_t len;
         const char *text = cfs_turn_reasoning(c, nd->turn, &len);
-        if (c->gen && c->gen->turn == nd->turn && !c->gen->ts->done) sb_add(b, text, len); /* still growing */
+        if (c->gen && c->gen->turn == nd->turn && !c->gen->ts->done) cfs_sb_add(b, text, len); /* still growing */
         else add_turn_text(b, text, len);
         break;
     }
-    case K_SCRATCH: sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;
+    case K_SCRATCH: cfs_sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;
     case K_STATS: break; /* rendered outside the lock: see cfs_stats_text */
     default: return -EISDIR;
     }

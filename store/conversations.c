@@ -56,6 +56,25 @@ static const char *const migrations[] = {
     /* an older `chatfs ask` (module ask, version 1) would make ask_turns again and keep
      * its turns apart: version 2 of that module, beyond what it knows, makes it refuse */
     "INSERT OR REPLACE INTO schema_versions(module, version) VALUES('ask', 2);",
+    /* 4: tool calls (issue 39): a turn may be a tool's result (role 'tool', the call it
+     * answers in tool_call_id), and an assistant turn may make calls (tool_calls: OpenAI's
+     * array as JSON text). The role's CHECK cannot be altered in place: the table is made
+     * again with its rows. */
+    "CREATE TABLE conversation_turn_v4("
+    "  conversation INTEGER NOT NULL REFERENCES conversation(id) ON DELETE CASCADE,"
+    "  idx INTEGER NOT NULL,"
+    "  role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),"
+    "  content TEXT NOT NULL,"
+    "  complete INTEGER NOT NULL DEFAULT 1,"
+    "  mtime_ns INTEGER NOT NULL DEFAULT 0,"
+    "  reasoning TEXT NOT NULL DEFAULT '',"
+    "  tool_calls TEXT NOT NULL DEFAULT '',"
+    "  tool_call_id TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (conversation, idx));"
+    "INSERT INTO conversation_turn_v4(conversation, idx, role, content, complete, mtime_ns, reasoning)"
+    " SELECT conversation, idx, role, content, complete, mtime_ns, reasoning FROM conversation_turn;"
+    "DROP TABLE conversation_turn;"
+    "ALTER TABLE conversation_turn_v4 RENAME TO conversation_turn;",
 };
 
 convs_store *convs_open(store_db *db, char *err, size_t errlen) {
@@ -128,7 +147,8 @@ static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, 
                            "SELECT id, name, system, settings, mtime_ns FROM conversation WHERE ?1=0 OR id=?1 ORDER BY id",
                            -1, &c, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db_sql(s->db),
-                           "SELECT conversation, idx, role, content, complete, mtime_ns, reasoning FROM conversation_turn "
+                           "SELECT conversation, idx, role, content, complete, mtime_ns, reasoning, tool_calls, "
+                           "tool_call_id FROM conversation_turn "
                            "WHERE ?1=0 OR conversation=?1 ORDER BY conversation, idx",
                            -1, &t, NULL) != SQLITE_OK)
         goto out;
@@ -140,10 +160,12 @@ static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, 
                             sqlite3_column_int64(c, 4)) != 0)
             goto out;
     while (sqlite3_step(t) == SQLITE_ROW) {
-        convs_turn tu = {!strcmp((const char *)sqlite3_column_text(t, 2), "user"),
-                         (const char *)sqlite3_column_text(t, 3), (size_t)sqlite3_column_bytes(t, 3),
-                         sqlite3_column_int(t, 4), sqlite3_column_int64(t, 5),
-                         (const char *)sqlite3_column_text(t, 6), (size_t)sqlite3_column_bytes(t, 6)};
+        const char *role = (const char *)sqlite3_column_text(t, 2), *calls = (const char *)sqlite3_column_text(t, 7),
+                   *call_id = (const char *)sqlite3_column_text(t, 8);
+        convs_turn tu = {!strcmp(role, "user"), (const char *)sqlite3_column_text(t, 3),
+                         (size_t)sqlite3_column_bytes(t, 3), sqlite3_column_int(t, 4), sqlite3_column_int64(t, 5),
+                         (const char *)sqlite3_column_text(t, 6), (size_t)sqlite3_column_bytes(t, 6),
+                         !strcmp(role, "tool"), calls && *calls ? calls : NULL, call_id && *call_id ? call_id : NULL};
         if (l->turn(l->ud, sqlite3_column_int64(t, 0), sqlite3_column_int(t, 1), &tu) != 0) goto out;
     }
     rc = 0;
@@ -228,11 +250,13 @@ int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=? AND idx>=?", "ii", id, (int64_t)from);
     for (int i = 0; ok && i < n; i++)
         ok = !run(s,
-                  "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns, reasoning) "
-                  "VALUES(?, ?, ?, ?, ?, ?, ?)",
-                  "iitbiib", id, (int64_t)(from + i), turns[i].user ? "user" : "assistant", turns[i].text,
-                  turns[i].len, (int64_t)turns[i].complete, turns[i].mtime_ns, turns[i].reasoning,
-                  turns[i].reasoning ? turns[i].reasoning_len : (size_t)0);
+                  "INSERT INTO conversation_turn(conversation, idx, role, content, complete, mtime_ns, reasoning, "
+                  "tool_calls, tool_call_id) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  "iitbiibtt", id, (int64_t)(from + i),
+                  turns[i].user ? "user" : turns[i].tool ? "tool" : "assistant", turns[i].text, turns[i].len,
+                  (int64_t)turns[i].complete, turns[i].mtime_ns, turns[i].reasoning,
+                  turns[i].reasoning ? turns[i].reasoning_len : (size_t)0, turns[i].tool_calls ? turns[i].tool_calls : "",
+                  turns[i].tool_call_id ? turns[i].tool_call_id : "");
     if (ok && system) ok = !run(s, "UPDATE conversation SET system=? WHERE id=?", "ti", system, id);
     return end(s, ok, err, errlen);
 }
@@ -247,14 +271,14 @@ int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, siz
 }
 
 int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, const char *reasoning,
-                       size_t reasoning_len, int complete, char *err, size_t errlen) {
+                       size_t reasoning_len, const char *tool_calls, int complete, char *err, size_t errlen) {
     int rc = begin(s, err, errlen);
     if (rc) return rc;
     int ok = !run(s,
-                  "UPDATE conversation_turn SET content=?, reasoning=?, complete=? WHERE conversation=? AND idx=? AND "
-                  "complete=0",
-                  "bbiii", text, len, reasoning, reasoning ? reasoning_len : (size_t)0, (int64_t)complete, id,
-                  (int64_t)idx);
+                  "UPDATE conversation_turn SET content=?, reasoning=?, tool_calls=?, complete=? WHERE conversation=? AND "
+                  "idx=? AND complete=0",
+                  "bbtiii", text, len, reasoning, reasoning ? reasoning_len : (size_t)0, tool_calls ? tool_calls : "",
+                  (int64_t)complete, id, (int64_t)idx);
     return end(s, ok, err, errlen);
 }
 

@@ -1,12 +1,14 @@
 /* conversations.h - the filesystem's conversations in the database (module
- * "conversations" of db.h, schema version 3; version 1 had no reasoning column, and
+ * "conversations" of db.h, schema version 4; version 1 had no reasoning column, and
  * opening such a database adds it, '' for every turn, in one transaction; version 3
  * moved the conversations `chatfs ask` kept apart, table ask_turns, into these tables:
- * one store for the mount and `ask`).
+ * one store for the mount and `ask`; version 4 added tool turns and calls).
  *
  * Tables: conversation (id, name, system prompt, settings JSON, mtime),
- * conversation_turn (conversation, index, role, content, complete, mtime, reasoning: an
- * assistant turn's reasoning, '' when none) and
+ * conversation_turn (conversation, index, role user/assistant/tool, content, complete,
+ * mtime, reasoning: an assistant turn's reasoning, '' when none; tool_calls: an assistant
+ * turn's calls as OpenAI's JSON array, '' when none; tool_call_id: the call a tool turn
+ * answers) and
  * conversation_global (the root settings.json). Every change is one transaction. An
  * assistant turn is inserted empty and incomplete when its message is sent and rewritten
  * while it generates, so a daemon killed mid-reply leaves the message and the reply so
@@ -22,13 +24,16 @@
 typedef struct convs_store convs_store;
 
 typedef struct {
-    int user;          /* 1 user, 0 assistant */
+    int user;          /* 1 user, 0 assistant or tool */
     const char *text;
     size_t len;
     int complete;
     int64_t mtime_ns;
     const char *reasoning; /* NULL: none (stored as '') */
     size_t reasoning_len;
+    int tool;                 /* 1: a tool's result (user 0) */
+    const char *tool_calls;   /* an assistant turn's calls (JSON array text); NULL: none */
+    const char *tool_call_id; /* a tool turn's call; NULL: none */
 } convs_turn;
 
 /* What convs_load reports, one conversation at a time. */
@@ -64,9 +69,10 @@ int convs_set_settings(convs_store *s, int64_t id, const char *settings, char *e
 int convs_replace_turns(convs_store *s, int64_t id, int from, const convs_turn *turns, int n, const char *system,
                         char *err, size_t errlen);
 /* Rewrites a reply's turn while it is still marked incomplete (as it grows, and once at
- * its end); a row that an edit or a removal has replaced since is left alone. */
+ * its end), with the calls it made (tool_calls: JSON array text, NULL: none); a row that
+ * an edit or a removal has replaced since is left alone. */
 int convs_update_reply(convs_store *s, int64_t id, int idx, const char *text, size_t len, const char *reasoning,
-                       size_t reasoning_len, int complete, char *err, size_t errlen);
+                       size_t reasoning_len, const char *tool_calls, int complete, char *err, size_t errlen);
 /* Rewrites one turn's content and completeness (an edited turn). */
 int convs_update_turn(convs_store *s, int64_t id, int idx, const char *text, size_t len, int complete, char *err,
                       size_t errlen);

@@ -131,7 +131,7 @@ def test_names_that_are_refused():
         os.mkdir(m.p("a"))
         rc, _, err = sh("mv a .a", cwd=m.mnt)
         check(rc != 0 and os.path.isdir(m.p("a")), "mv a .a: %d %r" % (rc, err))
-        check(sorted(os.listdir(m.mnt)) == ["README", "a", "settings.json", "stats.json"], os.listdir(m.mnt))
+        check(sorted(os.listdir(m.mnt)) == ["README", "a", "settings.json", "stats.json", "tools.json"], os.listdir(m.mnt))
 
 
 def test_daemon_log():

@@ -172,11 +172,11 @@ def wait_done(m, conv, timeout=30):
 
 def test_echo_cat():
     with Mount("echo") as m:
-        check(sorted(os.listdir(m.mnt)) == ["README", "settings.json", "stats.json"], "root listing")
+        check(sorted(os.listdir(m.mnt)) == ["README", "settings.json", "stats.json", "tools.json"], "root listing")
         os.mkdir(m.p("a"))
         names = sorted(os.listdir(m.p("a")))
         check(names == sorted(["message", "reply", "system", "settings.json", "transcript.md", "messages.json",
-                               "status", "error", "ctl", "thinking", "turns"]), "conversation listing %s" % names)
+                               "status", "error", "ctl", "thinking", "tools.json", "turns"]), "conversation listing %s" % names)
         rc, out, err = sh("echo 'hello world' > a/message && cat a/reply", cwd=m.mnt)
         check(rc == 0 and out == expected("hello world"), "echo/cat: %r %r" % (out, err))
         check(read(m.p("a", "status")).startswith("done 12 tokens"), "status: " + read(m.p("a", "status")))
@@ -741,8 +741,8 @@ def test_import_regenerate_rename_rm():
         check(turns(m, "a") == ["001-user.md", "002-assistant.md"], "consecutive roles merged %s" % turns(m, "a"))
         check(read(m.p("a", "turns", "001-user.md")) == "hi\n\nthere\n", "merged user text")
         check(read(m.p("a", "status")) == "idle\n", "an import does not generate")
-        rc, _, err = sh("echo '[{\"role\": \"tool\", \"content\": \"x\"}]' > a/messages.json", cwd=m.mnt)
-        check(rc != 0 and "role 'tool'" in read(m.p("a", "error")), "bad role refused: " + read(m.p("a", "error")))
+        rc, _, err = sh("echo '[{\"role\": \"function\", \"content\": \"x\"}]' > a/messages.json", cwd=m.mnt)
+        check(rc != 0 and "role 'function'" in read(m.p("a", "error")), "bad role refused: " + read(m.p("a", "error")))
         rc, _, err = sh("echo '[{\"role\": \"user\"}]' > a/messages.json", cwd=m.mnt)
         check(rc != 0 and "content" in read(m.p("a", "error")), "missing content refused")
         check(len(turns(m, "a")) == 2, "refused imports changed nothing")
@@ -759,7 +759,7 @@ def test_import_regenerate_rename_rm():
         check(out == expected("added") and len(turns(m, "a")) == 4, "regenerate after a user turn")
         # mv renames, rm -r deletes (also while it generates)
         os.rename(m.p("a"), m.p("b"))
-        check(sorted(os.listdir(m.mnt))[-1] == "stats.json" and os.path.isdir(m.p("b")), "mv")
+        check(sorted(os.listdir(m.mnt))[-2:] == ["stats.json", "tools.json"] and os.path.isdir(m.p("b")), "mv")
         send(m, "b", "long #tokens=100")
         rc, _, err = sh("rm -r b", cwd=m.mnt)
         check(rc == 0 and not os.path.exists(m.p("b")), "rm -r: " + err)
@@ -804,7 +804,7 @@ def test_persistence_kill9_unmount():
         check(read(m.p("a", "system")) == "sys\n" and json.loads(read(m.p("a", "settings.json")))["seed"] == 3,
               "system and settings survived")
         check(json.loads(read(m.p("settings.json")))["temperature"] == 0.25, "the root settings survived")
-        check(sorted(os.listdir(m.mnt)) == ["README", "a", "new", "settings.json", "stats.json"],
+        check(sorted(os.listdir(m.mnt)) == ["README", "a", "new", "settings.json", "stats.json", "tools.json"],
               "the same tree: %s" % sorted(os.listdir(m.mnt)))
         # a clean unmount stops generation and keeps what was produced
         send(m, "a", "stopped by unmount #tokens=200")

@@ -198,15 +198,18 @@ def test_system_prompt_too_long_fails_its_write():
 
 
 def test_import_refuses_what_it_would_drop():
-    """messages.json with tool_calls or another key a conversation cannot keep: the write
-    fails with EINVAL (echo exits non-zero), error names the key, nothing is imported"""
+    """messages.json with a key a conversation cannot keep (a name, a content part's
+    cache_control) or tool keys out of place: the write fails with EINVAL (echo exits
+    non-zero), error names the key, nothing is imported; tool_calls and tool messages in
+    OpenAI's shape are kept"""
     with E.Mount("import", fake="delay=2") as m:
         os.mkdir(m.p("a"))
-        calls = ('[{"role": "user", "content": "weather?"}, {"role": "assistant", "content": "", "tool_calls": '
+        calls = ('[{"role": "user", "content": "weather?"}, {"role": "user", "content": "", "tool_calls": '
                  '[{"id": "1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}]')
         rc, _, err = sh("echo '%s' > a/messages.json" % calls, cwd=m.mnt)
-        check(rc != 0 and "Invalid argument" in err, "tool_calls: %d %r" % (rc, err))
-        check('message 2 has "tool_calls"' in read(m.p("a", "error")), "error: %r" % read(m.p("a", "error")))
+        check(rc != 0 and "Invalid argument" in err, "tool_calls on a user message: %d %r" % (rc, err))
+        check("message 2: tool_calls must be an array, on an assistant message" in read(m.p("a", "error")),
+              "error: %r" % read(m.p("a", "error")))
         check(E.turns(m, "a") == [], "nothing imported: %s" % E.turns(m, "a"))
         rc, _, err = sh("""echo '[{"role": "user", "content": "hi", "name": "bob"}]' > a/messages.json""", cwd=m.mnt)
         check(rc != 0 and 'message 1 has "name"' in read(m.p("a", "error")), "name: %r" % read(m.p("a", "error")))

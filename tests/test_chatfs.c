@@ -924,7 +924,7 @@ static void test_old_schema(void) {
     d = db_open(path, err, sizeof err);
     REQUIRE(d, "db: %s", err);
     convs_store *s = convs_open(d, err, sizeof err);
-    CHECK(s && db_module_version(d, "conversations") == 3, "migrated to schema 3: %s", s ? "" : err);
+    CHECK(s && db_module_version(d, "conversations") == 4, "migrated to schema 4: %s", s ? "" : err);
     CHECK(s && convs_update_reasoning(s, 1, 2, "why", 3, err, sizeof err) == 0, "the new column: %s", err);
     convs_close(s);
     db_close(d);
@@ -987,9 +987,14 @@ static void test_refusals(void) {
     CHECK(text_is("r/system", ""), "the old prompt stays");
     CHECK(text_is_prefix("r/error", "the system prompt makes the conversation "), "its reason");
     /* an import with what it would drop */
-    CHECK(echo_to("r/messages.json", "[{\"role\": \"user\", \"content\": \"one\", \"tool_calls\": []}]\n") == -EINVAL,
-          "tool_calls refused");
-    CHECK(text_is_prefix("r/error", "messages.json: message 1 has \"tool_calls\""), "the key named");
+    CHECK(echo_to("r/messages.json", "[{\"role\": \"user\", \"content\": \"one\", \"name\": \"bob\"}]\n") == -EINVAL,
+          "a name refused");
+    CHECK(text_is_prefix("r/error", "messages.json: message 1 has \"name\""), "the key named");
+    CHECK(echo_to("r/messages.json", "[{\"role\": \"user\", \"content\": \"one\", \"tool_calls\": [{\"id\": \"x\"}]}]\n") ==
+              -EINVAL,
+          "tool_calls on a user message refused");
+    CHECK(text_is_prefix("r/error", "messages.json: message 1: tool_calls must be an array, on an assistant message"),
+          "the reason: tool_calls on a user message");
     /* another connection holds the database: the message is sent, stored when it lets go */
     char err[512];
     db_busy_timeout(database, 200);
