@@ -491,7 +491,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
                 pending = idx > c->n_turns && cfs_young(c); /* it waits for the turns before it */
                 if (pending) rc = 0;
                 else if (idx != c->n_turns || cfs_busy(c)) rc = cfs_busy(c) ? -EBUSY : -EACCES;
-                else if (!(rc = cfs_turn_push(c, user, "", 0, 1, cfs_now_ns())) &&
+                else if (!(rc = cfs_turn_push_role(c, user, "", 0, 1, cfs_now_ns())) &&
                          !(rc = cfs_save_turns(fs, c, idx, 0, "the new turn"))) {
                     node t = {K_TURN, c, idx, NULL};
                     rc = cfs_commit(fs, &t, COMMIT_NEW_TURN, s->data ? s->data : "", s->len);
@@ -582,7 +582,8 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
     } else if (dir.kind == K_CONV) {
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             ADD(cfs_conv_files[i].name, cfs_conv_ino(dir.c, cfs_conv_files[i].sub), cfs_conv_files[i].mode);
-        if (n_calls) ADD("calls", cfs_conv_ino(dir.c, SUB_CALLS), S_IFDIR); /* after turns/: rm -r empties it */
+        /* calls/ is not listed: it shows what turns/ holds, and a copy (tar, rsync, cp -a)
+         * brings the calls with the turns and messages.json, not through it */
     } else if (dir.kind == K_CALLS) {
         for (int i = 0; i < n_calls; i++) {
             cfs_call call;

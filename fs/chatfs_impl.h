@@ -373,6 +373,12 @@ void cfs_conv_unref(conv *c);
  * its stream until it ends, the rest in the turn. */
 const char *cfs_turn_text(const conv *c, int i, size_t *len);
 int cfs_turn_push(conv *c, int user, const char *text, size_t len, int complete, int64_t mtime);
+/* a turn's role as turns/ names it (cfs_parse_turn_name) */
+enum { ROLE_ASSISTANT = 0, ROLE_USER = 1, ROLE_TOOL = 2 };
+int cfs_turn_role_code(const turn *t);
+/* cfs_turn_push of a role: a tool turn answers the next call of the reply before it that
+ * has no result yet (none when that reply's calls are not known: an import brings them) */
+int cfs_turn_push_role(conv *c, int role, const char *text, size_t len, int complete, int64_t mtime);
 /* a turn as the database holds it, appended to c (loading); 0 or -1 */
 int cfs_turn_load(conv *c, const convs_turn *t);
 /* "user", "assistant" or "tool" */

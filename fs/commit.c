@@ -179,7 +179,7 @@ static int import_tool_keys(const cJSON *m, const char *role, int i, char **call
                             size_t errlen) {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
-    if (id && (strcmp(role, "tool") || !cJSON_IsString(id) || !id->valuestring[0])) {
+    if (id && (strcmp(role, "tool") || !cJSON_IsString(id))) {
         snprintf(err, errlen, "messages.json: message %d: tool_call_id must be a string, on a tool message", i);
         return -1;
     }
@@ -187,7 +187,7 @@ static int import_tool_keys(const cJSON *m, const char *role, int i, char **call
         snprintf(err, errlen, "messages.json: message %d: a tool message needs the tool_call_id it answers", i);
         return -1;
     }
-    if (id && !(*call_id = strdup(id->valuestring))) return -1;
+    if (id && id->valuestring[0] && !(*call_id = strdup(id->valuestring))) return -1; /* "": it answers no known call */
     if (!tc || cJSON_IsNull(tc) || (cJSON_IsArray(tc) && !cJSON_GetArraySize(tc))) return 0;
     if (strcmp(role, "assistant") || !cJSON_IsArray(tc)) {
         snprintf(err, errlen, "messages.json: message %d: tool_calls must be an array, on an assistant message", i);
@@ -387,8 +387,9 @@ int cfs_import_conflict(conv *c, const import *im) {
         /* reasoning the import leaves out changes nothing; reasoning that differs is a change */
         int same_reasoning = a->user || !a->reasoning_len || !b->reasoning_len ||
                              (a->reasoning_len == b->reasoning_len && !memcmp(a->reasoning, b->reasoning, a->reasoning_len));
-        int same_calls = a->tool == b->tool && !a->calls == !b->calls && (!a->calls || !strcmp(a->calls, b->calls)) &&
-                         !a->call_id == !b->call_id && (!a->call_id || !strcmp(a->call_id, b->call_id));
+        /* calls a turn lacks the import may bring (a copy's turn files came first), as reasoning */
+        int same_calls = a->tool == b->tool && (!a->calls || (b->calls && !strcmp(a->calls, b->calls))) &&
+                         (!a->call_id || (b->call_id && !strcmp(a->call_id, b->call_id)));
         if (a->user == b->user && a->len == b->len && !memcmp(a->text, b->text, a->len) && same_reasoning && same_calls)
             continue;
         char name[64];
@@ -424,7 +425,16 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
         return -EPERM;
     }
     int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
-    for (int i = from; i < im.n; i++) {
+    for (int i = 0; i < from && i < im.n; i++) { /* the calls (and the ids they answer) the turns lacked */
+        turn *t = &c->turns[i];
+        if ((!t->calls && im.turns[i].calls) || (!t->call_id && im.turns[i].call_id)) {
+            if (!t->calls) t->calls = im.turns[i].calls, im.turns[i].calls = NULL;
+            if (!t->call_id) t->call_id = im.turns[i].call_id, im.turns[i].call_id = NULL;
+            if (i < from) from = i; /* saved from here */
+        }
+    }
+    const int first_new = c->n_turns;
+    for (int i = first_new; i < im.n; i++) {
         if (cfs_turn_push(c, im.turns[i].user, im.turns[i].text, im.turns[i].len, 1, im.turns[i].mtime)) break;
         turn *t = &c->turns[c->n_turns - 1];
         if (!im.turns[i].user && im.turns[i].reasoning_len)
@@ -448,7 +458,7 @@ static int do_import(chatfs *fs, conv *c, const char *text, size_t len) {
     cfs_reset_reply(c);
     cfs_adopt_pending(fs, c);
     fs->n_imports++;
-    cfs_log(fs, 2, "%s: messages.json imported: %d turns added%s", c->name, c->n_turns - from,
+    cfs_log(fs, 2, "%s: messages.json imported: %d turns added%s", c->name, c->n_turns - first_new,
             with_system ? ", a new system prompt" : "");
     return 0;
 }
@@ -544,11 +554,18 @@ int cfs_set_settings(chatfs *fs, conv *c, const char *text, size_t len, int fina
     return take_settings(fs, c, &st, "settings.json");
 }
 
-/* tools.json: the tools setting alone, the others as they are. final=0 checks. */
+/* tools.json: the tools setting alone, the others as they are. final=0 checks a text that
+ * is complete JSON already; one that is not may still be growing (tar writes 512 bytes at a
+ * time, and a tools array has a newline on every line), so only the close refuses it. */
 int cfs_set_tools(chatfs *fs, conv *c, const char *text, size_t len, int final) {
     size_t bom = cfs_skip_bom(text, len);
     text += bom, len -= bom;
     conv_settings *dst = c ? &c->st : &fs->defaults;
+    if (!final && !blank(text, len)) {
+        cJSON *whole = cJSON_ParseWithLength(text, len);
+        cJSON_Delete(whole);
+        if (!whole) return 0;
+    }
     char err[400], *json = malloc(len + 16);
     if (!json) return -ENOMEM;
     if (blank(text, len)) snprintf(json, len + 16, "{\"tools\": null}");
@@ -556,7 +573,7 @@ int cfs_set_tools(chatfs *fs, conv *c, const char *text, size_t len, int final) 
     conv_settings st;
     int rc = settings_parse(json, strlen(json), dst, &st, err, sizeof err);
     free(json);
-    if (rc == 0 && (final || (len && text[len - 1] == '\n'))) { /* as settings.json: echo writes it whole */
+    if (rc == 0) { /* at the close: it never completed */
         snprintf(err, sizeof err, "incomplete JSON (a ']' or '}' missing?)");
         rc = -1;
     }

@@ -151,6 +151,8 @@ void cfs_turn_free(turn *t) {
 
 const char *cfs_turn_role(const turn *t) { return t->user ? "user" : t->tool ? "tool" : "assistant"; }
 
+int cfs_turn_role_code(const turn *t) { return t->user ? ROLE_USER : t->tool ? ROLE_TOOL : ROLE_ASSISTANT; }
+
 int cfs_turn_load(conv *c, const convs_turn *t) {
     if (cfs_turn_push(c, t->user, t->text, t->len, t->complete, t->mtime_ns)) return -1;
     turn *u = &c->turns[c->n_turns - 1];
@@ -166,6 +168,37 @@ int cfs_turn_load(conv *c, const convs_turn *t) {
 static int answered(const conv *c, int k, const char *id) {
     for (int i = k + 1; i < c->n_turns && c->turns[i].tool; i++)
         if (c->turns[i].call_id && !strcmp(c->turns[i].call_id, id)) return 1;
+    return 0;
+}
+
+/* the id of the first call of the reply before the trailing tool turns that none answers */
+static char *next_call_id(const conv *c) {
+    int k = c->n_turns - 1;
+    while (k >= 0 && c->turns[k].tool) k--;
+    if (k < 0 || c->turns[k].user || !c->turns[k].calls) return NULL;
+    cJSON *calls = cJSON_Parse(c->turns[k].calls);
+    char *id = NULL;
+    const cJSON *call;
+    cJSON_ArrayForEach(call, calls) {
+        const char *cid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(call, "id"));
+        if (cid && !answered(c, k, cid)) {
+            id = strdup(cid);
+            break;
+        }
+    }
+    cJSON_Delete(calls);
+    return id;
+}
+
+int cfs_turn_push_role(conv *c, int role, const char *text, size_t len, int complete, int64_t mtime) {
+    char *id = role == ROLE_TOOL ? next_call_id(c) : NULL;
+    int rc = cfs_turn_push(c, role == ROLE_USER, text, len, complete, mtime);
+    if (rc) {
+        free(id);
+        return rc;
+    }
+    c->turns[c->n_turns - 1].tool = role == ROLE_TOOL;
+    c->turns[c->n_turns - 1].call_id = id;
     return 0;
 }
 

@@ -200,7 +200,7 @@ void cfs_keep_removed(chatfs *fs, uint32_t tid, const conv *c, int from) {
 
 int cfs_restore_removed(chatfs *fs, uint32_t tid, conv *c, int idx, int user) {
     undo *u = find(fs, tid, c, -1, 0);
-    if (!u || u->from != idx || c->n_turns != idx || !u->n || u->turns[0].user != user) return 0;
+    if (!u || u->from != idx || c->n_turns != idx || !u->n || cfs_turn_role_code(&u->turns[0]) != user) return 0;
     find(fs, tid, c, -1, 1);
     for (int i = 0; i < u->n; i++) {
         turn *t = &u->turns[i];
@@ -256,14 +256,14 @@ void cfs_adopt_pending(chatfs *fs, conv *c) {
             size_t len = cfs_strip_newline(s->data ? s->data : "", s->len);
             if (idx < c->n_turns) { /* the history has it already (messages.json came too) */
                 const turn *t = &c->turns[idx];
-                if (t->user != user) continue; /* another name: it stays a scratch file */
+                if (cfs_turn_role_code(t) != user) continue; /* another name: it stays a scratch file */
                 if (t->len != len || memcmp(t->text, s->data, len))
                     cfs_set_error(c, "turns/%s: the copy's turn differs from the conversation's, which stays",
                                   s->name);
             } else if (!cfs_check_text(c, s->name, s->data ? s->data : "", len)) { /* else dropped */
                 size_t n;
                 char *text = cfs_normalise(s->data ? s->data : "", len, &n);
-                if (!text || cfs_turn_push(c, user, text, n, 1, s->mtime)) {
+                if (!text || cfs_turn_push_role(c, user, text, n, 1, s->mtime)) {
                     free(text);
                     return;
                 }

@@ -176,7 +176,7 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
         else if (idx != c->n_turns) {
             cfs_set_error(c, "turns/%s: the next turn is number %03d", name, c->n_turns + 1);
             rc = -EACCES;
-        } else if (!(rc = cfs_turn_push(c, user, "", 0, 1, cfs_now_ns())) &&
+        } else if (!(rc = cfs_turn_push_role(c, user, "", 0, 1, cfs_now_ns())) &&
                    !(rc = cfs_save_turns(fs, c, idx, 0, "the new turn"))) {
             c->mtime = cfs_now_ns();
             nd = (node){K_TURN, c, idx, NULL};

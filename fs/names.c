@@ -253,14 +253,16 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
     return rc;
 }
 
-/* "001-user.md" -> 0-based index and role; -1 for other names */
+/* "001-user.md" -> 0-based index and role (ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL); -1 for
+ * other names */
 int cfs_parse_turn_name(const char *name, int *user) {
     int idx = 0, i = 0;
     while (name[i] >= '0' && name[i] <= '9' && i < 9) idx = idx * 10 + (name[i++] - '0');
     if (i < 3 || name[i] != '-' || idx < 1) return -1;
     const char *r = name + i + 1;
-    if (!strcmp(r, "user.md")) *user = 1;
-    else if (!strcmp(r, "assistant.md")) *user = 0;
+    if (!strcmp(r, "user.md")) *user = ROLE_USER;
+    else if (!strcmp(r, "assistant.md")) *user = ROLE_ASSISTANT;
+    else if (!strcmp(r, "tool.md")) *user = ROLE_TOOL;
     else return -1;
     char canon[32];
     snprintf(canon, sizeof canon, "%03d-%s", idx, r);
@@ -271,15 +273,7 @@ void cfs_turn_name(const conv *c, int i, char *buf, size_t n) {
     snprintf(buf, n, "%03d-%s.md", i + 1, cfs_turn_role(&c->turns[i]));
 }
 
-/* "004-tool.md" -> 3; -1 for other names (a tool turn is made by a result, calls.c) */
-static int parse_tool_name(const char *name) {
-    int idx = 0, i = 0;
-    while (name[i] >= '0' && name[i] <= '9' && i < 9) idx = idx * 10 + (name[i++] - '0');
-    if (i < 3 || idx < 1 || strcmp(name + i, "-tool.md")) return -1;
-    char canon[32];
-    snprintf(canon, sizeof canon, "%03d-tool.md", idx);
-    return strcmp(canon, name) ? -1 : idx - 1;
-}
+
 
 int cfs_parse_thinking_name(const char *name) {
     int idx = 0, i = 0;
@@ -323,10 +317,8 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
                 return out->kind = kind, out->c = dir->c, 0;
             }
     } else if (dir->kind == K_TURNS) {
-        int user, idx = cfs_parse_turn_name(name, &user);
-        if (idx < 0 && (idx = parse_tool_name(name)) >= 0) user = -1; /* only a tool turn has that name */
-        if (idx >= 0 && idx < dir->c->n_turns &&
-            (user < 0 ? dir->c->turns[idx].tool : dir->c->turns[idx].user == user && !dir->c->turns[idx].tool)) {
+        int role, idx = cfs_parse_turn_name(name, &role);
+        if (idx >= 0 && idx < dir->c->n_turns && cfs_turn_role_code(&dir->c->turns[idx]) == role) {
             if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_TURN, out->c = dir->c, out->turn = idx, 0;
         }
