@@ -20,6 +20,9 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
          * whether the prompt shows it); other servers are not asked to take the field */
         if (dialect == DIALECT_LLAMACPP && msgs[i].reasoning_content && msgs[i].reasoning_content[0])
             cJSON_AddStringToObject(m, "reasoning_content", msgs[i].reasoning_content);
+        cJSON *calls = msgs[i].tool_calls && *msgs[i].tool_calls ? cJSON_Parse(msgs[i].tool_calls) : NULL;
+        if (calls) cJSON_AddItemToObject(m, "tool_calls", calls); /* kept in OpenAI's shape already */
+        if (msgs[i].tool_call_id) cJSON_AddStringToObject(m, "tool_call_id", msgs[i].tool_call_id);
     }
     cJSON_AddBoolToObject(o, "stream", 1);
     cJSON *so = cJSON_AddObjectToObject(o, "stream_options");
@@ -52,6 +55,22 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
         cJSON *format = s->response_format ? cJSON_Parse(s->response_format) : NULL;
         if (format) cJSON_AddItemToObject(o, "response_format", format);
         else if (s->grammar && dialect == DIALECT_LLAMACPP) cJSON_AddStringToObject(o, "grammar", s->grammar);
+        /* the functions offered, and the choice: a function's name as OpenAI's object */
+        cJSON *tools = s->tools && *s->tools ? cJSON_Parse(s->tools) : NULL;
+        if (cJSON_GetArraySize(tools)) {
+            cJSON_AddItemToObject(o, "tools", tools);
+            const char *choice = s->tool_choice;
+            if (choice && (!strcmp(choice, "auto") || !strcmp(choice, "none") || !strcmp(choice, "required")))
+                cJSON_AddStringToObject(o, "tool_choice", choice);
+            else if (choice) {
+                cJSON *tc = cJSON_AddObjectToObject(o, "tool_choice"), *fn;
+                cJSON_AddStringToObject(tc, "type", "function");
+                fn = cJSON_AddObjectToObject(tc, "function");
+                cJSON_AddStringToObject(fn, "name", choice);
+            }
+            cJSON_AddBoolToObject(o, "parallel_tool_calls", s->parallel_tool_calls != 0);
+        } else
+            cJSON_Delete(tools);
     }
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -98,6 +117,8 @@ int remote_parse_chunk(const char *data, size_t len, remote_chunk *out, char *er
             out->content = str_at(d, "content");
             out->reasoning = str_at(d, "reasoning_content");
             if (!out->reasoning) out->reasoning = str_at(d, "reasoning"); /* vLLM's newer name */
+            const cJSON *tc = cJSON_GetObjectItemCaseSensitive(d, "tool_calls");
+            if (cJSON_IsArray(tc)) out->tool_calls = (void *)tc;
         }
         out->finish = str_at(c0, "finish_reason");
     }
@@ -249,10 +270,70 @@ static void count_piece(remote_stream *st, int reasoning) {
     }
 }
 
+/* The calls streamed so far up to index `upto` (excluded) go out, complete: a call is
+ * done when a later one starts, or the reply ends. */
+static void flush_calls(remote_stream *st, int upto) {
+    cJSON *calls = st->calls;
+    for (; st->calls_sent < upto && st->calls_sent < cJSON_GetArraySize(calls); st->calls_sent++) {
+        const cJSON *c = cJSON_GetArrayItem(calls, st->calls_sent);
+        const char *name = str_at(c, "name"), *args = str_at(c, "arguments");
+        cJSON *parsed = cJSON_Parse(args && *args ? args : "{}");
+        char *compact = cJSON_IsObject(parsed) ? cJSON_PrintUnformatted(parsed) : NULL;
+        struct tc_call call = {.index = st->calls_sent, .name = (char *)(name ? name : ""),
+                               .arguments = compact ? compact : (char *)(args ? args : "{}"),
+                               .problem = compact ? NULL : (char *)"the server's arguments are not a JSON object"};
+        st->rep.tool_calls++;
+        if (st->cb.on_tool_call) st->cb.on_tool_call(st->cb.ud, &call);
+        cJSON_free(compact);
+        cJSON_Delete(parsed);
+    }
+}
+
+/* A chunk's tool_calls deltas: [{"index", "id", "function": {"name", "arguments": a piece}}] */
+static void take_call_deltas(remote_stream *st, const cJSON *deltas) {
+    if (!st->calls) st->calls = cJSON_CreateArray();
+    cJSON *calls = st->calls;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, deltas) {
+        int i = int_at(d, "index");
+        if (i < 0) i = cJSON_GetArraySize(calls) ? cJSON_GetArraySize(calls) - 1 : 0;
+        if (i > 64) continue; /* far past any reply's calls */
+        flush_calls(st, i); /* the ones before it are complete */
+        while (cJSON_GetArraySize(calls) <= i) {
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddStringToObject(c, "arguments", "");
+            cJSON_AddItemToArray(calls, c);
+        }
+        cJSON *c = cJSON_GetArrayItem(calls, i);
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(d, "function");
+        const char *name = str_at(fn, "name"), *piece = str_at(fn, "arguments");
+        if (name && *name) {
+            cJSON_DeleteItemFromObjectCaseSensitive(c, "name");
+            cJSON_AddStringToObject(c, "name", name);
+        }
+        if (piece && *piece) {
+            const char *was = str_at(c, "arguments");
+            size_t n = strlen(was) + strlen(piece) + 1;
+            char *joined = malloc(n);
+            if (joined) {
+                snprintf(joined, n, "%s%s", was, piece);
+                cJSON_DeleteItemFromObjectCaseSensitive(c, "arguments");
+                cJSON_AddStringToObject(c, "arguments", joined);
+                free(joined);
+            }
+        }
+        if (i >= st->calls_started) {
+            st->calls_started = i + 1;
+            count_piece(st, 0); /* the call's first piece ends the prefill as a token does */
+        }
+    }
+}
+
 static int on_event(void *ud, const char *data, size_t len) {
     remote_stream *st = ud;
     gen_report *r = &st->rep;
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
+        flush_calls(st, 1 << 30);
         st->ended = 1;
         return 0;
     }
@@ -279,7 +360,11 @@ static int on_event(void *ud, const char *data, size_t len) {
         count_piece(st, 0);
         st->cb.on_text(st->cb.ud, c.content, strlen(c.content));
     }
-    if (c.finish) st->finish = remote_finish_reason(c.finish);
+    if (c.tool_calls) take_call_deltas(st, c.tool_calls);
+    if (c.finish) {
+        st->finish = remote_finish_reason(c.finish);
+        flush_calls(st, 1 << 30);
+    }
     if (c.prompt_tokens >= 0) { /* usage: the server's own counts replace ours */
         r->prompt_tokens = c.prompt_tokens;
         r->reused_tokens = c.cached_tokens > 0 && c.cached_tokens <= c.prompt_tokens ? c.cached_tokens : 0;
@@ -301,4 +386,8 @@ int remote_stream_feed(remote_stream *st, const char *bytes, size_t n) {
     return rc ? -1 : 0;
 }
 
-void remote_stream_free(remote_stream *st) { sse_free(&st->sse); }
+void remote_stream_free(remote_stream *st) {
+    sse_free(&st->sse);
+    cJSON_Delete(st->calls);
+    st->calls = NULL;
+}

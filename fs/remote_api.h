@@ -30,6 +30,7 @@ typedef struct {
     const char *reasoning;    /* choices[0].delta.reasoning_content (or .reasoning) */
     const char *finish;       /* choices[0].finish_reason */
     const char *error;        /* an error object in the stream: its message */
+    void *tool_calls;         /* choices[0].delta.tool_calls (a cJSON array in json), NULL: none */
     int prompt_tokens, completion_tokens, cached_tokens; /* usage (cached: prompt_tokens_details) */
     int progress_total, progress_cache, progress_processed; /* llama-server's prompt_progress */
     double decode_tokens_per_s; /* llama-server's timings.predicted_per_second; -1 */
@@ -57,8 +58,10 @@ void remote_models_free(char **ids, int n);
  * report (prefill progress from llama-server's prompt_progress, then the tokens, then
  * the usage: prompt tokens, cached prefix as reused_tokens), passes content to on_text
  * and reasoning to cb.on_reasoning (phase GEN_THINKING while it comes, counted in
- * reasoning_tokens, one per piece as llama-server streams them), and notes how the
- * stream ended. */
+ * reasoning_tokens, one per piece as llama-server streams them), gathers the tool calls
+ * the server parsed (delta.tool_calls, the arguments in pieces) and gives each to
+ * cb.on_tool_call once complete (the next call begins, or the reply ends), and notes how
+ * the stream ended. */
 typedef struct {
     gen_callbacks cb;
     sse_parser sse;
@@ -68,6 +71,8 @@ typedef struct {
     enum gen_finish finish;   /* from the last finish_reason; FINISH_NONE */
     char fail[512];           /* why the stream broke: an error event, a malformed chunk */
     size_t reasoning_bytes;
+    void *calls;              /* the tool calls streamed so far (cJSON: [{"name", "arguments"}]) */
+    int calls_started, calls_sent; /* ...begun, and given to cb.on_tool_call (each once complete) */
 } remote_stream;
 
 double remote_now_ms(void);

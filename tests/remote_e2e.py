@@ -606,6 +606,32 @@ def test_structured_output(srv):
     check(isinstance(v, dict) and set(v) == {"n", "ok"}, "ask --json-schema: %d %r %r" % (rc, out, err))
 
 
+def test_tool_calls(srv):
+    """tools.json, tool_choice and parallel_tool_calls go to llama-server (--jinja), which
+    takes them and renders the tools into the model's template: the same question's prompt
+    grows by the tools' description. (The calls a server streams back, delta.tool_calls with
+    the arguments in pieces, are read by tests/test_remote.c from llama-server's format: this
+    llama-server does not force a call for the bundled model's template, and the untrained
+    model makes none by itself.)"""
+    calc = {"type": "function", "function": {"name": "calculate", "description": "Evaluates arithmetic.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                           "required": ["a", "b"]}}}
+    with RemoteMount("tools", srv.url) as m:
+        prompts = []
+        for name, tools in (("plain", []), ("tools", [calc])):
+            os.mkdir(m.p(name))
+            write(m.p(name, "tools.json"), json.dumps(tools))
+            write(m.p(name, "settings.json"), json.dumps({"temperature": 0, "max_tokens": 8, "thinking": False,
+                                                         "tool_choice": "auto", "parallel_tool_calls": False}))
+            rc, out, err = ask(m, name, "What is 347 * 29?")
+            status = read(m.p(name, "status"))
+            check(rc == 0 and status.startswith("done"), "%s: %d %r %r (%r)" % (name, rc, err, status,
+                                                                             read(m.p(name, "error"))))
+            prompts.append(int(status.split("reused ")[1].split()[0].split("/")[1]))
+        check(prompts[1] > prompts[0] + 20, "the tools are in the server's prompt: %d vs %d tokens" % tuple(prompts))
+        NUMBERS["tools_prompt_tokens"] = prompts
+
+
 def test_thinking(srv_unused):
     """issue 25 over llama-server: with --reasoning-format deepseek the server sends the
     default model's reasoning as reasoning_content; it streams into `thinking` (EOF when

@@ -208,6 +208,60 @@ static void test_stream(void) {
     }
 }
 
+/* Tool calls as llama-server streams them (--jinja, a template with tools): the id and
+ * name first, the arguments in pieces, the next call by its index, finish "tool_calls". */
+typedef struct {
+    char names[4][32], args[4][128];
+    int index[4], n;
+} call_sink;
+static void s_call(void *ud, const struct tc_call *c) {
+    call_sink *s = ud;
+    if (s->n < 4) {
+        snprintf(s->names[s->n], sizeof s->names[0], "%s", c->name);
+        snprintf(s->args[s->n], sizeof s->args[0], "%s", c->arguments);
+        s->index[s->n] = c->index;
+    }
+    s->n++;
+}
+static void s_nothing(void *ud, const char *t, size_t n) { (void)ud, (void)t, (void)n; }
+static void s_no_progress(void *ud, const gen_report *r) { (void)ud, (void)r; }
+
+static void test_stream_tool_calls(void) {
+    const char *body =
+        "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"id\":\"Xa1\",\"type\":\"function\",\"function\":{\"name\":\"calculate\",\"arguments\":\"\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"function\":{\"arguments\":\"{\\\"a\\\": 347, \"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"function\":{\"arguments\":\"\\\"op\\\": \\\"*\\\", \\\"b\\\": 29}\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,"
+        "\"id\":\"Xb2\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+        "\"{\\\"city\\\": \\\"Oslo\\\"}\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"finish_reason\":\"tool_calls\",\"index\":0,\"delta\":{}}]}\n\n"
+        "data: [DONE]\n\n";
+    for (size_t piece = 1; piece <= strlen(body); piece *= 5) {
+        call_sink s = {0};
+        gen_callbacks cb = {.on_text = s_nothing, .on_progress = s_no_progress, .on_done = s_done, .ud = &s,
+                            .on_tool_call = s_call};
+        remote_stream st;
+        remote_stream_init(&st, &cb, remote_now_ms());
+        int after_first = -1;
+        for (size_t i = 0; i < strlen(body); i += piece) {
+            size_t k = strlen(body) - i < piece ? strlen(body) - i : piece;
+            CHECK(remote_stream_feed(&st, body + i, k) == 0, "feed: %s", st.fail);
+            if (after_first < 0 && i + k >= (size_t)(strstr(body, "Xb2") - body)) after_first = s.n;
+        }
+        CHECK(s.n == 2 && st.rep.tool_calls == 2 && s.index[0] == 0 && s.index[1] == 1, "piece %zu: %d calls", piece,
+              s.n);
+        CHECK(!strcmp(s.names[0], "calculate") && !strcmp(s.args[0], "{\"a\":347,\"op\":\"*\",\"b\":29}") &&
+                  !strcmp(s.names[1], "get_weather") && !strcmp(s.args[1], "{\"city\":\"Oslo\"}"),
+              "piece %zu: %s(%s) %s(%s)", piece, s.names[0], s.args[0], s.names[1], s.args[1]);
+        CHECK(after_first == 0, "piece %zu: no call given before it is complete (%d)", piece, after_first);
+        CHECK(st.ended && st.finish == FINISH_EOG, "finish tool_calls: %d", st.finish);
+        remote_stream_free(&st);
+    }
+}
+
 /* ---- requests, errors, models ---- */
 
 static void test_request(void) {
@@ -260,6 +314,39 @@ static void test_request(void) {
           "thinking false: chat_template_kwargs.enable_thinking false");
     CHECK(cJSON_GetObjectItem(o, "thinking_budget_tokens") &&
               cJSON_GetObjectItem(o, "thinking_budget_tokens")->valueint == 16, "thinking_budget_tokens");
+    cJSON_Delete(o);
+    free(body);
+    /* tools, a named choice, and a history with calls and a result, in OpenAI's shape */
+    chat_msg t[] = {{"user", "347 * 29?"},
+                    {"assistant", "", NULL, "[{\"id\": \"call_2_1\", \"type\": \"function\", \"function\": "
+                                             "{\"name\": \"calculate\", \"arguments\": \"{}\"}}]"},
+                    {"tool", "10063", NULL, NULL, "call_2_1"}};
+    s.tools = "[{\"type\": \"function\", \"function\": {\"name\": \"calculate\"}}]";
+    s.tool_choice = "calculate";
+    s.parallel_tool_calls = 0;
+    body = remote_request_json("m1", t, 3, &s, DIALECT_OPENAI);
+    o = cJSON_Parse(body);
+    REQUIRE(o, "request JSON: %s", body);
+    cJSON *tm = cJSON_GetObjectItem(o, "messages");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(o, "tools")) == 1 &&
+              !strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "tool_choice"), "function"), "name")
+                          ->valuestring,
+                      "calculate") &&
+              cJSON_IsFalse(cJSON_GetObjectItem(o, "parallel_tool_calls")),
+          "tools, tool_choice, parallel_tool_calls: %s", body);
+    CHECK(!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(tm, 1), "tool_calls"), 0),
+                                      "id")
+                      ->valuestring,
+                  "call_2_1") &&
+              !strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(tm, 2), "tool_call_id")->valuestring, "call_2_1") &&
+              !strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(tm, 2), "role")->valuestring, "tool"),
+          "the calls and the result: %s", body);
+    cJSON_Delete(o);
+    free(body);
+    s.tool_choice = "required";
+    body = remote_request_json("m1", t, 3, &s, DIALECT_OPENAI);
+    o = cJSON_Parse(body);
+    CHECK(o && !strcmp(cJSON_GetObjectItem(o, "tool_choice")->valuestring, "required"), "required: %s", body);
     cJSON_Delete(o);
     free(body);
 }
@@ -611,6 +698,7 @@ int main(void) {
     test_sse();
     test_chunks();
     test_stream();
+    test_stream_tool_calls();
     test_request();
     test_errors();
     test_models();
