@@ -243,7 +243,7 @@ FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scr
                fs/settings.c fs/backend_fake.c store/conversations.c store/db.c \
                $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c engine/grammar/*.c \
                                  engine/toolcall/*.c)) \
-               engine/gguf/gguf.c
+               engine/gguf/gguf.c engine/base/strbuf.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinja/*.h engine/tokenizer/*.h \
@@ -286,7 +286,8 @@ fuzz-jinja: $(FUZZ_JINJA_BIN) fuzz-jinja-corpus
 # hand-written tests/fuzz/toolcall/, tests/fuzz/toolcall.dict holds the families' markers.
 FUZZ_TC_BIN := build-fuzz/fuzz_toolcall
 # (the reader alone: call_grammar.c, which writes grammars, links the grammar room)
-FUZZ_TC_SRC := tests/fuzz/fuzz_toolcall.c $(sort $(filter-out engine/toolcall/call_grammar.c,$(wildcard engine/toolcall/*.c)))
+FUZZ_TC_SRC := tests/fuzz/fuzz_toolcall.c $(sort $(filter-out engine/toolcall/call_grammar.c,$(wildcard engine/toolcall/*.c))) \
+               engine/base/strbuf.c
 FUZZ_TC_RUN := $(FUZZ_TC_BIN) -max_len=4096 -timeout=10 -dict=tests/fuzz/toolcall.dict \
                -artifact_prefix=build-fuzz/ build-fuzz/corpus-toolcall tests/fuzz/toolcall
 $(FUZZ_TC_BIN): $(FUZZ_TC_SRC) $(wildcard engine/toolcall/*.h)

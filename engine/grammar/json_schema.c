@@ -101,14 +101,12 @@ char *schema_fmt(conv *c, const char *f, ...) {
 }
 
 /* a buffer's text, owned by the conversion (NULL when the buffer failed) */
-char *schema_take(conv *c, schema_buf *b) {
+char *schema_take(conv *c, strbuf *b) {
     if (b->failed) {
-        schema_buf_free(b);
+        strbuf_free(b);
         return schema_fail(c, "#", "the grammar grows past %u MiB", SCHEMA_MAX_TEXT >> 20);
     }
-    char *s = b->s ? b->s : strdup("");
-    memset(b, 0, sizeof *b);
-    return schema_own(c, s);
+    return schema_own(c, strbuf_take(b));
 }
 
 static rule *find_rule(conv *c, const char *name) {
@@ -200,7 +198,7 @@ static int is_reserved(const char *name) { return !strcmp(name, "root") || primi
 char *schema_constant(conv *c, const cJSON *v, const char *path) {
     char *json = cJSON_PrintUnformatted(v);
     if (!json) return schema_fail(c, path, "out of memory");
-    schema_buf b = {0};
+    strbuf b = SCHEMA_BUF;
     schema_gbnf_literal(&b, json, strlen(json));
     free(json);
     return schema_take(c, &b);
@@ -308,17 +306,17 @@ static const char *visit_ref(conv *c, const cJSON *refv, const char *path) {
 static const char *visit_union(conv *c, const cJSON *alts, const char *key, const char *name, const char *rule_name,
                                const char *path) {
     if (!cJSON_IsArray(alts) || !cJSON_GetArraySize(alts)) return schema_fail(c, path, "%s must be a non-empty array of schemas", key);
-    schema_buf o = {0};
+    strbuf o = SCHEMA_BUF;
     int i = 0;
     const cJSON *a;
     cJSON_ArrayForEach(a, alts) {
         const char *r = schema_visit(c, a, NULL, schema_fmt(c, "%s%s%d", name, *name ? "-" : "alternative-", i), schema_fmt(c, "%s/%s/%d", path, key, i));
         if (!r) break;
-        schema_add(&o, i++ ? " | " : "");
-        schema_add(&o, r);
+        strbuf_adds(&o, i++ ? " | " : "");
+        strbuf_adds(&o, r);
     }
     if (c->failed) {
-        schema_buf_free(&o);
+        strbuf_free(&o);
         return NULL;
     }
     return schema_add_rule(c, rule_name, schema_take(c, &o));
@@ -326,25 +324,25 @@ static const char *visit_union(conv *c, const cJSON *alts, const char *key, cons
 
 static const char *visit_types(conv *c, const cJSON *node, const char **types, int n, const char *name, const char *rule_name,
                                const char *path) {
-    schema_buf o = {0};
+    strbuf o = SCHEMA_BUF;
     for (int i = 0; i < n && !c->failed; i++) {
         const char *r = schema_visit(c, node, types[i], schema_fmt(c, "%s%s%d", name, *name ? "-" : "alternative-", i), schema_fmt(c, "%s/type/%d", path, i));
-        schema_add(&o, i ? " | " : "");
-        schema_add(&o, r ? r : "");
+        strbuf_adds(&o, i ? " | " : "");
+        strbuf_adds(&o, r ? r : "");
     }
     if (c->failed) {
-        schema_buf_free(&o);
+        strbuf_free(&o);
         return NULL;
     }
     return schema_add_rule(c, rule_name, schema_take(c, &o));
 }
 
 /* item, min to max times (max < 0: no bound), separated by sep when given */
-static void repetition(schema_buf *o, const char *item, int min, int max, const char *sep) {
+static void repetition(strbuf *o, const char *item, int min, int max, const char *sep) {
     if (max == 0) return;
     if (sep) {
-        if (min == 0) schema_add(o, "(");
-        schema_printf(o, "%s ", item);
+        if (min == 0) strbuf_adds(o, "(");
+        strbuf_printf(o, "%s ", item);
         char *inner = NULL;
         if (asprintf(&inner, "(%s %s)", sep, item) < 0) {
             o->failed = 1;
@@ -352,31 +350,31 @@ static void repetition(schema_buf *o, const char *item, int min, int max, const 
         }
         repetition(o, inner, min ? min - 1 : 0, max < 0 ? -1 : max - 1, NULL);
         free(inner);
-        if (min == 0) schema_add(o, ")?");
+        if (min == 0) strbuf_adds(o, ")?");
         return;
     }
-    if (min == 0 && max == 1) schema_printf(o, "%s?", item);
-    else if (min == 1 && max < 0) schema_printf(o, "%s+", item);
-    else if (min == 0 && max < 0) schema_printf(o, "%s*", item);
-    else if (max < 0) schema_printf(o, "%s{%d,}", item, min);
-    else if (min == max) schema_printf(o, "%s{%d}", item, min);
-    else schema_printf(o, "%s{%d,%d}", item, min, max);
+    if (min == 0 && max == 1) strbuf_printf(o, "%s?", item);
+    else if (min == 1 && max < 0) strbuf_printf(o, "%s+", item);
+    else if (min == 0 && max < 0) strbuf_printf(o, "%s*", item);
+    else if (max < 0) strbuf_printf(o, "%s{%d,}", item, min);
+    else if (min == max) strbuf_printf(o, "%s{%d}", item, min);
+    else strbuf_printf(o, "%s{%d,%d}", item, min, max);
 }
 
 static const char *visit_tuple(conv *c, const cJSON *items, const char *key, const char *sub, const char *rule_name, const char *path) {
-    schema_buf o = {0};
-    schema_add(&o, "\"[\" space ");
+    strbuf o = SCHEMA_BUF;
+    strbuf_adds(&o, "\"[\" space ");
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, items) {
         const char *r = schema_visit(c, it, NULL, schema_fmt(c, "%stuple-%d", sub, i), schema_fmt(c, "%s/%s/%d", path, key, i));
         if (!r) break;
-        if (i++) schema_add(&o, " \",\" space ");
-        schema_add(&o, r);
+        if (i++) strbuf_adds(&o, " \",\" space ");
+        strbuf_adds(&o, r);
     }
-    schema_add(&o, " space \"]\"");
+    strbuf_adds(&o, " space \"]\"");
     if (c->failed) {
-        schema_buf_free(&o);
+        strbuf_free(&o);
         return NULL;
     }
     return schema_add_rule(c, rule_name, schema_take(c, &o));
@@ -395,10 +393,10 @@ static const char *visit_array(conv *c, const cJSON *node, const char *sub, cons
     if ((!items || schema_is_any(items)) && min == 0 && max < 0) return visit_primitive(c, rule_name, "array");
     const char *item = max == 0 ? "" : (!items || schema_is_any(items)) ? schema_add_primitive(c, "value") : schema_visit(c, items, NULL, schema_fmt(c, "%sitem", sub), schema_fmt(c, "%s/%s", path, key));
     if (!item) return NULL;
-    schema_buf o = {0};
-    schema_add(&o, "\"[\" space ");
+    strbuf o = SCHEMA_BUF;
+    strbuf_adds(&o, "\"[\" space ");
     repetition(&o, item, min, max, "\",\" space");
-    schema_add(&o, " space \"]\"");
+    strbuf_adds(&o, " space \"]\"");
     return schema_add_rule(c, rule_name, schema_take(c, &o));
 }
 
@@ -406,11 +404,11 @@ static const char *visit_string(conv *c, const cJSON *node, const char *rule_nam
     const cJSON *pat = schema_get(node, "pattern");
     if (pat) {
         if (!cJSON_IsString(pat)) return schema_fail(c, path, "pattern must be a string");
-        schema_buf o = {0};
+        strbuf o = SCHEMA_BUF;
         int uses_char = 0;
         char why[200];
         if (schema_pattern(&o, pat->valuestring, strlen(pat->valuestring), &uses_char, why, sizeof why)) {
-            schema_buf_free(&o);
+            strbuf_free(&o);
             return schema_fail(c, path, "pattern '%.80s': %s", pat->valuestring, why);
         }
         if (uses_char) schema_add_primitive(c, "char");
@@ -426,10 +424,10 @@ static const char *visit_string(conv *c, const cJSON *node, const char *rule_nam
     if (max >= 0 && min > max) return schema_fail(c, path, "minLength %d is greater than maxLength %d (the schema admits nothing)", min, max);
     if (min == 0 && max < 0) return visit_primitive(c, rule_name, "string");
     const char *ch = schema_add_primitive(c, "char");
-    schema_buf o = {0};
-    schema_add(&o, "\"\\\"\" ");
+    strbuf o = SCHEMA_BUF;
+    strbuf_adds(&o, "\"\\\"\" ");
     repetition(&o, ch ? ch : "char", min, max, NULL);
-    schema_add(&o, " \"\\\"\"");
+    strbuf_adds(&o, " \"\\\"\"");
     return schema_add_rule(c, rule_name, schema_take(c, &o));
 }
 
@@ -465,7 +463,7 @@ static const char *visit_integer(conv *c, const cJSON *node, const char *rule_na
     if (!has_lo && !has_hi) return visit_primitive(c, rule_name, "integer");
     if (has_lo && has_hi && lo > hi)
         return schema_fail(c, path, "minimum %lld is greater than maximum %lld (the schema admits no integer)", (long long)lo, (long long)hi);
-    schema_buf o = {0};
+    strbuf o = SCHEMA_BUF;
     schema_integer_range(&o, has_lo, lo, has_hi, hi);
     return schema_add_rule(c, rule_name, schema_take(c, &o));
 }
@@ -522,17 +520,17 @@ const char *schema_visit(conv *c, const cJSON *node, const char *type, const cha
     } else if ((v = schema_get(node, "enum"))) {
         if (!cJSON_IsArray(v)) schema_fail(c, path, "enum must be an array");
         else if (!cJSON_GetArraySize(v)) schema_fail(c, path, "enum has no values (the schema admits nothing)");
-        schema_buf o = {0};
+        strbuf o = SCHEMA_BUF;
         const cJSON *e;
         int i = 0;
         if (!c->failed) cJSON_ArrayForEach(e, v) {
                 const char *lit = schema_constant(c, e, path);
                 if (!lit) break;
-                schema_add(&o, i++ ? " | " : "(");
-                schema_add(&o, lit);
+                strbuf_adds(&o, i++ ? " | " : "(");
+                strbuf_adds(&o, lit);
             }
-        schema_add(&o, ")");
-        if (c->failed) schema_buf_free(&o);
+        strbuf_adds(&o, ")");
+        if (c->failed) strbuf_free(&o);
         else got = schema_add_rule(c, rule_name, schema_take(c, &o));
     } else {
         const char *tn = type ? type : cJSON_IsString(t) ? t->valuestring : NULL;
@@ -581,13 +579,13 @@ static void conv_free(conv *c) {
 static char *rules_text(conv *c) {
     if (c->failed) return NULL;
     qsort(c->rules, (size_t)c->n_rules, sizeof *c->rules, by_name);
-    schema_buf o = {0};
-    for (int i = 0; i < c->n_rules; i++) schema_printf(&o, "%s ::= %s\n", c->rules[i].name, c->rules[i].body);
+    strbuf o = SCHEMA_BUF;
+    for (int i = 0; i < c->n_rules; i++) strbuf_printf(&o, "%s ::= %s\n", c->rules[i].name, c->rules[i].body);
     if (o.failed) {
-        schema_buf_free(&o);
+        strbuf_free(&o);
         return schema_fail(c, "#", "the grammar grows past %u MiB", SCHEMA_MAX_TEXT >> 20);
     }
-    return o.s ? o.s : strdup("");
+    return strbuf_take(&o);
 }
 
 char *json_schema_to_gbnf(const char *schema, size_t len, char *err, size_t errlen) {

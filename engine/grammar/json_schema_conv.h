@@ -45,7 +45,7 @@ void *schema_fail(conv *c, const char *path, const char *fmt, ...) __attribute__
 char *schema_own(conv *c, char *s);
 char *schema_fmt(conv *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
 /* a buffer's text, owned by the conversion (NULL when the buffer failed) */
-char *schema_take(conv *c, schema_buf *b);
+char *schema_take(conv *c, strbuf *b);
 /* `name ::= body`; the name used (llama.cpp's escaping, a number appended on a clash) */
 const char *schema_add_rule(conv *c, const char *name, const char *body);
 /* one of llama.cpp's primitive rules (string, value, char, ...) and those it uses */

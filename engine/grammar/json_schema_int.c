@@ -10,16 +10,16 @@
 
 #define MAX_DIGITS 16
 
-static void digit_class(schema_buf *o, char from, char to) {
-    if (from == to) schema_printf(o, "[%c]", from);
-    else schema_printf(o, "[%c-%c]", from, to);
+static void digit_class(strbuf *o, char from, char to) {
+    if (from == to) strbuf_printf(o, "[%c]", from);
+    else strbuf_printf(o, "[%c-%c]", from, to);
 }
 
-static void any_digits(schema_buf *o, size_t min, size_t max) {
-    schema_add(o, "[0-9]");
+static void any_digits(strbuf *o, size_t min, size_t max) {
+    strbuf_adds(o, "[0-9]");
     if (min == 1 && max == 1) return;
-    if (min == max) schema_printf(o, "{%zu}", min);
-    else schema_printf(o, "{%zu,%zu}", min, max);
+    if (min == max) strbuf_printf(o, "{%zu}", min);
+    else strbuf_printf(o, "{%zu,%zu}", min, max);
 }
 
 static int all_of(const char *s, size_t n, char c) {
@@ -29,13 +29,13 @@ static int all_of(const char *s, size_t n, char c) {
 }
 
 /* the numbers of len digits from a to b (a <= b), as alternatives (no parentheses) */
-static void same_length(schema_buf *o, const char *a, const char *b, size_t len) {
+static void same_length(strbuf *o, const char *a, const char *b, size_t len) {
     size_t i = 0;
     while (i < len && a[i] == b[i]) i++;
     if (i > 0) {
-        schema_addn(o, "\"", 1), schema_addn(o, a, i), schema_addn(o, "\"", 1);
+        strbuf_add(o, "\"", 1), strbuf_add(o, a, i), strbuf_add(o, "\"", 1);
         if (i == len) return;
-        schema_add(o, " ");
+        strbuf_adds(o, " ");
     }
     size_t rest = len - i - 1;
     if (rest == 0) {
@@ -48,32 +48,32 @@ static void same_length(schema_buf *o, const char *a, const char *b, size_t len)
     char nines[24], zeros[24];
     memset(nines, '9', rest), memset(zeros, '0', rest);
     int alts = 0;
-    if (i > 0) schema_add(o, "(");
+    if (i > 0) strbuf_adds(o, "(");
     if (!from_zeros) {
         digit_class(o, a[i], a[i]);
-        schema_add(o, " (");
+        strbuf_adds(o, " (");
         same_length(o, ra, nines, rest);
-        schema_add(o, ")");
+        strbuf_adds(o, ")");
         alts++;
     }
     if (mid_from <= mid_to) {
-        if (alts++) schema_add(o, " | ");
+        if (alts++) strbuf_adds(o, " | ");
         digit_class(o, mid_from, mid_to);
-        schema_add(o, " ");
+        strbuf_adds(o, " ");
         any_digits(o, rest, rest);
     }
     if (!to_nines) {
-        if (alts++) schema_add(o, " | ");
+        if (alts++) strbuf_adds(o, " | ");
         digit_class(o, b[i], b[i]);
-        schema_add(o, " (");
+        strbuf_adds(o, " (");
         same_length(o, zeros, rb, rest);
-        schema_add(o, ")");
+        strbuf_adds(o, ")");
     }
-    if (i > 0) schema_add(o, ")");
+    if (i > 0) strbuf_adds(o, ")");
 }
 
 /* lo to hi, both >= 0 */
-static void range(schema_buf *o, int64_t lo, int64_t hi) {
+static void range(strbuf *o, int64_t lo, int64_t hi) {
     char a[24], b[24];
     size_t la = (size_t)snprintf(a, sizeof a, "%lld", (long long)lo);
     size_t lb = (size_t)snprintf(b, sizeof b, "%lld", (long long)hi);
@@ -83,60 +83,60 @@ static void range(schema_buf *o, int64_t lo, int64_t hi) {
         else from[0] = '1', memset(from + 1, '0', len - 1);
         if (len == lb) memcpy(to, b, lb);
         else memset(to, '9', len);
-        if (len > la) schema_add(o, " | ");
+        if (len > la) strbuf_adds(o, " | ");
         same_length(o, from, to, len);
     }
 }
 
 /* lo and above, lo >= 0, up to MAX_DIGITS digits (more when lo itself has more) */
-static void at_least(schema_buf *o, int64_t lo) {
+static void at_least(strbuf *o, int64_t lo) {
     char a[24], nines[24];
     size_t la = (size_t)snprintf(a, sizeof a, "%lld", (long long)lo);
     memset(nines, '9', la);
     same_length(o, a, nines, la);
     if (la < MAX_DIGITS) {
-        schema_add(o, " | [1-9] ");
+        strbuf_adds(o, " | [1-9] ");
         any_digits(o, la, MAX_DIGITS - 1);
     }
 }
 
-void schema_integer_range(schema_buf *o, int has_min, int64_t min, int has_max, int64_t max) {
-    schema_add(o, "(");
+void schema_integer_range(strbuf *o, int has_min, int64_t min, int has_max, int64_t max) {
+    strbuf_adds(o, "(");
     if (has_min && has_max) {
         if (max < 0) {
-            schema_add(o, "\"-\" (");
+            strbuf_adds(o, "\"-\" (");
             range(o, -max, -min);
-            schema_add(o, ")");
+            strbuf_adds(o, ")");
         } else if (min < 0) {
-            schema_add(o, "\"-\" (");
+            strbuf_adds(o, "\"-\" (");
             range(o, 1, -min);
-            schema_add(o, ") | ");
+            strbuf_adds(o, ") | ");
             range(o, 0, max);
         } else {
             range(o, min, max);
         }
     } else if (has_min) {
         if (min < 0) {
-            schema_add(o, "\"-\" (");
+            strbuf_adds(o, "\"-\" (");
             range(o, 1, -min);
-            schema_add(o, ") | ");
+            strbuf_adds(o, ") | ");
             at_least(o, 0);
         } else {
             at_least(o, min);
         }
     } else if (has_max) {
         if (max < 0) {
-            schema_add(o, "\"-\" (");
+            strbuf_adds(o, "\"-\" (");
             at_least(o, -max);
-            schema_add(o, ")");
+            strbuf_adds(o, ")");
         } else {
-            schema_add(o, "\"-\" [1-9] ");
+            strbuf_adds(o, "\"-\" [1-9] ");
             any_digits(o, 0, MAX_DIGITS - 1);
-            schema_add(o, " | ");
+            strbuf_adds(o, " | ");
             range(o, 0, max);
         }
     } else {
-        schema_add(o, "\"-\"? ([0] | [1-9] [0-9]{0,15})");
+        strbuf_adds(o, "\"-\"? ([0] | [1-9] [0-9]{0,15})");
     }
-    schema_add(o, ")");
+    strbuf_adds(o, ")");
 }

@@ -16,36 +16,36 @@ static const cJSON TRUE_SCHEMA = {.type = cJSON_True};
 
 /* The JSON text of a string's value, without its quotes (NULL: not UTF-8). */
 static char *json_text(conv *c, const char *value, const char *path) {
-    schema_buf b = {0};
+    strbuf b = SCHEMA_BUF;
     const unsigned char *s = (const unsigned char *)value;
     for (size_t at = 0, len = strlen(value); at < len;) {
         uint32_t cp;
         size_t k = schema_utf8_decode(s + at, len - at, &cp);
         if (!k) {
-            schema_buf_free(&b);
+            strbuf_free(&b);
             return schema_fail(c, path, "a property name that is not UTF-8");
         }
         char e[8];
-        schema_addn(&b, e, schema_json_escape(cp, e));
+        strbuf_add(&b, e, schema_json_escape(cp, e));
         at += k;
     }
     return schema_take(c, &b);
 }
 
 /* one character (k bytes of UTF-8) inside a GBNF class */
-static void class_item(schema_buf *o, const char *ch, size_t k) {
-    if (k == 1 && strchr("\\]-^[", ch[0])) schema_printf(o, "\\x%02X", (unsigned char)ch[0]);
-    else schema_addn(o, ch, k);
+static void class_item(strbuf *o, const char *ch, size_t k) {
+    if (k == 1 && strchr("\\]-^[", ch[0])) strbuf_printf(o, "\\x%02X", (unsigned char)ch[0]);
+    else strbuf_add(o, ch, k);
 }
 
 /* A JSON string other than the given ones (the additional properties' keys): a trie of
  * their JSON text, each node the characters that leave the names or go on. A word that
  * ends at a node is refused there; a node where no word ends may be where the key ends. */
-static void not_strings_node(conv *c, schema_buf *o, char **names, int n, size_t depth) {
+static void not_strings_node(conv *c, strbuf *o, char **names, int n, size_t depth) {
     int alts = 0, escape_child = 0;
     char firsts[128]; /* the single-byte characters the names go on with */
     size_t n_firsts = 0;
-    schema_buf rejects = {0};
+    strbuf rejects = SCHEMA_BUF;
     for (int i = 0; i < n;) {
         uint32_t cp;
         size_t k = names[i][depth] ? schema_utf8_decode((unsigned char *)names[i] + depth, strlen(names[i] + depth), &cp) : 0;
@@ -55,24 +55,24 @@ static void not_strings_node(conv *c, schema_buf *o, char **names, int n, size_t
         }
         int j = i + 1;
         while (j < n && !strncmp(names[j] + depth, names[i] + depth, k)) j++;
-        if (alts++) schema_add(o, " | ");
-        schema_add(o, "[");
+        if (alts++) strbuf_adds(o, " | ");
+        strbuf_adds(o, "[");
         class_item(o, names[i] + depth, k);
-        schema_add(o, "]");
+        strbuf_adds(o, "]");
         class_item(&rejects, names[i] + depth, k);
         escape_child |= names[i][depth] == '\\';
         if (k == 1 && n_firsts < sizeof firsts) firsts[n_firsts++] = names[i][depth];
         /* the names through this character: is one of them its end, does one go on? */
         int ends = 0, goes_on = 0;
         for (int m = i; m < j; m++) names[m][depth + k] ? (goes_on = 1) : (ends = 1);
-        if (!goes_on) schema_add(o, " char+");
+        if (!goes_on) strbuf_adds(o, " char+");
         else {
-            schema_add(o, " (");
+            strbuf_adds(o, " (");
             not_strings_node(c, o, names + i, j - i, depth + k);
             /* after a backslash that starts an escape the key cannot end */
             size_t run = 0;
             while (run < depth + k && names[i][depth + k - 1 - run] == '\\') run++;
-            schema_add(o, ends || run % 2 ? ")" : ")?");
+            strbuf_adds(o, ends || run % 2 ? ")" : ")?");
         }
         i = j;
     }
@@ -80,20 +80,20 @@ static void not_strings_node(conv *c, schema_buf *o, char **names, int n, size_t
     size_t slashes = 0;
     while (slashes < depth && names[0][depth - 1 - slashes] == '\\') slashes++;
     if (alts && slashes % 2) {
-        schema_add(o, " | [");
+        strbuf_adds(o, " | [");
         for (const char *l = "\"\\bfnrt"; *l; l++)
             if (!memchr(firsts, *l, n_firsts)) class_item(o, l, 1);
-        schema_add(o, "] char*");
+        strbuf_adds(o, "] char*");
         alts = 0;
     }
     if (alts) {
         /* any other character, a backslash only as the start of an escape */
-        schema_add(o, " | [^\"\\\\");
-        schema_addn(o, rejects.s, rejects.n);
-        schema_add(o, "] char*");
-        if (!escape_child) schema_add(o, " | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) char*");
+        strbuf_adds(o, " | [^\"\\\\");
+        strbuf_add(o, rejects.s, rejects.n);
+        strbuf_adds(o, "] char*");
+        if (!escape_child) strbuf_adds(o, " | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) char*");
     }
-    schema_buf_free(&rejects);
+    strbuf_free(&rejects);
 }
 
 static int by_string(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -113,10 +113,10 @@ static const char *not_strings(conv *c, const prop *props, int n, const char *pa
     if (!c->failed) {
         qsort(names, (size_t)n, sizeof *names, by_string);
         schema_add_primitive(c, "char");
-        schema_buf o = {0};
-        schema_add(&o, "[\"] ( ");
+        strbuf o = SCHEMA_BUF;
+        strbuf_adds(&o, "[\"] ( ");
         not_strings_node(c, &o, names, n, 0);
-        schema_add(&o, empty ? " ) [\"]" : " )? [\"]");
+        strbuf_adds(&o, empty ? " ) [\"]" : " )? [\"]");
         got = schema_take(c, &o);
     }
     free(names);
@@ -137,23 +137,23 @@ static const char *object_rule(conv *c, const prop *props, int n, const char *na
         return schema_fail(c, path, "out of memory");
     }
     int n_opt = 0;
-    schema_buf o = {0};
-    schema_add(&o, "\"{\" space ");
+    strbuf o = SCHEMA_BUF;
+    strbuf_adds(&o, "\"{\" space ");
     int n_req = 0;
     for (int i = 0; i < n && !c->failed; i++) {
         const char *pname = props[i].name[0] ? props[i].name : "empty";
         const char *value = schema_visit(c, props[i].schema, NULL, schema_fmt(c, "%s%s", sub, pname), props[i].path);
         char *text = json_text(c, props[i].name, props[i].path);
-        schema_buf key = {0};
-        if (text) schema_add(&key, "\""), schema_add(&key, text), schema_add(&key, "\"");
-        schema_buf lit = {0};
+        strbuf key = SCHEMA_BUF;
+        if (text) strbuf_adds(&key, "\""), strbuf_adds(&key, text), strbuf_adds(&key, "\"");
+        strbuf lit = SCHEMA_BUF;
         if (text) schema_gbnf_literal(&lit, key.s, key.n);
-        schema_buf_free(&key);
+        strbuf_free(&key);
         char *key_lit = text ? schema_take(c, &lit) : NULL;
         kv[i] = value && key_lit ? schema_add_rule(c, schema_fmt(c, "%s%s-kv", sub, pname), schema_fmt(c, "%s space \":\" space %s", key_lit, value)) : NULL;
         if (props[i].required) {
-            if (n_req++) schema_add(&o, " \",\" space ");
-            schema_add(&o, kv[i] ? kv[i] : "");
+            if (n_req++) strbuf_adds(&o, " \",\" space ");
+            strbuf_adds(&o, kv[i] ? kv[i] : "");
         } else {
             optional[n_opt] = i;
             keys[n_opt++] = pname;
@@ -177,19 +177,19 @@ static const char *object_rule(conv *c, const prop *props, int n, const char *na
                                              : schema_fmt(c, "( \",\" space %s )*", next_kv);
             rest[k] = schema_add_rule(c, schema_fmt(c, "%s%s-rest", sub, keys[k]), body);
         }
-        schema_add(&o, n_req ? " ( \",\" space ( " : " (");
+        strbuf_adds(&o, n_req ? " ( \",\" space ( " : " (");
         for (int k = 0; rest && k < n_tail && !c->failed; k++) {
-            if (k) schema_add(&o, " | ");
-            if (k < n_opt) schema_printf(&o, "%s%s%s", kv[optional[k]], rest[k] ? " " : "", rest[k] ? rest[k] : "");
-            else schema_printf(&o, "%s ( \",\" space %s )*", add_kv, add_kv);
+            if (k) strbuf_adds(&o, " | ");
+            if (k < n_opt) strbuf_printf(&o, "%s%s%s", kv[optional[k]], rest[k] ? " " : "", rest[k] ? rest[k] : "");
+            else strbuf_printf(&o, "%s ( \",\" space %s )*", add_kv, add_kv);
         }
-        schema_add(&o, n_req ? " ) )?" : " )?");
+        strbuf_adds(&o, n_req ? " ) )?" : " )?");
         free(rest);
     }
-    schema_add(&o, " space \"}\"");
+    strbuf_adds(&o, " space \"}\"");
     free(kv), free(optional), free(keys);
     if (c->failed) {
-        schema_buf_free(&o);
+        strbuf_free(&o);
         return NULL;
     }
     return schema_take(c, &o);
@@ -348,7 +348,7 @@ const char *schema_visit_all_of(conv *c, const cJSON *all, const char *name, con
     const char *got = NULL;
     if (!c->failed && m.enum_components) {
         /* the values every component's enum has (llama.cpp: counted over all children) */
-        schema_buf o = {0};
+        strbuf o = SCHEMA_BUF;
         int kept = 0;
         for (int a = 0; a < m.n_enum; a++) {
             int seen = 0, first = 1;
@@ -358,14 +358,14 @@ const char *schema_visit_all_of(conv *c, const cJSON *all, const char *name, con
                     if (b < a) first = 0;
                 }
             if (!first || seen != n_children) continue;
-            schema_add(&o, kept++ ? " | " : "(");
-            schema_add(&o, m.enum_lits[a]);
+            strbuf_adds(&o, kept++ ? " | " : "(");
+            strbuf_adds(&o, m.enum_lits[a]);
         }
         if (!kept) {
-            schema_buf_free(&o);
+            strbuf_free(&o);
             schema_fail(c, path, "allOf: no value is in every enum (the schema admits nothing)");
         } else {
-            schema_add(&o, ")");
+            strbuf_adds(&o, ")");
             got = schema_add_rule(c, rule_name, schema_take(c, &o));
         }
     } else if (!c->failed) {

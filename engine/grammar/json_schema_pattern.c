@@ -84,54 +84,54 @@ static int set_has(const cp_set *s, uint32_t cp) {
     return 0;
 }
 
-static void class_char(schema_buf *o, uint32_t cp) {
-    if (cp == '\\' || cp == ']' || cp == '-' || cp == '^' || cp == '[' || cp < 0x20 || cp == 0x7F) schema_printf(o, "\\x%02X", (unsigned)cp);
-    else if (cp >= 0xD800 && cp <= 0xDFFF) schema_printf(o, "\\u%04X", (unsigned)cp);
-    else if (cp > 0xFFFF) schema_printf(o, "\\U%08X", (unsigned)cp); /* rare planes: readable as numbers */
+static void class_char(strbuf *o, uint32_t cp) {
+    if (cp == '\\' || cp == ']' || cp == '-' || cp == '^' || cp == '[' || cp < 0x20 || cp == 0x7F) strbuf_printf(o, "\\x%02X", (unsigned)cp);
+    else if (cp >= 0xD800 && cp <= 0xDFFF) strbuf_printf(o, "\\u%04X", (unsigned)cp);
+    else if (cp > 0xFFFF) strbuf_printf(o, "\\U%08X", (unsigned)cp); /* rare planes: readable as numbers */
     else {
         char u[8];
-        schema_addn(o, u, schema_json_escape(cp, u));
+        strbuf_add(o, u, schema_json_escape(cp, u));
     }
 }
 
 /* A set of code points as a single GBNF item for the JSON text of one such character:
  * a class of the characters a JSON string holds raw, and the escapes of the others. */
-static int emit_set(rx *r, schema_buf *o, cp_set *s) {
+static int emit_set(rx *r, strbuf *o, cp_set *s) {
     set_normalize(s);
     /* the raw part: the set within what a JSON string holds unescaped */
     static const cp_range plain[] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, MAX_CP}};
-    schema_buf raw = {0};
+    strbuf raw = SCHEMA_BUF;
     for (int i = 0; i < s->n; i++) {
         for (size_t k = 0; k < sizeof plain / sizeof *plain; k++) {
             uint32_t lo = s->r[i].lo > plain[k].lo ? s->r[i].lo : plain[k].lo;
             uint32_t hi = s->r[i].hi < plain[k].hi ? s->r[i].hi : plain[k].hi;
             if (lo > hi) continue;
             class_char(&raw, lo);
-            if (hi > lo) schema_add(&raw, "-"), class_char(&raw, hi);
+            if (hi > lo) strbuf_adds(&raw, "-"), class_char(&raw, hi);
         }
     }
     int items = 0;
-    schema_buf alt = {0};
-    if (raw.n) schema_add(&alt, "["), schema_addn(&alt, raw.s, raw.n), schema_add(&alt, "]"), items++;
-    schema_buf_free(&raw);
+    strbuf alt = SCHEMA_BUF;
+    if (raw.n) strbuf_adds(&alt, "["), strbuf_add(&alt, raw.s, raw.n), strbuf_adds(&alt, "]"), items++;
+    strbuf_free(&raw);
     static const uint32_t named[] = {'"', '\\', '\n', '\t', '\r', '\b', '\f'};
     for (size_t k = 0; k < sizeof named / sizeof *named; k++) {
         if (!set_has(s, named[k])) continue;
         char e[8];
         size_t n = schema_json_escape(named[k], e);
-        if (items++) schema_add(&alt, " | ");
+        if (items++) strbuf_adds(&alt, " | ");
         schema_gbnf_literal(&alt, e, n);
     }
     int all_controls = 1;
     for (uint32_t c = 0; c < 0x20; c++) all_controls &= set_has(s, c);
-    if (all_controls) schema_add(&alt, items++ ? " | " : ""), schema_add(&alt, "\"\\\\u00\" [01] [0-9a-fA-F]");
+    if (all_controls) strbuf_adds(&alt, items++ ? " | " : ""), strbuf_adds(&alt, "\"\\\\u00\" [01] [0-9a-fA-F]");
     if (!items) {
-        schema_buf_free(&alt);
+        strbuf_free(&alt);
         return rx_fail(r, "a character class that matches nothing");
     }
-    if (items > 1) schema_add(o, "("), schema_addn(o, alt.s, alt.n), schema_add(o, ")");
-    else schema_addn(o, alt.s, alt.n);
-    schema_buf_free(&alt);
+    if (items > 1) strbuf_adds(o, "("), strbuf_add(o, alt.s, alt.n), strbuf_adds(o, ")");
+    else strbuf_add(o, alt.s, alt.n);
+    strbuf_free(&alt);
     return 0;
 }
 
@@ -198,7 +198,7 @@ static int literal_cp(rx *r, uint32_t *cp) {
 }
 
 /* '[' ... ']' (r->i past '[') */
-static int char_class(rx *r, schema_buf *o) {
+static int char_class(rx *r, strbuf *o) {
     cp_set s = {.n = 0};
     int negate = r->i < r->n && r->s[r->i] == '^';
     if (negate) r->i++;
@@ -235,15 +235,15 @@ static int char_class(rx *r, schema_buf *o) {
     return emit_set(r, o, &s);
 }
 
-static int alternatives(rx *r, schema_buf *o);
+static int alternatives(rx *r, strbuf *o);
 
 /* a quantifier after an item, appended to it; 0 when there is none */
-static int quantifier(rx *r, schema_buf *item) {
+static int quantifier(rx *r, strbuf *item) {
     if (r->i >= r->n) return 0;
     char c = r->s[r->i];
     if (c == '*' || c == '+' || c == '?') {
         r->i++;
-        schema_addn(item, &c, 1);
+        strbuf_add(item, &c, 1);
     } else if (c == '{') {
         size_t j = r->i + 1;
         long m = -1, n = -1;
@@ -258,9 +258,9 @@ static int quantifier(rx *r, schema_buf *item) {
         if (m > SCHEMA_MAX_REPEAT || n > SCHEMA_MAX_REPEAT) return rx_fail(r, "a repetition past 2000, the grammar's bound");
         if (comma && n >= 0 && n < m) return rx_fail(r, "a repetition's bounds out of order");
         r->i = j + 1;
-        if (!comma) schema_printf(item, "{%ld}", m);
-        else if (n < 0) schema_printf(item, "{%ld,}", m);
-        else schema_printf(item, "{%ld,%ld}", m, n);
+        if (!comma) strbuf_printf(item, "{%ld}", m);
+        else if (n < 0) strbuf_printf(item, "{%ld,}", m);
+        else strbuf_printf(item, "{%ld,%ld}", m, n);
     } else return 0;
     if (r->i < r->n && r->s[r->i] == '?') r->i++; /* lazy: the same language */
     else if (r->i < r->n && r->s[r->i] == '+') return rx_fail(r, "unsupported possessive quantifier");
@@ -268,20 +268,20 @@ static int quantifier(rx *r, schema_buf *item) {
     return 1;
 }
 
-static void flush_literal(schema_buf *o, schema_buf *lit, int *items) {
+static void flush_literal(strbuf *o, strbuf *lit, int *items) {
     if (!lit->n) return;
-    if ((*items)++) schema_add(o, " ");
+    if ((*items)++) strbuf_adds(o, " ");
     schema_gbnf_literal(o, lit->s, lit->n);
     lit->n = 0;
 }
 
 /* a sequence up to '|' or ')' or the end; consecutive literal characters merge */
-static int sequence(rx *r, schema_buf *o) {
-    schema_buf lit = {0};
+static int sequence(rx *r, strbuf *o) {
+    strbuf lit = SCHEMA_BUF;
     int items = 0;
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         char c = r->s[r->i];
-        schema_buf item = {0};
+        strbuf item = SCHEMA_BUF;
         uint32_t cp = 0;
         int is_literal = 0;
         if (c == '(') {
@@ -297,9 +297,9 @@ static int sequence(rx *r, schema_buf *o) {
             }
             if (!r->failed && ++r->depth > MAX_DEPTH) rx_fail(r, "groups nested deeper than 100");
             if (!r->failed) {
-                schema_add(&item, "(");
+                strbuf_adds(&item, "(");
                 alternatives(r, &item);
-                schema_add(&item, ")");
+                strbuf_adds(&item, ")");
                 if (!r->failed && (r->i >= r->n || r->s[r->i] != ')')) rx_fail(r, "unbalanced parentheses");
                 r->i++, r->depth--;
             }
@@ -327,45 +327,45 @@ static int sequence(rx *r, schema_buf *o) {
             is_literal = 1;
         }
         if (r->failed) {
-            schema_buf_free(&item), schema_buf_free(&lit);
+            strbuf_free(&item), strbuf_free(&lit);
             return -1;
         }
         if (is_literal) {
             char e[8];
             size_t k = schema_json_escape(cp, e);
-            schema_buf one = {0};
+            strbuf one = SCHEMA_BUF;
             schema_gbnf_literal(&one, e, k);
             int q = quantifier(r, &one);
-            if (q == 0) schema_addn(&lit, e, k);
-            else if (q > 0) flush_literal(o, &lit, &items), schema_add(o, items++ ? " " : ""), schema_addn(o, one.s, one.n);
-            schema_buf_free(&one);
+            if (q == 0) strbuf_add(&lit, e, k);
+            else if (q > 0) flush_literal(o, &lit, &items), strbuf_adds(o, items++ ? " " : ""), strbuf_add(o, one.s, one.n);
+            strbuf_free(&one);
         } else {
             quantifier(r, &item); /* appended to the item, when there is one */
             flush_literal(o, &lit, &items);
-            if (!r->failed) schema_add(o, items++ ? " " : ""), schema_addn(o, item.s, item.n);
+            if (!r->failed) strbuf_adds(o, items++ ? " " : ""), strbuf_add(o, item.s, item.n);
         }
-        schema_buf_free(&item);
+        strbuf_free(&item);
         if (r->failed) {
-            schema_buf_free(&lit);
+            strbuf_free(&lit);
             return -1;
         }
     }
     flush_literal(o, &lit, &items);
-    schema_buf_free(&lit);
+    strbuf_free(&lit);
     return 0;
 }
 
-static int alternatives(rx *r, schema_buf *o) {
+static int alternatives(rx *r, strbuf *o) {
     if (sequence(r, o)) return -1;
     while (r->i < r->n && r->s[r->i] == '|') {
         r->i++;
-        schema_add(o, " | ");
+        strbuf_adds(o, " | ");
         if (sequence(r, o)) return -1;
     }
     return 0;
 }
 
-int schema_pattern(schema_buf *out, const char *pattern, size_t n, int *uses_char, char *err, size_t errlen) {
+int schema_pattern(strbuf *out, const char *pattern, size_t n, int *uses_char, char *err, size_t errlen) {
     size_t start = 0, end = n;
     int anchored_start = n > 0 && pattern[0] == '^';
     if (anchored_start) start = 1;
@@ -377,20 +377,20 @@ int schema_pattern(schema_buf *out, const char *pattern, size_t n, int *uses_cha
         if (anchored_end) end--;
     }
     rx r = {.s = pattern + start, .n = end - start, .err = err, .errlen = errlen};
-    schema_buf body = {0};
+    strbuf body = SCHEMA_BUF;
     alternatives(&r, &body);
     if (!r.failed && r.i < r.n) rx_fail(&r, "unbalanced parentheses");
     if (r.failed) {
-        schema_buf_free(&body);
+        strbuf_free(&body);
         return -1;
     }
-    schema_add(out, "\"\\\"\" ");
-    if (!anchored_start) schema_add(out, "char* "), *uses_char = 1;
-    schema_add(out, "(");
-    schema_addn(out, body.s ? body.s : "", body.n);
-    schema_add(out, ")");
-    if (!anchored_end) schema_add(out, " char*"), *uses_char = 1;
-    schema_add(out, " \"\\\"\"");
-    schema_buf_free(&body);
+    strbuf_adds(out, "\"\\\"\" ");
+    if (!anchored_start) strbuf_adds(out, "char* "), *uses_char = 1;
+    strbuf_adds(out, "(");
+    strbuf_add(out, body.s ? body.s : "", body.n);
+    strbuf_adds(out, ")");
+    if (!anchored_end) strbuf_adds(out, " char*"), *uses_char = 1;
+    strbuf_adds(out, " \"\\\"\"");
+    strbuf_free(&body);
     return 0;
 }

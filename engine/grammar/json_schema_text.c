@@ -1,5 +1,5 @@
-/* json_schema_text.c - the text the JSON schema conversion writes: a bounded growing
- * buffer, GBNF string literals, and characters as JSON strings spell them (the grammar
+/* json_schema_text.c - the text the JSON schema conversion writes: GBNF string
+ * literals, and characters as JSON strings spell them (the grammar
  * matches the JSON text, so a quote inside a string value is the two characters \"). */
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,81 +8,25 @@
 
 #include "engine/grammar/json_schema_impl.h"
 
-void schema_addn(schema_buf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->n + n + 1 > SCHEMA_MAX_TEXT) {
-        b->failed = 1;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *s2 = realloc(b->s, cap);
-        if (!s2) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s2, b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-void schema_add(schema_buf *b, const char *s) { schema_addn(b, s, strlen(s)); }
-
-void schema_printf(schema_buf *b, const char *fmt, ...) {
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        b->failed = 1;
-        return;
-    }
-    if ((size_t)k < sizeof small) {
-        schema_addn(b, small, (size_t)k);
-        return;
-    }
-    char *big = malloc((size_t)k + 1);
-    if (!big) {
-        b->failed = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    schema_addn(b, big, (size_t)k);
-    free(big);
-}
-
-void schema_buf_free(schema_buf *b) {
-    free(b->s);
-    memset(b, 0, sizeof *b);
-}
-
-void schema_gbnf_literal(schema_buf *b, const char *raw, size_t n) {
-    schema_add(b, "\"");
+void schema_gbnf_literal(strbuf *b, const char *raw, size_t n) {
+    strbuf_adds(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)raw[i];
-        if (c == '"') schema_add(b, "\\\"");
-        else if (c == '\\') schema_add(b, "\\\\");
-        else if (c == '\n') schema_add(b, "\\n");
-        else if (c == '\r') schema_add(b, "\\r");
-        else if (c == '\t') schema_add(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) schema_printf(b, "\\x%02X", c);
-        else schema_addn(b, raw + i, 1);
+        if (c == '"') strbuf_adds(b, "\\\"");
+        else if (c == '\\') strbuf_adds(b, "\\\\");
+        else if (c == '\n') strbuf_adds(b, "\\n");
+        else if (c == '\r') strbuf_adds(b, "\\r");
+        else if (c == '\t') strbuf_adds(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) strbuf_printf(b, "\\x%02X", c);
+        else strbuf_add(b, raw + i, 1);
     }
-    schema_add(b, "\"");
+    strbuf_adds(b, "\"");
 }
 
 char *gbnf_literal(const char *raw, size_t n) {
-    schema_buf b = {0};
+    strbuf b = SCHEMA_BUF;
     schema_gbnf_literal(&b, raw, n);
-    if (!b.failed) return b.s;
-    schema_buf_free(&b);
-    return NULL;
+    return strbuf_take(&b);
 }
 
 size_t schema_json_escape(uint32_t cp, char out[8]) {

@@ -9,13 +9,13 @@
 #include <string.h>
 
 void tc_build_problem(struct tc_call_build *cb, const char *fmt, ...) {
-    if (cb->problem.n) tc_buf_adds(&cb->problem, "; ");
+    if (cb->problem.n) strbuf_adds(&cb->problem, "; ");
     va_list ap;
     va_start(ap, fmt);
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    tc_buf_adds(&cb->problem, line);
+    strbuf_adds(&cb->problem, line);
 }
 
 /* a name or key quoted for a problem line, cut to a readable length */
@@ -23,8 +23,8 @@ void tc_build_problem(struct tc_call_build *cb, const char *fmt, ...) {
 
 void tc_build_begin(struct tc_scan *sc, struct tc_call_build *cb, const char *name, size_t len) {
     *cb = (struct tc_call_build){0};
-    tc_buf_add(&cb->name, name, len);
-    tc_buf_addc(&cb->args, '{');
+    strbuf_add(&cb->name, name, len);
+    strbuf_addc(&cb->args, '{');
     if (!sc->tools) return;
     cb->tool = tc_tools_find(sc->tools, name, len);
     if (!cb->tool) tc_build_problem(cb, "%.*s is not an offered function", SHOW(len), name);
@@ -39,22 +39,22 @@ bool tc_build_key(struct tc_scan *sc, struct tc_call_build *cb, const char *key,
             return false;
         }
     }
-    tc_buf_add(&cb->keys, key, len);
-    tc_buf_addc(&cb->keys, 0);
+    strbuf_add(&cb->keys, key, len);
+    strbuf_addc(&cb->keys, 0);
     if (cb->tool && !*param)
         tc_build_problem(cb, "%.*s is not a parameter of %s", SHOW(len), key, cb->tool->name);
-    if (cb->n_args++) tc_buf_addc(&cb->args, ',');
-    tc_buf_json_string(&cb->args, key, len);
-    tc_buf_addc(&cb->args, ':');
+    if (cb->n_args++) strbuf_addc(&cb->args, ',');
+    tc_add_json_string(&cb->args, key, len);
+    strbuf_addc(&cb->args, ':');
     (void)sc;
     return true;
 }
 
 void tc_build_drop(struct tc_call_build *cb) {
-    tc_buf_free(&cb->name);
-    tc_buf_free(&cb->args);
-    tc_buf_free(&cb->problem);
-    tc_buf_free(&cb->keys);
+    strbuf_free(&cb->name);
+    strbuf_free(&cb->args);
+    strbuf_free(&cb->problem);
+    strbuf_free(&cb->keys);
 }
 
 static bool given(const struct tc_call_build *cb, const char *key) {
@@ -64,7 +64,7 @@ static bool given(const struct tc_call_build *cb, const char *key) {
 }
 
 bool tc_build_end(struct tc_scan *sc, struct tc_call_build *cb, size_t start, size_t end) {
-    if (!cb->args_done) tc_buf_addc(&cb->args, '}');
+    if (!cb->args_done) strbuf_addc(&cb->args, '}');
     if (cb->tool)
         for (int k = 0; k < cb->tool->n_params; k++)
             if (cb->tool->params[k].required && !given(cb, cb->tool->params[k].name))
@@ -77,11 +77,11 @@ bool tc_build_end(struct tc_scan *sc, struct tc_call_build *cb, size_t start, si
         return sc->oom = true, false;
     }
     r->calls = c;
-    bool oom = cb->name.oom || cb->args.oom || cb->problem.oom || cb->keys.oom;
+    bool oom = cb->name.failed || cb->args.failed || cb->problem.failed || cb->keys.failed;
     struct tc_call call = {.index = r->n_calls, .start = start, .end = end};
-    call.name = tc_buf_take(&cb->name);
-    call.arguments = tc_buf_take(&cb->args);
-    call.problem = cb->problem.n ? tc_buf_take(&cb->problem) : NULL;
+    call.name = strbuf_take(&cb->name);
+    call.arguments = strbuf_take(&cb->args);
+    call.problem = cb->problem.n ? strbuf_take(&cb->problem) : NULL;
     tc_build_drop(cb);
     if (oom || !call.name || !call.arguments) {
         free(call.name), free(call.arguments), free(call.problem);

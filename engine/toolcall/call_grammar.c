@@ -48,26 +48,26 @@ static bool raw_text(const cJSON *schema) {
 
 /* a string enum's values as literal alternatives ("celsius" | "fahrenheit"); false when
  * the schema is not one */
-static bool enum_literals(const cJSON *schema, struct tc_buf *o) {
+static bool enum_literals(const cJSON *schema, strbuf *o) {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
     if (!cJSON_IsArray(en) || !cJSON_GetArraySize(en)) return false;
     const cJSON *v;
     cJSON_ArrayForEach(v, en) if (!cJSON_IsString(v)) return false;
-    tc_buf_adds(o, "(");
+    strbuf_adds(o, "(");
     cJSON_ArrayForEach(v, en) {
         char *lit = gbnf_literal(v->valuestring, strlen(v->valuestring));
-        if (!lit) o->oom = true;
-        else tc_buf_printf(o, "%s%s", v != en->child ? " | " : "", lit);
+        if (!lit) o->failed = true;
+        else strbuf_printf(o, "%s%s", v != en->child ? " | " : "", lit);
         free(lit);
     }
-    tc_buf_adds(o, ")");
+    strbuf_adds(o, ")");
     return true;
 }
 
-static void add_literal(struct tc_buf *o, const char *s) {
+static void add_literal(strbuf *o, const char *s) {
     char *lit = gbnf_literal(s, strlen(s));
-    if (!lit) o->oom = true;
-    else tc_buf_adds(o, lit);
+    if (!lit) o->failed = true;
+    else strbuf_adds(o, lit);
     free(lit);
 }
 
@@ -138,7 +138,7 @@ char *tc_call_grammar(enum tc_family f, const char *tools_json, size_t len, cons
     tc_tools_free(checked);
     cJSON *tools = cJSON_ParseWithLength(tools_json, len);
     struct value_rules v = {.owned = cJSON_CreateArray()};
-    struct tc_buf alts = {0}, xml = {0}, o = {0};
+    strbuf alts = {0}, xml = {0}, o = {0};
     char *out = NULL, *values = NULL, rule[64];
     bool ok = tools && v.owned;
     int i = 0, chosen = 0;
@@ -150,40 +150,40 @@ char *tc_call_grammar(enum tc_family f, const char *tools_json, size_t len, cons
         i++;
         if (only && strcmp(only, name)) continue;
         chosen++;
-        if (alts.n) tc_buf_adds(&alts, " | ");
+        if (alts.n) strbuf_adds(&alts, " | ");
         snprintf(rule, sizeof rule, "tc-call-%d", i);
-        tc_buf_adds(&alts, rule);
+        strbuf_adds(&alts, rule);
         if (f == TC_HERMES || f == TC_LLAMA3) {
             const cJSON *call = call_object(&v, name, params, f == TC_HERMES ? "arguments" : "parameters");
             ok = add_value_rule(&v, call, rule);
             continue;
         }
         /* XML: the function's markup here, its non-text values as JSON value rules */
-        tc_buf_printf(&xml, "%s ::= \"<function=\" ", rule);
+        strbuf_printf(&xml, "%s ::= \"<function=\" ", rule);
         add_literal(&xml, name);
-        tc_buf_adds(&xml, " \">\\n\"");
+        strbuf_adds(&xml, " \">\\n\"");
         int k = 0;
         const cJSON *p;
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(params, "properties")) {
             k++;
-            tc_buf_adds(&xml, " (\"<parameter=\" ");
+            strbuf_adds(&xml, " (\"<parameter=\" ");
             add_literal(&xml, p->string);
-            tc_buf_adds(&xml, " \">\\n\" ");
+            strbuf_adds(&xml, " \">\\n\" ");
             if (!enum_literals(p, &xml)) {
                 const cJSON *max = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
                 if (raw_text(p) && cJSON_IsNumber(max) && max->valuedouble >= 0 && max->valuedouble <= 2000) {
-                    tc_buf_printf(&xml, "tc-xml-char{0,%d}", (int)max->valuedouble);
+                    strbuf_printf(&xml, "tc-xml-char{0,%d}", (int)max->valuedouble);
                 } else if (raw_text(p)) {
-                    tc_buf_adds(&xml, "tc-xml-char*");
+                    strbuf_adds(&xml, "tc-xml-char*");
                 } else {
                     snprintf(rule, sizeof rule, "tc-value-%d-%d", i, k);
-                    tc_buf_adds(&xml, rule);
+                    strbuf_adds(&xml, rule);
                     ok = ok && add_value_rule(&v, p, rule);
                 }
             }
-            tc_buf_adds(&xml, required(params, p->string) ? " \"\\n</parameter>\\n\")" : " \"\\n</parameter>\\n\")?");
+            strbuf_adds(&xml, required(params, p->string) ? " \"\\n</parameter>\\n\")" : " \"\\n</parameter>\\n\")?");
         }
-        tc_buf_adds(&xml, " \"</function>\\n\"\n");
+        strbuf_adds(&xml, " \"</function>\\n\"\n");
     }
     if (ok && !chosen) {
         snprintf(err, errlen, "tool_choice: no offered function is named '%.80s'", only ? only : "");
@@ -193,26 +193,26 @@ char *tc_call_grammar(enum tc_family f, const char *tools_json, size_t len, cons
         values = json_schemas_to_gbnf_rules(v.schemas, (const char *const *)v.names, v.n, err, errlen);
         if (!values) goto done;
     }
-    if (!ok || xml.oom || alts.oom) {
+    if (!ok || xml.failed || alts.failed) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     if (f == TC_LLAMA3) {
-        tc_buf_printf(&o, "root ::= %s\n", alts.s);
+        strbuf_printf(&o, "root ::= %s\n", alts.s);
     } else {
-        tc_buf_printf(&o, "root ::= tc-call%s\n", parallel ? " (\"\\n\" tc-call)*" : "");
-        if (f == TC_HERMES) tc_buf_printf(&o, "tc-call ::= \"<tool_call>\\n\" (%s) \"\\n</tool_call>\"\n", alts.s);
-        else tc_buf_printf(&o, "tc-call ::= \"<tool_call>\\n\" (%s) \"</tool_call>\"\n", alts.s);
-        if (xml.n) tc_buf_printf(&o, "%stc-xml-char ::= [^<] | \"<\" [^/]\n", xml.s);
+        strbuf_printf(&o, "root ::= tc-call%s\n", parallel ? " (\"\\n\" tc-call)*" : "");
+        if (f == TC_HERMES) strbuf_printf(&o, "tc-call ::= \"<tool_call>\\n\" (%s) \"\\n</tool_call>\"\n", alts.s);
+        else strbuf_printf(&o, "tc-call ::= \"<tool_call>\\n\" (%s) \"</tool_call>\"\n", alts.s);
+        if (xml.n) strbuf_printf(&o, "%stc-xml-char ::= [^<] | \"<\" [^/]\n", xml.s);
     }
-    if (values) tc_buf_adds(&o, values);
-    out = tc_buf_take(&o);
+    if (values) strbuf_adds(&o, values);
+    out = strbuf_take(&o);
     if (!out) snprintf(err, errlen, "out of memory");
 done:
     free(values);
-    tc_buf_free(&o);
-    tc_buf_free(&alts);
-    tc_buf_free(&xml);
+    strbuf_free(&o);
+    strbuf_free(&alts);
+    strbuf_free(&xml);
     value_rules_free(&v);
     cJSON_Delete(tools);
     return out;

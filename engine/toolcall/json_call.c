@@ -76,7 +76,7 @@ static bool take_field(void *arg, const char *s, const struct member *m) {
 struct key_check {
     struct tc_scan *sc;
     struct tc_call_build *cb;
-    struct tc_buf key;
+    strbuf key;
 };
 
 static bool check_key(void *arg, const char *s, const struct member *m) {
@@ -100,14 +100,14 @@ enum tc_read tc_json_call(struct tc_scan *sc, size_t i, const char *args_key, co
     struct call_fields f = {.args_key = args_key, .args_key2 = args_key2, .type_field = type_field};
     if (!each_member(s, i, e, take_field, &f) || !f.has_name || (need_args && !f.has_args)) return TC_BAD;
 
-    struct tc_buf name = {0};
+    strbuf name = {0};
     size_t ne;
-    if (tc_json_string(s, f.name.val, f.name.val_end, &name, &ne) != TC_OK || name.oom) {
-        tc_buf_free(&name);
-        return name.oom ? (sc->oom = true, TC_BAD) : TC_BAD;
+    if (tc_json_string(s, f.name.val, f.name.val_end, &name, &ne) != TC_OK || name.failed) {
+        strbuf_free(&name);
+        return name.failed ? (sc->oom = true, TC_BAD) : TC_BAD;
     }
     /* the arguments: an object, a string holding one, or none (no arguments) */
-    struct tc_buf unwrapped = {0};
+    strbuf unwrapped = {0};
     const char *as = s;
     size_t a0 = 0, a1 = 0;
     if (f.has_args && s[f.args.val] == '"') {
@@ -123,23 +123,23 @@ enum tc_read tc_json_call(struct tc_scan *sc, size_t i, const char *args_key, co
         a0 = f.args.val, a1 = f.args.val_end;
     }
     if (f.has_args && (a1 <= a0 || as[a0] != '{')) {
-        tc_buf_free(&name), tc_buf_free(&unwrapped);
+        strbuf_free(&name), strbuf_free(&unwrapped);
         return TC_BAD;
     }
 
     struct tc_call_build cb;
     tc_build_begin(sc, &cb, name.s ? name.s : "", name.n);
-    tc_buf_free(&name);
+    strbuf_free(&name);
     if (f.has_args) {
         struct key_check k = {.sc = sc, .cb = &cb};
         each_member(as, a0, a1, check_key, &k);
-        tc_buf_free(&k.key);
+        strbuf_free(&k.key);
         cb.args.n = 0;
         tc_json_minify(&cb.args, as, a0, a1);
     } else {
-        tc_buf_addc(&cb.args, '}');
+        strbuf_addc(&cb.args, '}');
     }
-    tc_buf_free(&unwrapped);
+    strbuf_free(&unwrapped);
     cb.args_done = true;
     *end = e;
     return tc_build_end(sc, &cb, i, e) ? TC_OK : TC_BAD;

@@ -35,7 +35,7 @@ static enum tc_read one_call(struct tc_scan *sc, size_t p, size_t *end) {
     if ((r = tc_lit(s, ne, n, "(", &q)) != TC_OK) return r;
     struct tc_call_build cb;
     tc_build_begin(sc, &cb, s + p, ne - p);
-    struct tc_buf value = {0};
+    strbuf value = {0};
     q = tc_skip_space(s, q, n);
     if (q < n && s[q] == ')') {
         q++;
@@ -49,7 +49,7 @@ static enum tc_read one_call(struct tc_scan *sc, size_t p, size_t *end) {
             value.n = 0;
             if ((r = tc_py_value(s, v, n, &value, &v)) != TC_OK) break;
             const struct tc_param *param;
-            if (tc_build_key(sc, &cb, s + q, ke - q, &param)) tc_buf_add(&cb.args, value.s ? value.s : "", value.n);
+            if (tc_build_key(sc, &cb, s + q, ke - q, &param)) strbuf_add(&cb.args, value.s ? value.s : "", value.n);
             q = tc_skip_space(s, v, n);
             if (q >= n) {
                 r = TC_MORE;
@@ -66,8 +66,8 @@ static enum tc_read one_call(struct tc_scan *sc, size_t p, size_t *end) {
             q = tc_skip_space(s, q + 1, n);
         }
     }
-    bool oom = value.oom;
-    tc_buf_free(&value);
+    bool oom = value.failed;
+    strbuf_free(&value);
     if (r != TC_OK || oom) {
         tc_build_drop(&cb);
         if (oom) sc->oom = true;

@@ -1,80 +1,36 @@
-/* text.c - the room's text helpers: the growing buffer, literals a partial text may cut,
+/* text.c - the room's text helpers: JSON string literals, literals a partial text may cut,
  * JSON values scanned (and minified) within their bounds, Python literals as JSON. */
 #include "engine/toolcall/toolcall_impl.h"
 
+#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the buffer ---- */
+/* ---- JSON strings ---- */
 
-static bool reserve(struct tc_buf *b, size_t more) {
-    if (b->oom) return false;
-    if (more > ((size_t)-1) / 2 - b->n) return b->oom = true, false;
-    if (b->n + more + 1 <= b->cap) return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + more + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) return b->oom = true, false;
-    b->s = s;
-    b->cap = cap;
-    return true;
-}
-
-void tc_buf_add(struct tc_buf *b, const char *p, size_t n) {
-    if (!reserve(b, n)) return;
-    if (n) memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-void tc_buf_adds(struct tc_buf *b, const char *s) { tc_buf_add(b, s, strlen(s)); }
-void tc_buf_addc(struct tc_buf *b, char c) { tc_buf_add(b, &c, 1); }
-
-void tc_buf_printf(struct tc_buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0 || !reserve(b, (size_t)k)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
-}
-
-void tc_buf_json_string(struct tc_buf *b, const char *p, size_t n) {
-    tc_buf_addc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c == '"') tc_buf_adds(b, "\\\"");
-        else if (c == '\\') tc_buf_adds(b, "\\\\");
-        else if (c == '\n') tc_buf_adds(b, "\\n");
-        else if (c == '\t') tc_buf_adds(b, "\\t");
-        else if (c == '\r') tc_buf_adds(b, "\\r");
-        else if (c == '\b') tc_buf_adds(b, "\\b");
-        else if (c == '\f') tc_buf_adds(b, "\\f");
-        else if (c < 0x20) tc_buf_printf(b, "\\u%04x", c);
-        else tc_buf_addc(b, (char)c);
+/* cJSON escapes a NUL-terminated string; a NUL byte in the text is written as \u0000
+ * between the pieces around it */
+void tc_add_json_string(strbuf *b, const char *p, size_t n) {
+    strbuf_addc(b, '"');
+    for (size_t i = 0; i <= n && !b->failed;) {
+        const char *nul = memchr(p + i, 0, n - i);
+        size_t k = nul ? (size_t)(nul - (p + i)) : n - i;
+        char *z = malloc(k + 1);
+        cJSON *str = NULL;
+        if (z) memcpy(z, p + i, k), z[k] = 0, str = cJSON_CreateString(z);
+        char *text = str ? cJSON_PrintUnformatted(str) : NULL;
+        if (text) strbuf_add(b, text + 1, strlen(text) - 2); /* without its quotes */
+        else b->failed = true;
+        cJSON_free(text);
+        cJSON_Delete(str);
+        free(z);
+        if (!nul) break;
+        strbuf_adds(b, "\\u0000");
+        i += k + 1;
     }
-    tc_buf_addc(b, '"');
-}
-
-char *tc_buf_take(struct tc_buf *b) {
-    if (!reserve(b, 0)) {
-        tc_buf_free(b);
-        return NULL;
-    }
-    char *s = b->s;
-    s[b->n] = 0;
-    *b = (struct tc_buf){0};
-    return s;
-}
-
-void tc_buf_free(struct tc_buf *b) {
-    free(b->s);
-    *b = (struct tc_buf){0};
+    strbuf_addc(b, '"');
 }
 
 /* ---- literals and whitespace ---- */
@@ -236,28 +192,28 @@ bool tc_json_whole(const char *s, size_t i, size_t n) {
     return r == TC_OK && json_ws(s, e, n) == n;
 }
 
-void tc_json_minify(struct tc_buf *b, const char *s, size_t i, size_t end) {
+void tc_json_minify(strbuf *b, const char *s, size_t i, size_t end) {
     bool in_str = false;
     for (size_t p = i; p < end; p++) {
         char c = s[p];
         if (in_str) {
             if (c == '\\' && p + 1 < end) {
-                tc_buf_add(b, s + p, 2);
+                strbuf_add(b, s + p, 2);
                 p++;
                 continue;
             }
             if (c == '"') in_str = false;
-            tc_buf_addc(b, c);
+            strbuf_addc(b, c);
         } else if (c == '"') {
             in_str = true;
-            tc_buf_addc(b, c);
+            strbuf_addc(b, c);
         } else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-            tc_buf_addc(b, c);
+            strbuf_addc(b, c);
         }
     }
 }
 
-static void add_utf8(struct tc_buf *b, unsigned long cp) {
+static void add_utf8(strbuf *b, unsigned long cp) {
     char u[4];
     size_t k;
     if (cp < 0x80) u[0] = (char)cp, k = 1;
@@ -268,26 +224,26 @@ static void add_utf8(struct tc_buf *b, unsigned long cp) {
     else
         u[0] = (char)(0xF0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
         u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), k = 4;
-    tc_buf_add(b, u, k);
+    strbuf_add(b, u, k);
 }
 
 static unsigned long hex4(const char *s) { return strtoul((char[5]){s[0], s[1], s[2], s[3], 0}, NULL, 16); }
 
-enum tc_read tc_json_string(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end) {
+enum tc_read tc_json_string(const char *s, size_t i, size_t n, strbuf *b, size_t *end) {
     size_t e;
     enum tc_read r = json_skip_string(s, i, n, &e);
     if (r != TC_OK) return r;
     for (size_t p = i + 1; p < e - 1; p++) {
         if (s[p] != '\\') {
-            tc_buf_addc(b, s[p]);
+            strbuf_addc(b, s[p]);
             continue;
         }
         char c = s[++p];
-        if (c == 'n') tc_buf_addc(b, '\n');
-        else if (c == 't') tc_buf_addc(b, '\t');
-        else if (c == 'r') tc_buf_addc(b, '\r');
-        else if (c == 'b') tc_buf_addc(b, '\b');
-        else if (c == 'f') tc_buf_addc(b, '\f');
+        if (c == 'n') strbuf_addc(b, '\n');
+        else if (c == 't') strbuf_addc(b, '\t');
+        else if (c == 'r') strbuf_addc(b, '\r');
+        else if (c == 'b') strbuf_addc(b, '\b');
+        else if (c == 'f') strbuf_addc(b, '\f');
         else if (c == 'u') {
             unsigned long cp = hex4(s + p + 1);
             p += 4;
@@ -299,7 +255,7 @@ enum tc_read tc_json_string(const char *s, size_t i, size_t n, struct tc_buf *b,
                 }
             }
             add_utf8(b, cp);
-        } else tc_buf_addc(b, c); /* " \ / */
+        } else strbuf_addc(b, c); /* " \ / */
     }
     *end = e;
     return TC_OK;
@@ -313,44 +269,44 @@ static bool word_char(char c) {
 
 /* a quoted Python string at i, written as a JSON string: the escapes JSON shares pass as
  * they are, \' becomes ', a " inside '...' is escaped */
-static enum tc_read py_string(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end) {
+static enum tc_read py_string(const char *s, size_t i, size_t n, strbuf *b, size_t *end) {
     char q = s[i];
-    tc_buf_addc(b, '"');
+    strbuf_addc(b, '"');
     for (size_t p = i + 1; p < n; p++) {
         unsigned char c = (unsigned char)s[p];
         if (c == (unsigned char)q) {
-            tc_buf_addc(b, '"');
+            strbuf_addc(b, '"');
             *end = p + 1;
             return TC_OK;
         }
         if (c == '\\') {
             if (++p >= n) return TC_MORE;
             char e = s[p];
-            if (e == '\'') tc_buf_addc(b, '\'');
+            if (e == '\'') strbuf_addc(b, '\'');
             else if (e == 'u') {
                 for (int k = 1; k <= 4; k++) {
                     if (p + k >= n) return TC_MORE;
                     if (!is_hex(s[p + k])) return TC_BAD;
                 }
-                tc_buf_add(b, s + p - 1, 6);
+                strbuf_add(b, s + p - 1, 6);
                 p += 4;
             } else if (strchr("\"\\/bfnrt", e) && e) {
-                tc_buf_addc(b, '\\');
-                tc_buf_addc(b, e);
+                strbuf_addc(b, '\\');
+                strbuf_addc(b, e);
             } else return TC_BAD;
             continue;
         }
-        if (c == '"') tc_buf_adds(b, "\\\"");
-        else if (c == '\n') tc_buf_adds(b, "\\n");
-        else if (c == '\t') tc_buf_adds(b, "\\t");
-        else if (c == '\r') tc_buf_adds(b, "\\r");
-        else if (c < 0x20) tc_buf_printf(b, "\\u%04x", c);
-        else tc_buf_addc(b, (char)c);
+        if (c == '"') strbuf_adds(b, "\\\"");
+        else if (c == '\n') strbuf_adds(b, "\\n");
+        else if (c == '\t') strbuf_adds(b, "\\t");
+        else if (c == '\r') strbuf_adds(b, "\\r");
+        else if (c < 0x20) strbuf_printf(b, "\\u%04x", c);
+        else strbuf_addc(b, (char)c);
     }
     return TC_MORE;
 }
 
-static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end, int depth) {
+static enum tc_read py_value(const char *s, size_t i, size_t n, strbuf *b, size_t *end, int depth) {
     if (i >= n) return TC_MORE;
     if (depth > TC_MAX_DEPTH) return TC_BAD;
     char c = s[i];
@@ -360,7 +316,7 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
         enum tc_read r = json_number(s, i, n, &e);
         if (r == TC_BAD) return r;
         if (r == TC_MORE && e <= i) return TC_MORE;
-        tc_buf_add(b, s + i, e - i);
+        strbuf_add(b, s + i, e - i);
         *end = e;
         return r;
     }
@@ -375,7 +331,7 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
             size_t m = strlen(words[k][0]);
             if (e - i == m && memcmp(s + i, words[k][0], m) == 0) {
                 if (e >= n) return TC_MORE; /* "Tru" may be "True", "None" "Nonesuch" */
-                tc_buf_adds(b, words[k][1]);
+                strbuf_adds(b, words[k][1]);
                 *end = e;
                 return TC_OK;
             }
@@ -385,16 +341,16 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
     }
     if (c != '{' && c != '[') return TC_BAD;
     char close = c == '{' ? '}' : ']';
-    tc_buf_addc(b, c);
+    strbuf_addc(b, c);
     size_t p = tc_skip_space(s, i + 1, n);
     if (p >= n) return TC_MORE;
     if (s[p] == close) {
-        tc_buf_addc(b, close);
+        strbuf_addc(b, close);
         *end = p + 1;
         return TC_OK;
     }
     for (bool first = true;; first = false) {
-        if (!first) tc_buf_addc(b, ',');
+        if (!first) strbuf_addc(b, ',');
         if (c == '{') {
             if (p >= n) return TC_MORE;
             if (s[p] != '"' && s[p] != '\'') return TC_BAD;
@@ -403,7 +359,7 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
             p = tc_skip_space(s, p, n);
             if (p >= n) return TC_MORE;
             if (s[p] != ':') return TC_BAD;
-            tc_buf_addc(b, ':');
+            strbuf_addc(b, ':');
             p = tc_skip_space(s, p + 1, n);
         }
         size_t q;
@@ -412,7 +368,7 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
         p = tc_skip_space(s, q, n);
         if (p >= n) return TC_MORE;
         if (s[p] == close) {
-            tc_buf_addc(b, close);
+            strbuf_addc(b, close);
             *end = p + 1;
             return TC_OK;
         }
@@ -421,6 +377,6 @@ static enum tc_read py_value(const char *s, size_t i, size_t n, struct tc_buf *b
     }
 }
 
-enum tc_read tc_py_value(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end) {
+enum tc_read tc_py_value(const char *s, size_t i, size_t n, strbuf *b, size_t *end) {
     return py_value(s, i, n, b, end, 0);
 }

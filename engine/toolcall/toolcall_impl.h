@@ -1,29 +1,20 @@
-/* toolcall_impl.h - what the toolcall room's files share: a growing buffer, literals that
+/* toolcall_impl.h - what the toolcall room's files share: JSON string literals, literals that
  * may be cut by the end of a partial text, JSON and Python values scanned within bounds, the
  * compiled tools, and the interface of one family's call reader. */
 #ifndef CHATFS_TOOLCALL_IMPL_H
 #define CHATFS_TOOLCALL_IMPL_H
 
+#include "engine/base/strbuf.h"
 #include "engine/toolcall/toolcall.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* ---- a growing byte buffer; oom set once an allocation failed (later adds do nothing) ---- */
-struct tc_buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-};
-void tc_buf_add(struct tc_buf *b, const char *p, size_t n);
-void tc_buf_adds(struct tc_buf *b, const char *s);
-void tc_buf_addc(struct tc_buf *b, char c);
-void tc_buf_printf(struct tc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* a JSON string literal of the bytes (quotes, escapes for " \ and control characters) */
-void tc_buf_json_string(struct tc_buf *b, const char *p, size_t n);
-/* the buffer as a NUL-terminated string the caller owns (NULL when out of memory) */
-char *tc_buf_take(struct tc_buf *b);
-void tc_buf_free(struct tc_buf *b);
+/* ---- text out: the room's buffers are engine/base's strbuf ---- */
+
+/* a JSON string literal of the bytes (quotes, and cJSON's escapes for " \ and control
+ * characters) */
+void tc_add_json_string(strbuf *b, const char *p, size_t n);
 
 /* ---- reading within bounds: s[0, n) is the text, i a position in it ---- */
 
@@ -47,13 +38,13 @@ enum tc_read tc_json_value(const char *s, size_t i, size_t n, size_t *end);
 /* s[i, n) is one JSON value and nothing else but whitespace after it */
 bool tc_json_whole(const char *s, size_t i, size_t n);
 /* s[i, end), a JSON value, without the whitespace outside its strings */
-void tc_json_minify(struct tc_buf *b, const char *s, size_t i, size_t end);
+void tc_json_minify(strbuf *b, const char *s, size_t i, size_t end);
 /* a JSON string literal's value at i (s[i] is '"'), unescaped into b; *end past the quote */
-enum tc_read tc_json_string(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end);
+enum tc_read tc_json_string(const char *s, size_t i, size_t n, strbuf *b, size_t *end);
 
 /* A Python literal at i (strings in ' or ", numbers, True/False/None and JSON's
  * true/false/null, lists, dicts with string keys), written to b as compact JSON. */
-enum tc_read tc_py_value(const char *s, size_t i, size_t n, struct tc_buf *b, size_t *end);
+enum tc_read tc_py_value(const char *s, size_t i, size_t n, strbuf *b, size_t *end);
 
 /* ---- the offered functions ---- */
 enum {
@@ -92,8 +83,8 @@ struct tc_scan {
 /* A call as it is read: its name, the arguments so far ("{" and the members), what is
  * wrong with it (one line, the problems joined by "; "). */
 struct tc_call_build {
-    struct tc_buf name, args, problem;
-    struct tc_buf keys;         /* the keys given, each NUL-terminated: a repeat is dropped */
+    strbuf name, args, problem;
+    strbuf keys;         /* the keys given, each NUL-terminated: a repeat is dropped */
     const struct tc_tool *tool; /* NULL: not offered, or no tools given */
     int n_args;
     bool args_done; /* args holds the whole object (the JSON families): not closed again */

@@ -68,23 +68,23 @@ static bool typed_value(struct tc_call_build *cb, unsigned types, const char *v,
     }
     size_t digits;
     if ((types & TC_T_INTEGER) && is_int_text(t, m, &digits)) {
-        tc_buf_add(&cb->args, t, digits);
+        strbuf_add(&cb->args, t, digits);
         return true;
     }
     if ((types & TC_T_NUMBER) && m && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) && tc_json_whole(t, 0, m)) {
-        tc_buf_add(&cb->args, t, m);
+        strbuf_add(&cb->args, t, m);
         return true;
     }
     if ((types & TC_T_BOOLEAN) && ((m == 4 && !memcmp(t, "true", 4)) || (m == 5 && !memcmp(t, "false", 5)))) {
-        tc_buf_add(&cb->args, t, m);
+        strbuf_add(&cb->args, t, m);
         return true;
     }
     if ((types & TC_T_NULL) && m == 4 && !memcmp(t, "null", 4)) {
-        tc_buf_add(&cb->args, t, m);
+        strbuf_add(&cb->args, t, m);
         return true;
     }
     if (types & TC_T_STRING) {
-        tc_buf_json_string(&cb->args, v, n);
+        tc_add_json_string(&cb->args, v, n);
         return true;
     }
     return false;
@@ -105,7 +105,7 @@ static void add_value(struct tc_call_build *cb, const struct tc_param *param, co
     /* no schema for it (no tools given, or not a parameter of the function): every type */
     unsigned types = param ? param->types : TC_T_ANY;
     if (typed_value(cb, types, v, n)) return;
-    tc_buf_json_string(&cb->args, v, n);
+    tc_add_json_string(&cb->args, v, n);
     tc_build_problem(cb, "%.*s: \"%.*s\" is not %s (kept as a string)", (int)(klen > 80 ? 80 : klen), key,
                      (int)(n > 80 ? 80 : n), v, type_words(types));
 }
