@@ -159,7 +159,8 @@ def test_daemon_log():
 def test_examples_with_a_thinking_model():
     """examples/*.sh on the bundled model, which thinks before a three-number sum: watch.sh
     waits through the thinking (its status line shows it) to the end of the reply, and
-    ask.sh, fork.sh and edit-and-regenerate.sh print the reply the conversation has"""
+    ask.sh, fork.sh and edit-and-regenerate.sh print the reply the conversation has;
+    tools.sh answers the calls the model makes and prints its answer"""
     ex = os.path.join(E.ROOT, "examples")
     with E.Mount("examples-fake", fake="delay=30,think=10") as m:  # ten words of reasoning, 0.3 s
         rc, out, err = sh("sh '%s/watch.sh' '%s' w 'hello'" % (ex, m.mnt), timeout=60)
@@ -178,6 +179,11 @@ def test_examples_with_a_thinking_model():
         check(rc == 0 and out == read(m.p("f", "reply")) and out.strip() and
               read(m.p("f", "turns", "001-user.md")) == "What is 10 + 7 + 30?\n",
               "edit-and-regenerate.sh: %d %r %r" % (rc, out[-300:], err[-300:]))
+        # the tool loop: a required first call answered by the calculator, then the answer
+        rc, out, err = sh("TOOL_CHOICE=required sh '%s/tools.sh' '%s' t 'What is 347 * 29?'" % (ex, m.mnt), timeout=120)
+        check(rc == 0 and "call_2_1: calculate {" in err and out == read(m.p("t", "reply")) and
+              "003-tool.md" in E.turns(m, "t") and read(m.p("t", "status")).startswith("done"),
+              "tools.sh: %d %r %r %s" % (rc, out[-300:], err[-300:], E.turns(m, "t")))
 
 
 E.TESTS = [(n[5:], f) for n, f in list(globals().items()) if n.startswith("test_")]
