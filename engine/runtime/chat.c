@@ -11,7 +11,8 @@
  * Rendering and tokenizing happen in engine_submit, on the caller's thread (the
  * tokenizer and template are read-only), so that a prompt too long for the context is
  * refused at once. This file holds what a request looks like from outside: submit,
- * cancel, the text stream with its stop strings, the report, the counters. */
+ * cancel, the report, the counters; reply.c the text stream (stop strings, the
+ * reasoning, tool calls). */
 #include "engine/runtime/chat.h"
 
 #include <cjson/cJSON.h>
@@ -26,7 +27,6 @@
 #include "engine/arch/arch.h"
 #include "engine/model/mtp.h"
 #include "engine/runtime/chat_impl.h"
-#include "engine/tokenizer/unicode.h"
 #include "engine/base/threadpool.h"
 #include "engine/base/hash.h"
 
@@ -310,264 +310,6 @@ int chat_model_sampling(const model *m, gen_settings *s) {
 void engine_settings_defaults(const chat_engine *e, gen_settings *s) { *s = e->defaults; }
 
 int engine_can_think(const chat_engine *e) { return e->can_think; }
-
-/* ---------------------------------------------------------------- text out */
-
-/* What the call reader has settled of the answer so far goes out: new content to on_text,
- * new calls to on_tool_call (final: the answer is complete). */
-static void tool_stream(request *r, bool final) {
-    if (tc_stream_feed(&r->tcs, r->reply ? r->reply : "", r->n_reply, final) != 0) return; /* out of memory */
-    const struct tc_reply *rep = &r->tcs.reply;
-    if (rep->content_len > r->content_shown) {
-        if (r->cb.on_text) r->cb.on_text(r->cb.ud, rep->content + r->content_shown, rep->content_len - r->content_shown);
-        r->content_shown = rep->content_len;
-    }
-    for (; r->calls_shown < rep->n_calls; r->calls_shown++)
-        if (r->cb.on_tool_call) r->cb.on_tool_call(r->cb.ud, &rep->calls[r->calls_shown]);
-    r->r.tool_calls = rep->n_calls;
-    if (!r->s.parallel_tool_calls && rep->n_calls > 0) r->calls_end = 1;
-}
-
-char *request_calls_json(const request *r) {
-    if (!r->tools || !r->tcs.reply.n_calls) return NULL;
-    cJSON *calls = cJSON_CreateArray();
-    for (int i = 0; calls && i < r->tcs.reply.n_calls; i++) {
-        const struct tc_call *c = &r->tcs.reply.calls[i];
-        char id[24];
-        snprintf(id, sizeof id, "call_%d", c->index + 1);
-        cJSON *call = cJSON_CreateObject(), *fn = cJSON_CreateObject();
-        cJSON_AddItemToArray(calls, call);
-        cJSON_AddStringToObject(call, "id", id);
-        cJSON_AddStringToObject(call, "type", "function");
-        cJSON_AddItemToObject(call, "function", fn);
-        cJSON_AddStringToObject(fn, "name", c->name);
-        cJSON_AddStringToObject(fn, "arguments", c->arguments);
-    }
-    char *text = calls ? cJSON_PrintUnformatted(calls) : NULL;
-    cJSON_Delete(calls);
-    return text;
-}
-
-/* The answer's text: kept whole (the post-generation checkpoint renders it, the call
- * reader reads it), and streamed - through the call reader when tools are offered. */
-static void emit(request *r, const char *text, size_t len) {
-    if (!len) return;
-    if (r->n_reply + len + 1 > r->cap_reply) {
-        size_t cap = (r->n_reply + len + 1) * 2;
-        char *g = realloc(r->reply, cap);
-        if (g) r->reply = g, r->cap_reply = cap;
-    }
-    if (r->n_reply + len + 1 <= r->cap_reply) {
-        memcpy(r->reply + r->n_reply, text, len);
-        r->n_reply += len;
-        r->reply[r->n_reply] = 0;
-    }
-    if (r->tools) tool_stream(r, false);
-    else if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
-}
-
-/* length of the longest prefix of s[0..n) that ends on a UTF-8 character boundary */
-static size_t utf8_boundary(const char *s, size_t n) {
-    size_t k = n;
-    while (k > 0 && ((unsigned char)s[k - 1] & 0xC0) == 0x80) k--; /* continuation bytes */
-    if (k == 0) return 0;
-    unsigned char lead = (unsigned char)s[k - 1];
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    return n - (k - 1) >= need ? n : k - 1;
-}
-
-/* Passes new text through the stop-string filter. Returns 1 when a stop string was
- * found (the text before it has been emitted). */
-static int push_text(request *r, const char *text, size_t len) {
-    if (r->s.n_stop == 0) {
-        emit(r, text, len);
-        return 0;
-    }
-    memcpy(r->held + r->n_held, text, len);
-    r->n_held += len;
-    for (int i = 0; i < r->s.n_stop; i++) {
-        const char *hit = memmem(r->held, r->n_held, r->s.stop[i], strlen(r->s.stop[i]));
-        if (hit) {
-            emit(r, r->held, (size_t)(hit - r->held));
-            r->n_held = 0;
-            return 1;
-        }
-    }
-    /* keep the last max_stop-1 bytes: they may be the start of a stop string */
-    if (r->n_held >= (size_t)r->max_stop) {
-        size_t out = utf8_boundary(r->held, r->n_held - (size_t)(r->max_stop - 1));
-        emit(r, r->held, out);
-        memmove(r->held, r->held + out, r->n_held - out);
-        r->n_held -= out;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- reasoning out */
-
-static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-static void emit_reasoning(request *r, const char *text, size_t len) {
-    if (!len) return;
-    if (r->n_reasoning + len + 1 > r->cap_reasoning) { /* kept for the post-generation checkpoint */
-        size_t cap = (r->n_reasoning + len + 1) * 2;
-        char *g = realloc(r->reasoning, cap);
-        if (g) r->reasoning = g, r->cap_reasoning = cap;
-    }
-    if (r->n_reasoning + len + 1 <= r->cap_reasoning) {
-        memcpy(r->reasoning + r->n_reasoning, text, len);
-        r->n_reasoning += len;
-        r->reasoning[r->n_reasoning] = 0;
-    }
-    if (r->cb.on_reasoning) r->cb.on_reasoning(r->cb.ud, text, len);
-}
-
-/* Reasoning text, trimmed as the templates trim reasoning_content (Qwen3.5's
- * reasoning_content.strip('\n'), llama.cpp's parser trims whitespace): whitespace at its
- * start is dropped, whitespace at the end of what came so far is held back until visible
- * text follows it - the newline before "</think>" belongs to the marker. */
-static void reasoning_text(request *r, const char *text, size_t len) {
-    if (r->strip_reasoning) {
-        while (len && is_space(*text)) text++, len--;
-        if (!len) return;
-        r->strip_reasoning = 0;
-    }
-    size_t body = len;
-    while (body && is_space(text[body - 1])) body--;
-    if (body) { /* visible text: what was held is part of the reasoning after all */
-        emit_reasoning(r, r->ws, r->n_ws);
-        r->n_ws = 0;
-        emit_reasoning(r, text, body);
-    }
-    for (size_t i = body; i < len; i++) {
-        if (r->n_ws == sizeof r->ws) { /* a long run of whitespace: the oldest of it is text */
-            emit_reasoning(r, r->ws, r->n_ws / 2);
-            memmove(r->ws, r->ws + r->n_ws / 2, r->n_ws - r->n_ws / 2);
-            r->n_ws -= r->n_ws / 2;
-        }
-        r->ws[r->n_ws++] = text[i];
-    }
-}
-
-/* The detokenizer's bytes as the reply's text: UTF-8, a model's stray bytes (a random
- * model's byte tokens, a character cut by the token limit) as U+FFFD. Done here, before
- * stop strings and the reasoning split look at it, so that everything downstream - the
- * callbacks, the stop-string match, the text kept for the next turn's rendering (the
- * post-generation checkpoint's key) - sees the text every caller shows and stores.
- * *k is updated; *fixed is what to free (NULL when the bytes were text already). */
-static const char *as_text(const char *buf, size_t *k, char **fixed) {
-    *fixed = NULL;
-    if (utf8_is_text(buf, *k)) return buf;
-    size_t n = 0;
-    if (!(*fixed = utf8_repair(buf, *k, &n))) return buf;
-    *k = n;
-    return *fixed;
-}
-
-/* The reasoning ends (its closing marker, or the end of the reply): the detokenizer's
- * last bytes are the reasoning's, the whitespace held back is dropped. */
-static void end_reasoning(request *r) {
-    reasoning_text(r, r->rpend, r->n_rpend); /* held back only because it might have begun a call */
-    r->n_rpend = 0;
-    char buf[64], *fixed;
-    size_t k = detok_flush(&r->ds, buf, sizeof buf);
-    reasoning_text(r, as_text(buf, &k, &fixed), k);
-    free(fixed);
-    r->n_ws = 0;
-}
-
-/* Reasoning text where a call ends the reasoning (qwen-xml: llama.cpp ends the block at
- * <tool_call> as at </think>): the text is held until it cannot begin a call, and a call
- * switches to the answer, which starts with it. Returns push_text's result for the
- * answer's part (1: a stop string), else 0. */
-static int reasoning_or_call(request *r, const char *text, size_t len) {
-    if (r->n_rpend + len > r->cap_rpend) {
-        size_t cap = (r->n_rpend + len) * 2 + 64;
-        char *g = realloc(r->rpend, cap);
-        if (!g) { /* out of memory: the text stays reasoning */
-            reasoning_text(r, text, len);
-            return 0;
-        }
-        r->rpend = g, r->cap_rpend = cap;
-    }
-    memcpy(r->rpend + r->n_rpend, text, len);
-    r->n_rpend += len;
-    size_t safe = 0, end = tc_reasoning_end(r->tcs.family, r->rpend, r->n_rpend, &safe);
-    if (end == r->n_rpend) {
-        reasoning_text(r, r->rpend, safe);
-        memmove(r->rpend, r->rpend + safe, r->n_rpend - safe);
-        r->n_rpend -= safe;
-        return 0;
-    }
-    reasoning_text(r, r->rpend, end);
-    r->n_ws = 0; /* the whitespace before the call ends the reasoning, as before </think> */
-    r->think = THINK_OVER;
-    r->r.phase = GEN_GENERATING;
-    size_t n = r->n_rpend - end;
-    r->n_rpend = 0;
-    return push_text(r, r->rpend + end, n);
-}
-
-int request_decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }
-
-/* One generated token's text goes where it belongs. The reasoning markers are not text:
- * an opening one at the very start of the reply starts a reasoning block (the model opens
- * it itself), a closing one inside the block ends it; anything else in a block is
- * reasoning. After a block the answer's leading whitespace is dropped (the template
- * writes "\n</think>\n\n" before the answer and strips what follows it). Returns 1 when
- * a stop string ended the answer, 2 when its first call did (parallel_tool_calls 0). */
-static int take_token(chat_engine *e, request *r, int tok) {
-    if (r->think == THINK_MAY_OPEN && tok == e->think_open && tok >= 0) {
-        r->think = THINK_IN;
-        r->strip_reasoning = 1;
-        r->r.reasoning_tokens++;
-        r->r.phase = GEN_THINKING;
-        return 0;
-    }
-    if (r->think == THINK_IN && tok == e->think_close) {
-        end_reasoning(r);
-        r->think = THINK_OVER;
-        r->strip_answer = 1;
-        r->r.reasoning_tokens++;
-        r->r.phase = GEN_GENERATING;
-        return 0;
-    }
-    char buf[512], *fixed;
-    size_t k = detok_push(e->m->tok, &r->ds, tok, buf, sizeof buf);
-    const char *text = as_text(buf, &k, &fixed);
-    if (r->think == THINK_IN) {
-        r->r.reasoning_tokens++;
-        r->think_tokens++;
-        int stopped = 0;
-        if (r->call_ends_reasoning) stopped = reasoning_or_call(r, text, k);
-        else reasoning_text(r, text, k);
-        free(fixed);
-        return stopped ? 1 : r->calls_end ? 2 : 0;
-    }
-    r->think = THINK_OVER;
-    if (r->strip_answer) {
-        while (k && is_space(*text)) text++, k--;
-        if (k) r->strip_answer = 0;
-    }
-    int stopped = push_text(r, text, k);
-    free(fixed);
-    return stopped ? 1 : r->calls_end ? 2 : 0;
-}
-
-static void flush_text(request *r) {
-    if (r->think == THINK_IN) {
-        end_reasoning(r);
-    } else {
-        char buf[64], *fixed;
-        size_t k = detok_flush(&r->ds, buf, sizeof buf);
-        const char *text = as_text(buf, &k, &fixed);
-        if (k) push_text(r, text, k);
-        free(fixed);
-    }
-    emit(r, r->held, r->n_held);
-    r->n_held = 0;
-    if (r->tools) tool_stream(r, true);
-}
 
 /* ---------------------------------------------------------------- requests */
 
@@ -865,7 +607,7 @@ void request_progress(request *r) {
 }
 
 void request_finish(chat_engine *e, request *r, int how, const char *error) {
-    flush_text(r);
+    request_flush_text(r);
     r->t_done = request_now_ms();
     r->r.finish = how;
     r->r.phase = error ? GEN_FAILED : GEN_DONE;
@@ -917,7 +659,7 @@ static int grammar_constrain(chat_engine *e, const request *r, grammar_matcher *
     return allowed;
 }
 
-/* The reply's state after token tok, as take_token moves it: whether it is in a reasoning
+/* The reply's state after token tok, as request_take_token moves it: whether it is in a reasoning
  * block, and - where the grammar applies - gm advanced over the token's bytes. -1 when the
  * grammar does not allow tok. */
 static int grammar_step(chat_engine *e, const request *r, grammar_matcher *gm, enum think_state *think, int tok) {
@@ -991,13 +733,13 @@ int request_sample_step(chat_engine *e, request *r) {
 }
 
 /* The thinking budget is spent: instead of the token drawn, the end of the reasoning as
- * the template writes it goes in (its text through take_token like generated tokens: the
+ * the template writes it goes in (its text through request_take_token like generated tokens: the
  * markers' whitespace is dropped the same way), all in the next decode row. */
 static int force_end_of_reasoning(chat_engine *e, request *r) {
     if (r->state->n_past + r->n_close_ids > r->state->n_ctx) return FINISH_CONTEXT;
     for (int i = 0; i < r->n_close_ids; i++) {
         r->r.generated_tokens++;
-        take_token(e, r, r->close_ids[i]);
+        request_take_token(e, r, r->close_ids[i]);
         r->feed[i] = r->close_ids[i];
     }
     r->n_feed = r->n_close_ids;
@@ -1010,7 +752,7 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
         r->fail = "out of memory for the grammar's mask";
         return FINISH_ERROR;
     }
-    enum think_state think = r->think; /* take_token moves r->think itself */
+    enum think_state think = r->think; /* request_take_token moves r->think itself */
     if (r->gm && grammar_step(e, r, r->gm, &think, tok) != 0) {
         /* the mask let nothing through (not even the end): the grammar cannot go on here */
         r->fail = "the grammar allows no token here";
@@ -1026,7 +768,7 @@ int request_accept_token(chat_engine *e, request *r, int tok) {
         return force_end_of_reasoning(e, r);
     r->r.generated_tokens++;
     if (tokenizer_is_eog(e->m->tok, tok) && !r->s.ignore_eog) return FINISH_EOG;
-    const int took = take_token(e, r, tok);
+    const int took = request_take_token(e, r, tok);
     if (took) return took == 2 ? FINISH_EOG : FINISH_STOP;
     if (r->s.max_tokens > 0 && r->r.generated_tokens >= r->s.max_tokens) return FINISH_LENGTH;
     if (r->state->n_past >= r->state->n_ctx) return FINISH_CONTEXT;

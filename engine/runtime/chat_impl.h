@@ -1,4 +1,4 @@
-/* chat_impl.h - what the engine API (chat.c) and its scheduler (scheduler.c) share:
+/* chat_impl.h - what the engine API (chat.c, reply.c) and its scheduler (scheduler.c) share:
  * the request, the engine, and the few functions one calls in the other. Nothing
  * outside engine/ includes this; callers use chat.h.
  *
@@ -190,6 +190,11 @@ int request_accept_token(chat_engine *e, request *r, int tok);
 /* The phase of a request that decodes: GEN_THINKING inside a reasoning block, else
  * GEN_GENERATING. */
 int request_decode_phase(const request *r);
+/* reply.c: one generated token's text goes where it belongs (the reasoning, the answer,
+ * a call); 1 when a stop string ended the answer, 2 when its first call did
+ * (parallel_tool_calls 0). request_flush_text: the reply ends, what was held goes out. */
+int request_take_token(chat_engine *e, request *r, int tok);
+void request_flush_text(request *r);
 /* The calls the answer made as the next prompt carries them: OpenAI's tool_calls array
  * (JSON text, malloc'd; ids call_1, call_2, ... in the answer's order), NULL when none. */
 char *request_calls_json(const request *r);
