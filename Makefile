@@ -239,7 +239,7 @@ fuzz: $(FUZZ_BIN)
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
 FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
-               fs/views.c fs/commit.c fs/calls.c \
+               fs/views.c fs/commit.c fs/import.c fs/calls.c \
                fs/settings.c fs/backend_fake.c store/conversations.c store/db.c \
                $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c engine/grammar/*.c \
                                  engine/toolcall/*.c)) \

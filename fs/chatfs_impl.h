@@ -470,8 +470,13 @@ int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len);
 /* A system prompt being written: with c's history it leaves room for a message in the
  * context, else -EFBIG with the reason in c's error file. */
 int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len);
+/* ---- import.c: messages.json written ---- */
+
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */
 int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t errlen);
+/* the import's turns beyond c's added (their calls filled in where c's lack them), its
+ * system prompt taken: 0, or -errno with the reason in c's error file */
+int cfs_import(chatfs *fs, conv *c, const char *text, size_t len);
 /* An import only adds turns after the ones c has: -1 when it can, else (with the reason
  * in c's error file) the index of the first turn it would change. */
 int cfs_import_conflict(conv *c, const import *im);
