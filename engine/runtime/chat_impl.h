@@ -1,5 +1,5 @@
-/* chat_impl.h - what the engine API (chat.c, reply.c) and its scheduler (scheduler.c) share:
- * the request, the engine, and the few functions one calls in the other. Nothing
+/* chat_impl.h - what the engine API (chat.c, sample.c, reply.c) and its scheduler
+ * (scheduler.c) share: the request, the engine, and the few functions one calls in the other. Nothing
  * outside engine/ includes this; callers use chat.h.
  *
  * Threads: the caller's threads render and queue requests (engine_submit) and flag
