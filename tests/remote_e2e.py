@@ -610,9 +610,9 @@ def test_tool_calls(srv):
     """tools.json, tool_choice and parallel_tool_calls go to llama-server (--jinja), which
     takes them and renders the tools into the model's template: the same question's prompt
     grows by the tools' description. (The calls a server streams back, delta.tool_calls with
-    the arguments in pieces, are read by tests/test_remote.c from llama-server's format: this
-    llama-server does not force a call for the bundled model's template, and the untrained
-    model makes none by itself.)"""
+    the arguments in pieces, are read by tests/test_remote.c from llama-server's format: for
+    a required call llama-server's grammar lets free text come first, and the untrained
+    model writes only text.)"""
     calc = {"type": "function", "function": {"name": "calculate", "description": "Evaluates arithmetic.",
             "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                            "required": ["a", "b"]}}}
