@@ -107,6 +107,26 @@ def conversations():
     return out
 
 
+def render_matches(args, env, gguf, text, tokens, messages, path, thinking, tools, what):
+    """`chatfs render` of the file at path is apply_chat_template's text, or the template's
+    own refusal. strftime_now (Llama 3.1 writes today's date): python renders at the moment
+    before chatfs ran and, if that differs, at the moment after (a day may turn). Returns
+    (ok, refused)."""
+    render_ref.NOW = int(time.time())
+    want, raised = reference(env, text, messages, tokens, thinking, tools)
+    rc, out, err = run([args.chatfs, "render", "-m", gguf, "--thinking", str(thinking).lower(), path])
+    if want is not None and out != want.encode("utf-8"):
+        render_ref.NOW = int(time.time())
+        want, raised = reference(env, text, messages, tokens, thinking, tools)
+    if want is None:
+        ok = rc == 1 and out == b"" and err == f"chatfs: chat template: {raised}\n"
+    else:
+        ok = rc == 0 and out == want.encode("utf-8")
+    check(ok, f"{what} (thinking {thinking}): rc {rc} {err.strip()!r}"
+          + ("" if want is None else f"\n  want {want!r}\n  got  {out.decode('utf-8', 'replace')!r}"))
+    return ok, want is None
+
+
 def parity(args, env):
     convs = conversations()
     check(len(convs) >= 10, f"only {len(convs)} chatfs-shaped conversations")
@@ -117,22 +137,10 @@ def parity(args, env):
             text = f.read()
         for name, path, messages in convs:
             for thinking in (True, False):
-                # strftime_now (Llama 3.1 writes today's date): python renders at the moment
-                # before chatfs ran and, if that differs, at the moment after (a day may turn)
-                render_ref.NOW = int(time.time())
-                want, raised = reference(env, text, messages, tokens, thinking)
-                rc, out, err = run([args.chatfs, "render", "-m", gguf, "--thinking", str(thinking).lower(), path])
-                if want is not None and out != want.encode("utf-8"):
-                    render_ref.NOW = int(time.time())
-                    want, raised = reference(env, text, messages, tokens, thinking)
+                ok, _ = render_matches(args, env, gguf, text, tokens, messages, path, thinking, None,
+                                       f"{template} on {name}")
                 total += 1
-                if want is None:
-                    ok = rc == 1 and out == b"" and err == f"chatfs: chat template: {raised}\n"
-                else:
-                    ok = rc == 0 and out == want.encode("utf-8")
                 same += ok
-                check(ok, f"{template} on {name} (thinking {thinking}): rc {rc} {err.strip()!r}"
-                      + ("" if want is None else f"\n  want {want!r}\n  got  {out.decode('utf-8', 'replace')!r}"))
     print(f"  chatfs render against apply_chat_template: {same} of {total} renders identical "
           f"({len(MODELS)} templates on fixtures, {len(convs)} conversations, thinking on and off)")
 
@@ -177,21 +185,11 @@ def tool_parity(args, env):
                 json.dump(request, f, ensure_ascii=False)
             messages = as_llama_cpp_passes(request["messages"])
             for thinking in (True, False):
-                render_ref.NOW = int(time.time())
-                want, raised = reference(env, text, messages, tokens, thinking, request["tools"])
-                rc, out, err = run([args.chatfs, "render", "-m", gguf, "--thinking", str(thinking).lower(), path])
-                if want is not None and out != want.encode("utf-8"):
-                    render_ref.NOW = int(time.time())
-                    want, raised = reference(env, text, messages, tokens, thinking, request["tools"])
+                ok, was_refused = render_matches(args, env, gguf, text, tokens, messages, path, thinking,
+                                                 request["tools"], f"{template} on {name} with tools")
                 total += 1
-                if want is None:
-                    refused += 1
-                    ok = rc == 1 and out == b"" and err == f"chatfs: chat template: {raised}\n"
-                else:
-                    ok = rc == 0 and out == want.encode("utf-8")
                 same += ok
-                check(ok, f"{template} on {name} with tools (thinking {thinking}): rc {rc} {err.strip()!r}"
-                      + ("" if want is None else f"\n  want {want!r}\n  got  {out.decode('utf-8', 'replace')!r}"))
+                refused += was_refused
     check(total and refused < total, f"tool renders: {refused} of {total} refused")
     print(f"  chatfs render with tools against apply_chat_template: {same} of {total} renders identical "
           f"({refused} refused by the template with its own message; {len(MODELS)} templates, thinking on and off)")
