@@ -332,7 +332,7 @@ void request_free(request *r) {
     free(r->masked);
     tc_tools_free(r->tools);
     tc_stream_free(&r->tcs);
-    free(r->rpend);
+    strbuf_free(&r->rpend);
     sampler_free(&r->smp);
     if (r->msgs)
         for (int i = 0; i < r->n_msgs; i++) {
@@ -343,8 +343,8 @@ void request_free(request *r) {
     free(r->h);
     free(r->marks);
     free(r->gen);
-    free(r->reply);
-    free(r->reasoning);
+    strbuf_free(&r->reply);
+    strbuf_free(&r->reasoning);
     free(r->close_ids);
     free(r);
 }

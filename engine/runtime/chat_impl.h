@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 
+#include "engine/base/strbuf.h"
 #include "engine/grammar/grammar.h"
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
@@ -78,8 +79,7 @@ typedef struct request {
     int n_marks, next_mark;
     int *gen;                 /* generated tokens fed to the model */
     int n_gen, cap_gen;
-    char *reply;              /* the answer streamed to the caller */
-    size_t n_reply, cap_reply;
+    strbuf reply;             /* the answer streamed to the caller (for CK_NEXT_TURN, the call reader) */
 
     /* reasoning (issue 25): the markers are the engine's (think_open, think_close) */
     enum think_state think;
@@ -87,8 +87,7 @@ typedef struct request {
     int *close_ids;           /* the end of the reasoning as the template writes it ("\n</think>\n\n"),
                                  fed when the budget is spent; NULL without a budget */
     int n_close_ids;
-    char *reasoning;          /* the reasoning streamed to the caller (for CK_NEXT_TURN) */
-    size_t n_reasoning, cap_reasoning;
+    strbuf reasoning;         /* the reasoning streamed to the caller (for CK_NEXT_TURN) */
     char ws[64];              /* whitespace at the end of the reasoning so far, held back: the newline
                                  before the closing marker is the marker's */
     size_t n_ws;
@@ -103,8 +102,7 @@ typedef struct request {
     int calls_shown;          /* ...and calls given to on_tool_call */
     int calls_end;            /* 1: the first call ended the reply (parallel_tool_calls 0) */
     int call_ends_reasoning;  /* 1: a call ends a reasoning block (qwen-xml, tc_reasoning_end) */
-    char *rpend;              /* reasoning text not streamed yet: it may begin a call */
-    size_t n_rpend, cap_rpend;
+    strbuf rpend;             /* reasoning text not streamed yet: it may begin a call */
 
     /* scheduler */
     struct request *leader;   /* single flight: the request whose state this one will copy... */

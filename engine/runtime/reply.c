@@ -18,7 +18,7 @@
 /* What the call reader has settled of the answer so far goes out: new content to on_text,
  * new calls to on_tool_call (final: the answer is complete). */
 static void tool_stream(request *r, bool final) {
-    if (tc_stream_feed(&r->tcs, r->reply ? r->reply : "", r->n_reply, final) != 0) return; /* out of memory */
+    if (tc_stream_feed(&r->tcs, r->reply.s ? r->reply.s : "", r->reply.n, final) != 0) return; /* out of memory */
     const struct tc_reply *rep = &r->tcs.reply;
     if (rep->content_len > r->content_shown) {
         if (r->cb.on_text) r->cb.on_text(r->cb.ud, rep->content + r->content_shown, rep->content_len - r->content_shown);
@@ -54,16 +54,7 @@ char *request_calls_json(const request *r) {
  * reader reads it), and streamed - through the call reader when tools are offered. */
 static void emit(request *r, const char *text, size_t len) {
     if (!len) return;
-    if (r->n_reply + len + 1 > r->cap_reply) {
-        size_t cap = (r->n_reply + len + 1) * 2;
-        char *g = realloc(r->reply, cap);
-        if (g) r->reply = g, r->cap_reply = cap;
-    }
-    if (r->n_reply + len + 1 <= r->cap_reply) {
-        memcpy(r->reply + r->n_reply, text, len);
-        r->n_reply += len;
-        r->reply[r->n_reply] = 0;
-    }
+    strbuf_add(&r->reply, text, len);
     if (r->tools) tool_stream(r, false);
     else if (r->cb.on_text) r->cb.on_text(r->cb.ud, text, len);
 }
@@ -111,16 +102,7 @@ static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == 
 
 static void emit_reasoning(request *r, const char *text, size_t len) {
     if (!len) return;
-    if (r->n_reasoning + len + 1 > r->cap_reasoning) { /* kept for the post-generation checkpoint */
-        size_t cap = (r->n_reasoning + len + 1) * 2;
-        char *g = realloc(r->reasoning, cap);
-        if (g) r->reasoning = g, r->cap_reasoning = cap;
-    }
-    if (r->n_reasoning + len + 1 <= r->cap_reasoning) {
-        memcpy(r->reasoning + r->n_reasoning, text, len);
-        r->n_reasoning += len;
-        r->reasoning[r->n_reasoning] = 0;
-    }
+    strbuf_add(&r->reasoning, text, len); /* kept for the post-generation checkpoint */
     if (r->cb.on_reasoning) r->cb.on_reasoning(r->cb.ud, text, len);
 }
 
@@ -169,8 +151,8 @@ static const char *as_text(const char *buf, size_t *k, char **fixed) {
 /* The reasoning ends (its closing marker, or the end of the reply): the detokenizer's
  * last bytes are the reasoning's, the whitespace held back is dropped. */
 static void end_reasoning(request *r) {
-    reasoning_text(r, r->rpend, r->n_rpend); /* held back only because it might have begun a call */
-    r->n_rpend = 0;
+    reasoning_text(r, r->rpend.s, r->rpend.n); /* held back only because it might have begun a call */
+    r->rpend.n = 0;
     char buf[64], *fixed;
     size_t k = detok_flush(&r->ds, buf, sizeof buf);
     reasoning_text(r, as_text(buf, &k, &fixed), k);
@@ -183,31 +165,26 @@ static void end_reasoning(request *r) {
  * switches to the answer, which starts with it. Returns push_text's result for the
  * answer's part (1: a stop string), else 0. */
 static int reasoning_or_call(request *r, const char *text, size_t len) {
-    if (r->n_rpend + len > r->cap_rpend) {
-        size_t cap = (r->n_rpend + len) * 2 + 64;
-        char *g = realloc(r->rpend, cap);
-        if (!g) { /* out of memory: the text stays reasoning */
-            reasoning_text(r, text, len);
-            return 0;
-        }
-        r->rpend = g, r->cap_rpend = cap;
-    }
-    memcpy(r->rpend + r->n_rpend, text, len);
-    r->n_rpend += len;
-    size_t safe = 0, end = tc_reasoning_end(r->tcs.family, r->rpend, r->n_rpend, &safe);
-    if (end == r->n_rpend) {
-        reasoning_text(r, r->rpend, safe);
-        memmove(r->rpend, r->rpend + safe, r->n_rpend - safe);
-        r->n_rpend -= safe;
+    strbuf_add(&r->rpend, text, len);
+    if (r->rpend.failed) { /* out of memory: the text stays reasoning */
+        reasoning_text(r, text, len);
         return 0;
     }
-    reasoning_text(r, r->rpend, end);
+    strbuf *p = &r->rpend;
+    size_t safe = 0, end = tc_reasoning_end(r->tcs.family, p->s, p->n, &safe);
+    if (end == p->n) {
+        reasoning_text(r, p->s, safe);
+        memmove(p->s, p->s + safe, p->n - safe + 1); /* its NUL too */
+        p->n -= safe;
+        return 0;
+    }
+    reasoning_text(r, p->s, end);
     r->n_ws = 0; /* the whitespace before the call ends the reasoning, as before </think> */
     r->think = THINK_OVER;
     r->r.phase = GEN_GENERATING;
-    size_t n = r->n_rpend - end;
-    r->n_rpend = 0;
-    return push_text(r, r->rpend + end, n);
+    size_t n = p->n - end;
+    p->n = 0;
+    return push_text(r, p->s + end, n);
 }
 
 int request_decode_phase(const request *r) { return r->think == THINK_IN ? GEN_THINKING : GEN_GENERATING; }

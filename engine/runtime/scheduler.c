@@ -183,8 +183,8 @@ static int start_post_job(chat_engine *e, request *r) {
     int *c = NULL;
     /* a reply that made calls is rendered as the next prompt carries it: its content and calls */
     char *calls = request_calls_json(r);
-    const char *said = calls ? r->tcs.reply.content : r->reply ? r->reply : "";
-    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, said, r->reasoning, calls, &c);
+    const char *said = calls ? r->tcs.reply.content : r->reply.s ? r->reply.s : "";
+    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, said, r->reasoning.s, calls, &c);
     free(calls);
     uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
     pc_mark *mk = hc ? malloc(sizeof *mk) : NULL;
