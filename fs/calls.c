@@ -62,9 +62,7 @@ int cfs_call_get(const conv *c, int k, cfs_call *out) {
                 cfs_call_free(out);
                 return -ENOMEM;
             }
-            out->result = -1;
-            for (int j = i + 1; j < c->n_turns && c->turns[j].tool; j++)
-                if (c->turns[j].call_id && !strcmp(c->turns[j].call_id, out->id)) out->result = j;
+            out->result = cfs_call_result(c, i, out->id);
             return 0;
         }
         k -= n;

@@ -387,6 +387,8 @@ const char *cfs_turn_role(const turn *t);
  * yet in the turns after it: their count in *n_calls, those without a result in
  * *missing, the turn's index returned; -1 when no call waits. */
 int cfs_calls_waiting(const conv *c, int *n_calls, int *missing);
+/* the tool turn after assistant turn k that answers call id, -1: none */
+int cfs_call_result(const conv *c, int k, const char *id);
 /* Appends a tool turn answering each call of assistant turn k that has no result yet,
  * with text `why` (a new message went on without them). 0 or -ENOMEM. */
 int cfs_answer_missing_calls(conv *c, int k, const char *why);

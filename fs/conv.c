@@ -164,18 +164,26 @@ int cfs_turn_load(conv *c, const convs_turn *t) {
     return 0;
 }
 
-/* does a tool turn after turn k answer call id? */
-static int answered(const conv *c, int k, const char *id) {
+int cfs_call_result(const conv *c, int k, const char *id) {
     for (int i = k + 1; i < c->n_turns && c->turns[i].tool; i++)
-        if (c->turns[i].call_id && !strcmp(c->turns[i].call_id, id)) return 1;
-    return 0;
+        if (c->turns[i].call_id && !strcmp(c->turns[i].call_id, id)) return i;
+    return -1;
+}
+
+static int answered(const conv *c, int k, const char *id) { return cfs_call_result(c, k, id) >= 0; }
+
+/* the reply whose calls the trailing tool turns answer: the turn before them, when it is
+ * an assistant turn that made calls; -1 otherwise */
+static int calling_turn(const conv *c) {
+    int k = c->n_turns - 1;
+    while (k >= 0 && c->turns[k].tool) k--;
+    return k >= 0 && !c->turns[k].user && c->turns[k].calls ? k : -1;
 }
 
 /* the id of the first call of the reply before the trailing tool turns that none answers */
 static char *next_call_id(const conv *c) {
-    int k = c->n_turns - 1;
-    while (k >= 0 && c->turns[k].tool) k--;
-    if (k < 0 || c->turns[k].user || !c->turns[k].calls) return NULL;
+    int k = calling_turn(c);
+    if (k < 0) return NULL;
     cJSON *calls = cJSON_Parse(c->turns[k].calls);
     char *id = NULL;
     const cJSON *call;
@@ -203,9 +211,8 @@ int cfs_turn_push_role(conv *c, int role, const char *text, size_t len, int comp
 }
 
 int cfs_calls_waiting(const conv *c, int *n_calls, int *missing) {
-    int k = c->n_turns - 1;
-    while (k >= 0 && c->turns[k].tool) k--;
-    if (k < 0 || c->turns[k].user || !c->turns[k].calls) return -1;
+    int k = calling_turn(c);
+    if (k < 0) return -1;
     cJSON *calls = cJSON_Parse(c->turns[k].calls);
     *n_calls = *missing = 0;
     const cJSON *call;
