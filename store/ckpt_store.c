@@ -713,6 +713,26 @@ void cs_forget_session(ckpt_store *s, const char *session) {
         if (s->e[i]->session && !strcmp(s->e[i]->session, session)) s->e[i]->forgotten = 1;
 }
 
+void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, const char *kinds) {
+    if (!session || !kinds) return;
+    cs_db_lost_cleanup(s);
+    int in_txn = 0;
+    for (int i = 0; i < s->n_e;) {
+        cs_entry *e = s->e[i];
+        /* on this prefix: the chain hash at its length is the prompt's (a collision only
+         * costs a checkpoint, never a wrong restore) */
+        if (e->n >= n || e->pins || !e->session || strcmp(e->session, session) || !strchr(kinds, e->kind) ||
+            e->hash != h[e->n]) {
+            i++;
+            continue;
+        }
+        if (e->on_disk && s->db && !in_txn) in_txn = cs_sql_begin(s) == 0;
+        s->st.retired++;
+        drop_entry(s, e); /* moves the last entry into slot i */
+    }
+    if (in_txn && s->db) cs_sql_end(s, 1);
+}
+
 void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed) {
     s->st.tokens_prompt += (uint64_t)prompt_tokens;
     s->st.tokens_reused += (uint64_t)reused;
@@ -785,6 +805,7 @@ char *cs_stats_json(const ckpt_store *s) {
     cJSON_AddItemToObject(o, "disk", disk);
     cJSON_AddNumberToObject(o, "saves", (double)st.saves);
     cJSON_AddNumberToObject(o, "corrupt_dropped", (double)st.corrupt_dropped);
+    cJSON_AddNumberToObject(o, "retired", (double)st.retired);
     cJSON_AddNumberToObject(o, "write_errors", (double)st.write_errors);
     char *txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -810,14 +831,27 @@ static int port_flush(void *s, int (*stop)(void *ud), void *ud) {
     return !cs_persistent(s) ? 0 : stop ? cs_flush_until(s, stop, ud) : cs_flush(s);
 }
 static void port_forget_session(void *s, const char *session) { cs_forget_session(s, session); }
+static void port_retire(void *s, const uint64_t *h, int n, const char *session, const char *kinds) {
+    cs_retire(s, h, n, session, kinds);
+}
 static void port_note_request(void *s, int prompt_tokens, int reused, int computed) {
     cs_note_request(s, prompt_tokens, reused, computed);
 }
 static void port_count_miss(void *s, const char *reason) { cs_count_miss(s, reason); }
 static char *port_stats_json(void *s) { return cs_stats_json(s); }
 
-static const ckpt_ops cs_ops = {port_attach,  port_seed,  port_persistent,     port_restore,
-                                port_release, port_has,   port_save,           port_flush,
-                                port_forget_session, port_note_request, port_count_miss, port_stats_json};
+static const ckpt_ops cs_ops = {.attach = port_attach,
+                                .seed = port_seed,
+                                .persistent = port_persistent,
+                                .restore = port_restore,
+                                .release = port_release,
+                                .has = port_has,
+                                .save = port_save,
+                                .flush = port_flush,
+                                .forget_session = port_forget_session,
+                                .retire = port_retire,
+                                .note_request = port_note_request,
+                                .count_miss = port_count_miss,
+                                .stats_json = port_stats_json};
 
 ckpt_port cs_port(ckpt_store *s) { return (ckpt_port){s ? &cs_ops : NULL, s}; }

@@ -102,6 +102,11 @@ int cs_flush(ckpt_store *s);
 int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud);
 /* The session's checkpoints become the first to be evicted. */
 void cs_forget_session(ckpt_store *s, const char *session);
+/* The session has moved on past t[0..n) (h: its token chain, n+1 values): its
+ * checkpoints whose kind is one of the letters in kinds and whose tokens are a prefix
+ * of t shorter than n are dropped from both tiers, unless pinned. Other sessions'
+ * checkpoints, forks among them, stay. */
+void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, const char *kinds);
 /* Adds a request's token counts to the counters. */
 void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed);
 
@@ -113,6 +118,7 @@ typedef struct {
     uint64_t entries_pending; /* in RAM, not yet written to the database */
     uint64_t bytes_ram, bytes_disk, kv_bytes_disk, rec_bytes_disk;
     uint64_t evictions_ram, evictions_disk, corrupt_dropped, saves, flushes, write_errors;
+    uint64_t retired; /* dropped by cs_retire: their conversation had moved on */
 } cs_stats;
 
 void cs_get_stats(const ckpt_store *s, cs_stats *out);

@@ -241,19 +241,38 @@ static void on_text(void *ud, const char *t, size_t n) {
 }
 
 /* An independent account of the checkpoints the engine should hold: every position
- * it was told to place, with the tokens before it. */
+ * it was told to place, with the tokens before it and its placement, less those its
+ * conversation retired (pc_retire) once it moved on. */
 typedef struct {
     int *tok[512];
-    int pos[512], logits[512];
+    int pos[512], kind[512];
     int n;
 } ledger;
 
-static void ledger_add(ledger *l, const int *t, int pos, int with_logits) {
+static void ledger_add(ledger *l, const int *t, int pos, int kind) {
     if (l->n == 512 || pos <= 0) return;
     l->tok[l->n] = malloc(sizeof(int) * (size_t)pos);
     memcpy(l->tok[l->n], t, sizeof(int) * (size_t)pos);
     l->pos[l->n] = pos;
-    l->logits[l->n++] = with_logits;
+    l->kind[l->n++] = kind;
+}
+
+/* the conversation moved on to its message at t[start]: the prompt ends and intervals
+ * before it, on this prefix, go (the rig is one conversation: one session) */
+static int ledger_retire(ledger *l, const int *t, int start) {
+    int gone = 0;
+    for (int i = 0; i < l->n;) {
+        if ((l->kind[i] == CK_PROMPT_END || l->kind[i] == CK_INTERVAL) && l->pos[i] < start &&
+            !memcmp(l->tok[i], t, sizeof(int) * (size_t)l->pos[i])) {
+            free(l->tok[i]);
+            l->n--;
+            l->tok[i] = l->tok[l->n], l->pos[i] = l->pos[l->n], l->kind[i] = l->kind[l->n];
+            gone++;
+        } else {
+            i++;
+        }
+    }
+    return gone;
 }
 
 static void ledger_free(ledger *l) {
@@ -275,7 +294,7 @@ static int ledger_best(const ledger *l, const int *t, int n, int trimmable) {
             if (k > n - 1) k = n - 1;
             if (k > best) best = k;
         }
-        if (p > n || (p == n && !l->logits[i]) || p <= best) continue;
+        if (p > n || (p == n && l->kind[i] != CK_PROMPT_END) || p <= best) continue;
         if (!memcmp(l->tok[i], t, sizeof(int) * (size_t)p)) best = p;
     }
     return best;
@@ -332,6 +351,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     s.max_tokens = g->max_tokens;
     s.checkpoint_interval = g->interval;
     s.template_name = g->tmpl_name;
+    s.session = "conversation-1"; /* its checkpoints retire as it moves on */
     char err[256];
     template_unref(g->tmpl);
     g->tmpl = g->tmpl_name ? template_new_builtin(g->tmpl_name, g->m->tok, err, sizeof err) : template_ref(g->m->tmpl);
@@ -358,7 +378,9 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     pc_render pr = as_engine(g, t, n);
     int nm = pc_plan(g->m, &pr, c->m, c->n, g->interval, &mk);
     for (int i = 0; i < nm; i++)
-        if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind == CK_PROMPT_END);
+        if (mk[i].pos > r.reused_tokens) ledger_add(&g->led, t, mk[i].pos, mk[i].kind);
+    for (int i = 0; i < nm; i++) /* after the reply, before the next-turn checkpoint */
+        if (mk[i].kind == CK_LAST_USER) ledger_retire(&g->led, t, mk[i].pos);
     /* one pass per chunk, unless two marks lie ahead in it: the first is captured inside
      * the pass, the second ends it */
     int passes = 0;
@@ -374,7 +396,7 @@ static gen_report turn(rig *g, conv *c, const char *what) {
     c->n--; /* the (c) prefix renders [..., assistant(reply), user(x)] */
     int *ct, nc = pc_next_turn_prefix(g->m, &pr, c->m, c->n, a.buf, NULL, NULL, &ct);
     c->n++;
-    if (nc > 0) ledger_add(&g->led, ct, nc, 0);
+    if (nc > 0) ledger_add(&g->led, ct, nc, CK_NEXT_TURN);
     free(ct);
     free(g->last_prompt);
     g->last_prompt = t;
@@ -641,6 +663,9 @@ static void storage_bytes(void) {
            "(%zu each + logits)\n",
            r.prompt_tokens + r.generated_tokens, kv, kv / one, (int)n, st, rec);
     CHECK(kv <= 1.2 * one, "KV stored %.0f bytes, more than 1.2x one copy (%.0f)", kv, one);
+    /* one state per turn (where its message begins), the system prompt's end, and the
+     * latest turn's prompt end and next-turn start */
+    CHECK(n <= 13, "10 turns keep %.0f states, more than 13", n);
     conv_free(&c);
     engine_close(e);
     test_store_close(&ts);

@@ -69,15 +69,19 @@ static void make_tokens(int *t, int n, int k, int share) {
     for (int i = 0; i < n; i++) t[i] = i < share ? (i * 7919) % 1000 : (i * 31 + k * 977) % 1000 + 1000;
 }
 
-static int save_as(ckpt_store *s, const int *t, int n, int with_logits, const char *session) {
+static int save_kind(ckpt_store *s, const int *t, int n, int with_logits, const char *session, int kind) {
     uint64_t *h = malloc(sizeof *h * ((size_t)n + 1));
     token_chain_all(cs_seed(s), t, n, h);
     float rec[REC], lg[VOC];
     make_rec(h, n, rec, lg);
     fake f = {h, 0, 0};
-    int rc = cs_save(s, t, h, n, get_rows, &f, rec, with_logits ? lg : NULL, 'd', session);
+    int rc = cs_save(s, t, h, n, get_rows, &f, rec, with_logits ? lg : NULL, kind, session);
     free(h);
     return rc;
+}
+
+static int save_as(ckpt_store *s, const int *t, int n, int with_logits, const char *session) {
+    return save_kind(s, t, n, with_logits, session, 'd');
 }
 
 static int save(ckpt_store *s, const int *t, int n, int with_logits) { return save_as(s, t, n, with_logits, "sess"); }
@@ -437,6 +441,52 @@ static void forgotten_sessions(void) {
     cs_close(s);
 }
 
+static int has(const ckpt_store *s, const int *t, int n) {
+    uint64_t h[1024];
+    token_chain_all(cs_seed(s), t, n, h);
+    return cs_has(s, h, n);
+}
+
+/* cs_retire: a conversation that moved on loses its prompt-end and interval checkpoints
+ * on the prefix it moved past, in both tiers, and keeps everything else: other kinds,
+ * other sessions (a fork), other branches, the checkpoint at the new start, pinned ones */
+static void retired_checkpoints(void) {
+    fresh_db();
+    store_db *db = opendb();
+    ckpt_store *s = open_store(db, FP1, 0, 0, 0);
+    int t[700], u[700];
+    make_tokens(t, 700, 0, 700);
+    make_tokens(u, 700, 1, 300); /* another branch of the same conversation from 300 */
+    CHECK(save_kind(s, t, 40, 0, "conv", 'e') == 1 && save_kind(s, t, 100, 1, "conv", 'b') == 1 &&
+              save_kind(s, t, 200, 0, "conv", 'a') == 1 && save_kind(s, t, 300, 0, "conv", 'd') == 1,
+          "first turn");
+    CHECK(cs_flush(s) == 0, "to the database");
+    CHECK(save_kind(s, t, 350, 1, "conv", 'b') == 1 && save_kind(s, t, 360, 1, "fork", 'b') == 1 &&
+              save_kind(s, u, 380, 1, "conv", 'b') == 1 && save_kind(s, t, 500, 0, "conv", 'a') == 1 &&
+              save_kind(s, t, 450, 0, "conv", 'd') == 1,
+          "second turn, in RAM");
+    cs_hit pinned;
+    uint64_t h[1024];
+    token_chain_all(cs_seed(s), t, 700, h);
+    fake f = {h, 0, 0};
+    float rec[REC];
+    CHECK(cs_restore(s, t, h, 451, put_rows, &f, rec, NULL, &pinned) == 450 && pinned.entry, "the interval one pinned");
+    cs_retire(s, h, 500, "conv", "bd");
+    cs_release(s, &pinned);
+    CHECK(!has(s, t, 100) && !has(s, t, 300) && !has(s, t, 350), "conv's ends of earlier prompts went");
+    CHECK(has(s, t, 40) && has(s, t, 200) && has(s, t, 500), "the starts stayed");
+    CHECK(has(s, t, 360) && has(s, u, 380) && has(s, t, 450), "the fork's, the other branch's and the pinned stayed");
+    cs_stats st;
+    cs_get_stats(s, &st);
+    CHECK(st.retired == 3, "retired %llu", (unsigned long long)st.retired);
+    cs_close(s);
+    s = open_store(db, FP1, 0, 0, 0);
+    CHECK(!has(s, t, 100) && !has(s, t, 300) && has(s, t, 200) && has(s, t, 500) && has(s, u, 380),
+          "the database agrees after a reopen");
+    cs_close(s);
+    db_close(db);
+}
+
 static void trimmable(void) {
     ckpt_store *s = open_store(NULL, FP1, 1, 0, 0);
     int t[1000], u[1000];
@@ -520,6 +570,7 @@ int main(int argc, char **argv) {
     budgets();
     zero_budgets();
     forgotten_sessions();
+    retired_checkpoints();
     trimmable();
     file_damage();
     fresh_db();

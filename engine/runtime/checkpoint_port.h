@@ -62,6 +62,11 @@ typedef struct {
      * (stop may be NULL); 0 all written, 1 some left, -1 error */
     int (*flush)(void *store, int (*stop)(void *ud), void *ud);
     void (*forget_session)(void *store, const char *session); /* its checkpoints go first */
+    /* the session has moved on past t[0..n): its checkpoints of these kinds (a string of
+     * placement letters) before n on this prefix are dropped, unless in use. A
+     * conversation keeps what a fork or an edit of an earlier turn needs and loses what
+     * only that turn's own prompt used (docs/checkpoints.md, Compaction) */
+    void (*retire)(void *store, const uint64_t *h, int n, const char *session, const char *kinds);
     void (*note_request)(void *store, int prompt_tokens, int reused, int computed);
     void (*count_miss)(void *store, const char *reason);
     char *(*stats_json)(void *store); /* malloc'd JSON object of counters */

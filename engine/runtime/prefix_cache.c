@@ -172,6 +172,14 @@ void pc_forget_session(prefix_cache *pc, const char *session) {
     }
 }
 
+void pc_retire(prefix_cache *pc, const uint64_t *h, int n, const char *session) {
+    if (!pc->port.ops || !session) return;
+    static const char kinds[] = {CK_PROMPT_END, CK_INTERVAL, 0};
+    pthread_mutex_lock(&pc->mu);
+    pc->port.ops->retire(pc->port.store, h, n, session, kinds);
+    pthread_mutex_unlock(&pc->mu);
+}
+
 char *pc_stats_json(prefix_cache *pc) {
     char *js = NULL;
     if (pc->port.ops) {

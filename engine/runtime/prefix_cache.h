@@ -47,6 +47,12 @@ void pc_count_miss(prefix_cache *pc, const char *reason);
 void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed);
 void pc_forget_session(prefix_cache *pc, const char *session);
 char *pc_stats_json(prefix_cache *pc);
+/* The session's conversation has moved on past t[0..n) (h: its chain, n+1 values), the
+ * start of its newest message: the session's prompt-end and interval checkpoints before
+ * n on this prefix served only the earlier prompts that ended there, and go. What an
+ * edit or a fork of an earlier turn restores, the starts of its messages (CK_LAST_USER,
+ * CK_NEXT_TURN) and of the conversation (CK_SYSTEM_END), stays. */
+void pc_retire(prefix_cache *pc, const uint64_t *h, int n, const char *session);
 /* Writes the checkpoints only in RAM to lasting storage; with stop (may be NULL), ending
  * early when stop(ud) says so. 0 all written (or nothing lasting), 1 some left, -1 error. */
 int pc_flush(prefix_cache *pc, int (*stop)(void *ud), void *ud);

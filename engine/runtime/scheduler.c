@@ -180,6 +180,8 @@ static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row)
  * at their end. Returns 1 when r became that job. */
 static int start_post_job(chat_engine *e, request *r) {
     if (!use_cache(e, r) || !r->state) return 0;
+    for (int i = 0; i < r->n_marks; i++) /* the conversation has moved on to this message */
+        if (r->marks[i].kind == CK_LAST_USER) pc_retire(e->pc, r->h, r->marks[i].pos, r->s.session);
     int *c = NULL;
     /* a reply that made calls is rendered as the next prompt carries it: its content and calls */
     char *calls = request_calls_json(r);
