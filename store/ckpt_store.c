@@ -707,10 +707,14 @@ int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud) {
 
 int cs_flush(ckpt_store *s) { return cs_flush_until(s, NULL, NULL) < 0 ? -1 : 0; }
 
+/* 1 when session placed e (session NULL: no one) */
+static int placed_by(const cs_entry *e, const char *session) {
+    return session && e->session && !strcmp(e->session, session);
+}
+
 void cs_forget_session(ckpt_store *s, const char *session) {
-    if (!session) return;
     for (int i = 0; i < s->n_e; i++)
-        if (s->e[i]->session && !strcmp(s->e[i]->session, session)) s->e[i]->forgotten = 1;
+        if (placed_by(s->e[i], session)) s->e[i]->forgotten = 1;
 }
 
 void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, const char *kinds) {
@@ -721,8 +725,7 @@ void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, con
         cs_entry *e = s->e[i];
         /* on this prefix: the chain hash at its length is the prompt's (a collision only
          * costs a checkpoint, never a wrong restore) */
-        if (e->n >= n || e->pins || !e->session || strcmp(e->session, session) || !strchr(kinds, e->kind) ||
-            e->hash != h[e->n]) {
+        if (e->n >= n || e->pins || !placed_by(e, session) || !strchr(kinds, e->kind) || e->hash != h[e->n]) {
             i++;
             continue;
         }
