@@ -38,6 +38,9 @@ struct fs_backend {
     int (*context)(fs_backend *b);
     void (*forget_session)(fs_backend *b, const char *session);
     char *(*stats_json)(fs_backend *b); /* malloc'd JSON object */
+    /* What the session's checkpoints hold (engine_session_usage): 0, or -1 when the
+     * backend keeps none; NULL: it keeps none (a remote server's cache is its own) */
+    int (*session_usage)(fs_backend *b, const char *session, ckpt_usage *out);
     void (*close)(fs_backend *b);       /* cancels what runs (on_done comes), frees b */
     /* The sampling a new conversation starts from: gen_settings_defaults, then what the
      * model recommends (engine_settings_defaults); NULL: gen_settings_defaults only. */

@@ -21,6 +21,9 @@ static int eng_check_render(fs_backend *b, const chat_msg *msgs, int n, const ge
 static int eng_context(fs_backend *b) { return engine_context(E(b)); }
 static void eng_forget(fs_backend *b, const char *session) { engine_forget_session(E(b), session); }
 static char *eng_stats(fs_backend *b) { return engine_stats_json(E(b)); }
+static int eng_usage(fs_backend *b, const char *session, ckpt_usage *out) {
+    return engine_session_usage(E(b), session, out);
+}
 static void eng_defaults(fs_backend *b, gen_settings *s) { engine_settings_defaults(E(b), s); }
 static int eng_can_think(fs_backend *b) { return engine_can_think(E(b)); }
 static void eng_close(fs_backend *b) {
@@ -48,6 +51,7 @@ fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errl
                       .context = eng_context,
                       .forget_session = eng_forget,
                       .stats_json = eng_stats,
+                      .session_usage = eng_usage,
                       .close = eng_close,
                       .settings_defaults = eng_defaults,
                       .can_think = eng_can_think};

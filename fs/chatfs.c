@@ -166,21 +166,27 @@ void chatfs_free(chatfs *fs) {
 
 /* ---- public: names ---- */
 
-/* stats.json is rendered with the engine's lock, so its exact size (git, rsync) is
- * measured after ours is released. Its time is when its content last changed, so that
- * tar and rsync see a file that stands still while nothing happens. */
-static void stats_attr(chatfs *fs, fs_attr *a) {
+/* stats.json and usage.json are rendered with the engine's lock, so their exact size
+ * (git, rsync) is measured after ours is released (conv_id: usage.json's conversation).
+ * Their time is when their content last changed, so that tar and rsync see a file that
+ * stands still while nothing happens. */
+static void live_attr(chatfs *fs, int kind, int64_t conv_id, fs_attr *a) {
     size_t len = 0;
-    char *t = cfs_stats_text(fs, &len);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; t && i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
-    free(t);
+    char *t = kind == K_STATS ? cfs_stats_text(fs, &len) : cfs_usage_text(fs, conv_id, &len);
     pthread_mutex_lock(&fs->mu);
-    if (!fs->mtime_stats) fs->mtime_stats = fs->t_start;
-    else if (h != fs->stats_hash) fs->mtime_stats = cfs_now_ns();
-    fs->stats_hash = h;
-    a->mtime_ns = fs->mtime_stats;
+    if (kind == K_STATS) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (size_t i = 0; t && i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+        if (!fs->mtime_stats) fs->mtime_stats = fs->t_start;
+        else if (h != fs->stats_hash) fs->mtime_stats = cfs_now_ns();
+        fs->stats_hash = h;
+        a->mtime_ns = fs->mtime_stats;
+    } else {
+        conv *c = cfs_find_conv_id(fs, conv_id);
+        if (c && t) a->mtime_ns = cfs_content_mtime(c, kind, a->mtime_ns, t, len);
+    }
     pthread_mutex_unlock(&fs->mu);
+    free(t);
     a->size = len;
 }
 
@@ -190,8 +196,9 @@ int fs_lookup(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, fs_at
     int rc = cfs_resolve(fs, parent, &dir);
     if (!rc) rc = cfs_child(fs, tid, &dir, name, &nd);
     if (!rc) rc = cfs_attr_of(fs, &nd, out);
+    int64_t conv_id = nd.c ? nd.c->id : 0;
     pthread_mutex_unlock(&fs->mu);
-    if (!rc && nd.kind == K_STATS) stats_attr(fs, out);
+    if (!rc && cfs_is_live(nd.kind)) live_attr(fs, nd.kind, conv_id, out);
     return rc;
 }
 
@@ -200,8 +207,9 @@ int fs_getattr(chatfs *fs, uint64_t ino, fs_attr *out) {
     node nd;
     int rc = cfs_resolve(fs, ino, &nd);
     if (!rc) rc = cfs_attr_of(fs, &nd, out);
+    int64_t conv_id = nd.c ? nd.c->id : 0;
     pthread_mutex_unlock(&fs->mu);
-    if (!rc && nd.kind == K_STATS) stats_attr(fs, out);
+    if (!rc && cfs_is_live(nd.kind)) live_attr(fs, nd.kind, conv_id, out);
     return rc;
 }
 
@@ -537,7 +545,7 @@ int fs_rename(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint6
         goto out;
     }
     sbuf b = {0};
-    if (src.kind == K_STATS) rc = -EPERM;
+    if (cfs_is_live(src.kind)) rc = -EPERM;
     else rc = cfs_render(fs, &src, &b);
     if (!rc) {
         scratch *s = exists ? dst.sc : cfs_scratch_new(fs, newparent, newname, 0644);

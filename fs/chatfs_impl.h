@@ -33,9 +33,11 @@
 
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
-    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_SCRATCH,
+    K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_USAGE, K_SCRATCH,
     K_CALLS, K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT, K_TOOLS, K_GTOOLS
 };
+/* K_USAGE: a conversation's usage.json (tokens, context left, its checkpoints), rendered
+ * outside fs->mu as stats.json is: cfs_usage_text */
 /* K_TOOLS, K_GTOOLS: a conversation's tools.json and the root's (the tools setting) */
 /* K_CALLS: calls/, K_CALL: calls/ID/, and its name, arguments.json and result (calls.c);
  * node.turn is the call's index in the conversation */
@@ -260,7 +262,7 @@ typedef struct {
     uint32_t mode;
 } cfs_root_entry;
 #define CFS_N_ROOT_FILES 4
-#define CFS_N_CONV_FILES 12
+#define CFS_N_CONV_FILES 13
 extern const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES]; /* a conversation's files, in inode order */
 extern const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES];
 
@@ -445,12 +447,25 @@ void cfs_save_pending(chatfs *fs, conv *c);
 void cfs_pending_stored(chatfs *fs, conv *c);
 void cfs_saver_stop(chatfs *fs);
 
+/* The session a conversation's requests name (gen_settings.session): its checkpoints
+ * and budgets in the engine. */
+void cfs_session_name(int64_t conv_id, char *buf, size_t len);
+
 /* ---- views.c ---- */
 
 /* Renders the content of a file node into b. fs->mu held. */
 int cfs_render(chatfs *fs, const node *nd, sbuf *b);
 /* stats.json, malloc'd: asks the engine, then takes fs->mu itself (call it without) */
 char *cfs_stats_text(chatfs *fs, size_t *len);
+/* usage.json of the conversation with database id conv_id, malloc'd, the same way (call
+ * it without fs->mu); NULL when it is gone or out of memory */
+char *cfs_usage_text(chatfs *fs, int64_t conv_id, size_t *len);
+/* A conversation's file's time, moved to now when its text (a hash of it) changed since
+ * the last look; kept: the time the operations keep. fs->mu held. */
+int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len);
+/* stats.json and usage.json: their text depends on the backend's lock (cfs_stats_text,
+ * cfs_usage_text) */
+int cfs_is_live(int kind);
 
 /* ---- commit.c ---- */
 
@@ -472,6 +487,10 @@ int cfs_check_message(chatfs *fs, conv *c, const char *text, size_t len);
 /* A system prompt being written: with c's history it leaves room for a message in the
  * context, else -EFBIG with the reason in c's error file. */
 int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len);
+/* The tokens of c's conversation as its next prompt renders (without a new message):
+ * >= 0, -2 when the backend cannot count, -1 when the template refuses it or out of
+ * memory. fs->mu held; released while the backend counts. */
+int cfs_count_conversation(chatfs *fs, conv *c);
 /* ---- import.c: messages.json written ---- */
 
 /* 1: done; 0: not complete JSON yet; -1: invalid (reason in err) */

@@ -422,9 +422,17 @@ int cfs_check_system(chatfs *fs, conv *c, const char *text, size_t len) {
     return 0;
 }
 
+int cfs_count_conversation(chatfs *fs, conv *c) {
+    if (!fs->be->count_tokens) return -2;
+    if (!c->n_turns && !c->system[0]) return 0; /* nothing to render (templates may refuse it) */
+    int tokens = 0;
+    char err[256];
+    return ask_backend(fs, c, NULL, NULL, 0, 1, &tokens, err, sizeof err) ? -1 : tokens;
+}
+
 int cfs_is_derived(int kind) {
     return kind == K_README || kind == K_STATS || kind == K_REPLY || kind == K_TRANSCRIPT || kind == K_STATUS ||
-           kind == K_ERROR || kind == K_THINKING || kind == K_CALL_NAME || kind == K_CALL_ARGS;
+           kind == K_ERROR || kind == K_THINKING || kind == K_CALL_NAME || kind == K_CALL_ARGS || kind == K_USAGE;
 }
 
 /* what a finished write does to a file node, the text checked and normalised */

@@ -230,9 +230,9 @@ static ssize_t read_view(fs_handle *h, char *fresh, size_t fresh_len, off_t off,
 }
 
 ssize_t fs_read(chatfs *fs, fs_handle *h, off_t off, size_t size, char *buf) {
-    if (h->kind == K_STATS) {
-        size_t len = 0;
-        char *t = cfs_stats_text(fs, &len); /* takes fs->mu itself */
+    if (cfs_is_live(h->kind)) {
+        size_t len = 0; /* takes fs->mu itself; h->c holds the conversation */
+        char *t = h->kind == K_STATS ? cfs_stats_text(fs, &len) : cfs_usage_text(fs, h->c->id, &len);
         if (!t) return -ENOMEM;
         pthread_mutex_lock(&fs->mu);
         ssize_t n = read_view(h, t, len, off, size, buf);

@@ -20,6 +20,10 @@
 
 #define SAVE_INTERVAL_NS 200000000 /* a growing reply reaches the database this often */
 
+void cfs_session_name(int64_t conv_id, char *buf, size_t len) {
+    snprintf(buf, len, "conversation-%lld", (long long)conv_id);
+}
+
 static void gen_unref(gen *g) {
     if (--g->refs > 0) return;
     cfs_stream_unref(g->s);
@@ -588,7 +592,7 @@ int cfs_start_gen(chatfs *fs, conv *c, int drop_user) {
     gen_settings gs;
     settings_to_gen(&st, &gs);
     char session[32];
-    snprintf(session, sizeof session, "conversation-%lld", (long long)c->id);
+    cfs_session_name(c->id, session, sizeof session);
     gs.session = session;
 
     *g = (gen){fs, c, s, ts, c->n_turns - 1, 3, 0, 0, 0, cfs_mono_ns()}; /* refs: c->gen, engine, this function */

@@ -2,7 +2,7 @@
  * names and inode numbers, each node's attributes, and who sees a fresh copy.
  *
  * Inodes are computed, not allocated: 1 is the root and 2-4 its files; a conversation
- * with database id C owns C<<24 (its directory), C<<24|1..10 (its files), C<<24|16 (turns/),
+ * with database id C owns C<<24 (its directory), C<<24|1..12 (its files), C<<24|16 (turns/),
  * C<<24|(32+k) (turn k, 0-based) and C<<24|(1<<23 + k) (turn k's .thinking.md); editors'
  * scratch files get 1<<62|serial. Numbers
  * are therefore stable across mounts and never point at something else, so kernel
@@ -29,7 +29,8 @@ const cfs_file_entry cfs_conv_files[CFS_N_CONV_FILES] = {
     {"transcript.md", K_TRANSCRIPT, 5, S_IFREG | 0444}, {"messages.json", K_MESSAGES, 6, S_IFREG | 0644},
     {"status", K_STATUS, 7, S_IFREG | 0444},          {"error", K_ERROR, 8, S_IFREG | 0444},
     {"ctl", K_CTL, 9, S_IFREG | 0644},                {"thinking", K_THINKING, 10, S_IFREG | 0444},
-    {"tools.json", K_TOOLS, 11, S_IFREG | 0644},      {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
+    {"tools.json", K_TOOLS, 11, S_IFREG | 0644},      {"usage.json", K_USAGE, 12, S_IFREG | 0444},
+    {"turns", K_TURNS, SUB_TURNS, S_IFDIR | 0755},
 };
 
 const cfs_root_entry cfs_root_files[CFS_N_ROOT_FILES] = {
@@ -179,7 +180,7 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_ROOT: return fs->mtime_root;
     case K_README: return fs->t_start;
     case K_GSETTINGS: return fs->mtime_settings;
-    case K_STATS: return fs->mtime_stats; /* set by stats_attr (chatfs.c) */
+    case K_STATS: return fs->mtime_stats; /* set by live_attr (chatfs.c) */
     case K_CONV:
     case K_TURNS: return c->mtime;
     case K_MESSAGE:
@@ -202,7 +203,7 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
  * keep, each file's last content (a hash) is remembered, and a file found changed is
  * dated now. The first look (after a mount) takes the kept time, so copies out see the
  * same times across mounts. */
-static int64_t content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len) {
+int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len) {
     if (kind < 0 || kind >= (int)(sizeof c->seen / sizeof *c->seen)) return kept;
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
@@ -240,15 +241,15 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             if (cfs_conv_files[i].kind == nd->kind) a->mode = cfs_conv_files[i].mode;
     }
-    if (nd->kind == K_STATS) {
-        a->size = 0; /* see stats_attr */
+    if (cfs_is_live(nd->kind)) {
+        a->size = 0; /* see live_attr (chatfs.c) */
         return 0;
     }
     sbuf b = {0};
     int rc = cfs_render(fs, nd, &b);
     a->size = b.len;
     if (!rc && nd->c && nd->kind < K_SCRATCH && nd->kind != K_TURN && nd->kind != K_THINK)
-        a->mtime_ns = content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
+        a->mtime_ns = cfs_content_mtime(nd->c, nd->kind, a->mtime_ns, b.p, b.len);
     free(b.p);
     return rc;
 }

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -273,6 +274,7 @@ static const char readme_text[] =
     "                                  \"thinking\": false asks for no reasoning, \"thinking_budget\": N caps it\n"
     "  NAME/messages.json              the history in the OpenAI format; write it to import\n"
     "  NAME/error                      why the last thing failed (empty when fine)\n"
+    "  NAME/usage.json                 tokens, context left, its checkpoints, the last prompt's reuse\n"
     "  cp -r NAME COPY                 fork a conversation (it reuses NAME's checkpoints)\n"
     "  settings.json                   defaults for new conversations\n"
     "  stats.json                      engine and checkpoint counters\n"
@@ -353,10 +355,86 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
         break;
     }
     case K_SCRATCH: cfs_sb_add(b, nd->sc->data ? nd->sc->data : "", nd->sc->len); break;
-    case K_STATS: break; /* rendered outside the lock: see cfs_stats_text */
+    case K_STATS:
+    case K_USAGE: break; /* rendered outside the lock: see cfs_stats_text, cfs_usage_text */
     default: return -EISDIR;
     }
     return b->oom ? -ENOMEM : 0;
+}
+
+int cfs_is_live(int kind) { return kind == K_STATS || kind == K_USAGE; }
+
+/* cJSON's text with a newline, as a file ends; frees t */
+static char *json_file(char *t, size_t *len) {
+    size_t n = t ? strlen(t) : 0;
+    char *out = t ? malloc(n + 2) : NULL;
+    if (out) {
+        memcpy(out, t, n);
+        out[n] = '\n';
+        out[n + 1] = 0;
+        *len = n + 1;
+    }
+    cJSON_free(t);
+    return out;
+}
+
+static void add_tier(cJSON *o, const char *name, int states, uint64_t bytes) {
+    cJSON *t = cJSON_AddObjectToObject(o, name);
+    cJSON_AddNumberToObject(t, "states", states);
+    cJSON_AddNumberToObject(t, "bytes", (double)bytes);
+}
+
+/* What a conversation holds: its length in tokens as the next prompt (null when the
+ * backend cannot count), the context and what is left of it, its checkpoints in each
+ * tier (null when the backend keeps none), and what the last prompt reused (null
+ * before the first reply of this mount). */
+char *cfs_usage_text(chatfs *fs, int64_t conv_id, size_t *len) {
+    pthread_mutex_lock(&fs->mu);
+    conv *c = cfs_find_conv_id(fs, conv_id);
+    if (!c) {
+        pthread_mutex_unlock(&fs->mu);
+        return NULL;
+    }
+    c->refs++; /* the count releases fs->mu */
+    int tokens = cfs_count_conversation(fs, c), turns = c->n_turns, replied = c->rep_turn > 0;
+    gen_report rep = c->rep;
+    int busy = cfs_busy(c);
+    cfs_conv_unref(c);
+    pthread_mutex_unlock(&fs->mu);
+
+    char session[32];
+    cfs_session_name(conv_id, session, sizeof session);
+    ckpt_usage u;
+    int has_usage = fs->be->session_usage && fs->be->session_usage(fs->be, session, &u) == 0;
+    int ctx = fs->be->context(fs->be);
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "turns", turns);
+    if (tokens >= 0) cJSON_AddNumberToObject(o, "tokens", tokens);
+    else cJSON_AddNullToObject(o, "tokens");
+    if (ctx < INT_MAX) cJSON_AddNumberToObject(o, "context", ctx);
+    else cJSON_AddNullToObject(o, "context"); /* a remote server's: unknown */
+    if (tokens >= 0 && ctx < INT_MAX) cJSON_AddNumberToObject(o, "context_left", ctx > tokens ? ctx - tokens : 0);
+    else cJSON_AddNullToObject(o, "context_left");
+    if (has_usage) {
+        cJSON *k = cJSON_AddObjectToObject(o, "checkpoints");
+        add_tier(k, "ram", u.states_ram, u.bytes_ram);
+        add_tier(k, "disk", u.states_disk, u.bytes_disk);
+        cJSON_AddNumberToObject(k, "longest_tokens", u.longest);
+    } else cJSON_AddNullToObject(o, "checkpoints");
+    if (replied && rep.prompt_tokens > 0) {
+        cJSON *p = cJSON_AddObjectToObject(o, "last_prompt");
+        cJSON_AddNumberToObject(p, "prompt_tokens", rep.prompt_tokens);
+        cJSON_AddNumberToObject(p, "reused_tokens", rep.reused_tokens);
+        cJSON_AddNumberToObject(p, "computed_tokens", rep.computed_tokens);
+        if (rep.miss_reason[0]) cJSON_AddStringToObject(p, "miss_reason", rep.miss_reason);
+        cJSON_AddNumberToObject(p, "generated_tokens", rep.generated_tokens);
+        cJSON_AddNumberToObject(p, "ttft_ms", rep.ttft_ms);
+        cJSON_AddBoolToObject(p, "generating", busy); /* the numbers still grow */
+    } else cJSON_AddNullToObject(o, "last_prompt");
+    char *out = json_file(cJSON_Print(o), len);
+    cJSON_Delete(o);
+    return out;
 }
 
 char *cfs_stats_text(chatfs *fs, size_t *len) {
@@ -384,16 +462,7 @@ char *cfs_stats_text(chatfs *fs, size_t *len) {
     cJSON_AddNumberToObject(f, "scratch_bytes", (double)scratch_bytes);
     cJSON_AddNumberToObject(f, "scratch_bytes_max", SCRATCH_CAP);
     pthread_mutex_unlock(&fs->mu);
-    char *t = cJSON_Print(o);
+    char *out = json_file(cJSON_Print(o), len);
     cJSON_Delete(o);
-    size_t n = t ? strlen(t) : 0;
-    char *out = t ? malloc(n + 2) : NULL;
-    if (out) {
-        memcpy(out, t, n);
-        out[n] = '\n';
-        out[n + 1] = 0;
-        *len = n + 1;
-    }
-    cJSON_free(t);
     return out;
 }

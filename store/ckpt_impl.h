@@ -19,6 +19,7 @@ typedef struct cs_page {
     int ram_refs;            /* RAM entries whose chain holds this page */
     int disk_refs;           /* database entries whose chain holds this page */
     int on_disk;
+    uint64_t usage_mark;     /* cs_session_usage's walk that last counted it */
 } cs_page;
 
 struct cs_entry {
@@ -53,6 +54,7 @@ struct ckpt_store {
     cs_entry **e;
     int n_e, cap_e;
     uint64_t clock;
+    uint64_t usage_walk;     /* cs_session_usage's last walk number */
 
     uint64_t ram_bytes, disk_bytes;
     int fp_mismatch;         /* the database holds checkpoints of a model with this name but another fingerprint */

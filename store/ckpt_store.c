@@ -736,6 +736,32 @@ void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, con
     if (in_txn && s->db) cs_sql_end(s, 1);
 }
 
+/* a page's bytes in one tier once per session: the walk up a chain stops at a page
+ * already counted (mark: the session's walk number in the page) */
+static uint64_t chain_bytes(ckpt_store *s, cs_page *p, int disk, uint64_t mark) {
+    uint64_t bytes = 0;
+    for (; p && p->usage_mark != mark; p = p->parent) {
+        p->usage_mark = mark;
+        if (disk ? p->on_disk == 1 : p->kv != NULL) bytes += cs_page_bytes(s, p);
+    }
+    return bytes;
+}
+
+void cs_session_usage(ckpt_store *s, const char *session, cs_usage *out) {
+    memset(out, 0, sizeof *out);
+    for (int disk = 0; disk < 2; disk++) { /* a tier at a time: a walk's marks must stand */
+        uint64_t mark = ++s->usage_walk;  /* never 0, a new page's */
+        for (int i = 0; i < s->n_e; i++) {
+            const cs_entry *e = s->e[i];
+            if (!placed_by(e, session) || !(disk ? e->on_disk : e->in_ram)) continue;
+            if (e->n > out->longest) out->longest = e->n;
+            uint64_t bytes = cs_entry_own_bytes(s, e) + chain_bytes(s, e->last, disk, mark);
+            if (disk) out->states_disk++, out->bytes_disk += bytes;
+            else out->states_ram++, out->bytes_ram += bytes;
+        }
+    }
+}
+
 void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed) {
     s->st.tokens_prompt += (uint64_t)prompt_tokens;
     s->st.tokens_reused += (uint64_t)reused;
@@ -842,6 +868,11 @@ static void port_note_request(void *s, int prompt_tokens, int reused, int comput
 }
 static void port_count_miss(void *s, const char *reason) { cs_count_miss(s, reason); }
 static char *port_stats_json(void *s) { return cs_stats_json(s); }
+static void port_session_usage(void *s, const char *session, ckpt_usage *out) {
+    cs_usage u;
+    cs_session_usage(s, session, &u);
+    *out = (ckpt_usage){u.states_ram, u.states_disk, u.bytes_ram, u.bytes_disk, u.longest};
+}
 
 static const ckpt_ops cs_ops = {.attach = port_attach,
                                 .seed = port_seed,
@@ -855,6 +886,7 @@ static const ckpt_ops cs_ops = {.attach = port_attach,
                                 .retire = port_retire,
                                 .note_request = port_note_request,
                                 .count_miss = port_count_miss,
-                                .stats_json = port_stats_json};
+                                .stats_json = port_stats_json,
+                                .session_usage = port_session_usage};
 
 ckpt_port cs_port(ckpt_store *s) { return (ckpt_port){s ? &cs_ops : NULL, s}; }

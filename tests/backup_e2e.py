@@ -19,8 +19,8 @@ import fs_e2e as E  # noqa: E402
 E.TMP = os.path.join(E.ROOT, "tests", "tmp", "backup")
 check, sh, read, write = E.check, E.sh, E.read, E.write
 
-# derived files: what they show comes from the mount, not from the copy
-DERIVED = {"status", "stats.json"}
+# derived files: what they show comes from the mount (its engine, this run), not from the copy
+DERIVED = {"status", "stats.json", "usage.json"}
 
 
 def tree(root):

@@ -176,7 +176,7 @@ def test_echo_cat():
         os.mkdir(m.p("a"))
         names = sorted(os.listdir(m.p("a")))
         check(names == sorted(["message", "reply", "system", "settings.json", "transcript.md", "messages.json",
-                               "status", "error", "ctl", "thinking", "tools.json", "turns"]), "conversation listing %s" % names)
+                               "status", "error", "ctl", "thinking", "tools.json", "usage.json", "turns"]), "conversation listing %s" % names)
         rc, out, err = sh("echo 'hello world' > a/message && cat a/reply", cwd=m.mnt)
         check(rc == 0 and out == expected("hello world"), "echo/cat: %r %r" % (out, err))
         check(read(m.p("a", "status")).startswith("done 12 tokens"), "status: " + read(m.p("a", "status")))
@@ -452,7 +452,7 @@ def test_copy_into_mount():
             check(read(m.p("a", "status")).startswith("done"), "%s: nothing generated" % tool)
             # what the tool reports: the views refuse the copy, nothing else fails
             bad = [l for l in err.replace("), (", ")\n(").splitlines() if "denied" in l or "Errno" in l]
-            check(rc == 0 or (bad and all(re.search(r"/(reply|thinking|transcript\.md|status|error)\b", l) for l in bad)),
+            check(rc == 0 or (bad and all(re.search(r"/(reply|thinking|transcript\.md|status|error|usage\.json)\b", l) for l in bad)),
                   "%s: %r" % (tool, err[-600:]))
             check(rc == 0 or "is read-only" in read(m.p("a", "error")), "%s: error says why: %r" %
                   (tool, read(m.p("a", "error"))))
@@ -728,6 +728,17 @@ def test_status_formats():
         check(re.match(r"done 4 tokens \d+\.\d tok/s reused \d+/[1-9]\d* turn \d+\n\Z", st), "done: %r" % st)
         wait_done(m, "b")
         check(read(m.p("b", "status")).startswith("done 2 tokens"), "b done: " + read(m.p("b", "status")))
+        # usage.json: the fake counts tokens (ceil(bytes / 4) + 4 a message) and keeps no
+        # checkpoints; its size is exact, as stats.json's
+        u = json.loads(read(m.p("a", "usage.json")))
+        check(u["turns"] == 2 and u["context"] == 4096 and u["tokens"] > 8 and
+              u["context_left"] == 4096 - u["tokens"] and u["checkpoints"] is None and
+              u["last_prompt"]["generated_tokens"] == 4 and u["last_prompt"]["generating"] is False,
+              "usage.json %s" % u)
+        check(os.stat(m.p("a", "usage.json")).st_size == len(read(m.p("a", "usage.json"))), "usage.json size")
+        os.mkdir(m.p("c"))
+        u = json.loads(read(m.p("c", "usage.json")))
+        check(u["turns"] == 0 and u["tokens"] == 0 and u["last_prompt"] is None, "usage.json empty %s" % u)
 
 
 def test_import_regenerate_rename_rm():
@@ -1384,6 +1395,14 @@ def test_real_engine():
         st = read(m.p("b", "status"))
         reused = re.search(r"reused (\d+)/(\d+)", st)
         check(len(turns(m, "b")) == 4 and reused and int(reused.group(1)) > 0, "edit reused: %r" % st)
+        # usage.json says the same reuse, and what b's checkpoints hold
+        u = json.loads(read(m.p("b", "usage.json")))
+        k = u["checkpoints"]
+        check(u["last_prompt"]["reused_tokens"] == int(reused.group(1)) and
+              u["last_prompt"]["prompt_tokens"] == int(reused.group(2)) and
+              u["tokens"] >= u["last_prompt"]["prompt_tokens"] and u["context_left"] == u["context"] - u["tokens"] and
+              k["ram"]["states"] >= 1 and k["ram"]["bytes"] > 0 and k["longest_tokens"] <= u["tokens"],
+              "usage.json of the real engine %s" % u)
         # one rendering and tokenization per message (the engine's, at the send): a short
         # message is not counted at the write, nothing renders it twice
         renders = json.loads(read(m.p("stats.json")))["engine"]["prompt_renders"]

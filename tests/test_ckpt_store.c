@@ -487,6 +487,40 @@ static void retired_checkpoints(void) {
     db_close(db);
 }
 
+/* cs_session_usage: a session's states per tier, and their bytes with each KV page its
+ * checkpoints reach counted once (two checkpoints on one prefix share its pages) */
+static void session_usage(void) {
+    fresh_db();
+    store_db *db = opendb();
+    ckpt_store *s = open_store(db, FP1, 0, 0, 0);
+    int t[700], u[700];
+    make_tokens(t, 700, 0, 700);
+    make_tokens(u, 700, 1, 300); /* a fork from 300 */
+    const uint64_t row = ROW * sizeof(float), rec = REC * sizeof(float), lg = VOC * sizeof(float);
+    CHECK(save_kind(s, t, 200, 0, "conv", 'a') == 1 && save_kind(s, t, 500, 1, "conv", 'b') == 1 &&
+              save_kind(s, u, 400, 0, "fork", 'b') == 1,
+          "saved");
+    cs_usage a, b;
+    cs_session_usage(s, "conv", &a);
+    CHECK(a.states_ram == 2 && a.states_disk == 0 && a.longest == 500, "conv in RAM: %d %d %d", a.states_ram,
+          a.states_disk, a.longest);
+    CHECK(a.bytes_ram == 500 * row + 2 * rec + lg, "conv's pages once: %llu", (unsigned long long)a.bytes_ram);
+    cs_session_usage(s, "fork", &b);
+    CHECK(b.states_ram == 1 && b.bytes_ram == 400 * row + rec, "the fork's, shared pages too: %llu",
+          (unsigned long long)b.bytes_ram);
+    CHECK(cs_flush(s) == 0, "to the database");
+    cs_session_usage(s, "conv", &b);
+    CHECK(b.states_disk == 2 && b.bytes_disk == a.bytes_ram && b.bytes_ram == a.bytes_ram, "both tiers alike");
+    cs_close(s);
+    s = open_store(db, FP1, 0, 0, 0);
+    cs_session_usage(s, "conv", &b);
+    CHECK(b.states_ram == 0 && b.states_disk == 2 && b.bytes_disk == a.bytes_ram, "after a reopen: on disk only");
+    cs_session_usage(s, "nobody", &b);
+    CHECK(!b.states_ram && !b.states_disk && !b.bytes_disk && !b.longest, "a session without checkpoints");
+    cs_close(s);
+    db_close(db);
+}
+
 static void trimmable(void) {
     ckpt_store *s = open_store(NULL, FP1, 1, 0, 0);
     int t[1000], u[1000];
@@ -571,6 +605,7 @@ int main(int argc, char **argv) {
     zero_budgets();
     forgotten_sessions();
     retired_checkpoints();
+    session_usage();
     trimmable();
     file_damage();
     fresh_db();

@@ -739,6 +739,10 @@ void engine_close(chat_engine *e) {
 
 void engine_forget_session(chat_engine *e, const char *session) { pc_forget_session(e->pc, session); }
 
+int engine_session_usage(chat_engine *e, const char *session, ckpt_usage *out) {
+    return pc_session_usage(e->pc, session, out);
+}
+
 char *engine_stats_json(chat_engine *e) {
     char *s = malloc(2304);
     if (!s) return NULL;

@@ -220,6 +220,9 @@ int engine_default_context(const model *m);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);
+/* What the session's checkpoints hold, in RAM and on disk (checkpoint_port.h's
+ * ckpt_usage): 0, or -1 when the engine keeps no checkpoints. */
+int engine_session_usage(chat_engine *e, const char *session, ckpt_usage *out);
 /* Counters as a JSON object (malloc'd): requests, tokens, batching (steps, rows,
  * single-flight savings), queued and active requests, and the checkpoint counters
  * (hits, misses by reason, tokens reused and computed, entries and bytes per tier,

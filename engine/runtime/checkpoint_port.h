@@ -40,6 +40,13 @@ typedef struct {
     void *entry;          /* the store's pin on the checkpoint used, until release (NULL: none) */
 } ckpt_hit;
 
+/* What one session's checkpoints hold (the port's session_usage). */
+typedef struct {
+    int states_ram, states_disk;
+    uint64_t bytes_ram, bytes_disk; /* recurrent blobs, logits and the KV pages they reach */
+    int longest;                    /* tokens the longest covers */
+} ckpt_usage;
+
 /* The operations, each on the store the port carries. h is the token chain of t
  * (engine/base/hash.h, from seed()), n + 1 values. */
 typedef struct {
@@ -70,6 +77,7 @@ typedef struct {
     void (*note_request)(void *store, int prompt_tokens, int reused, int computed);
     void (*count_miss)(void *store, const char *reason);
     char *(*stats_json)(void *store); /* malloc'd JSON object of counters */
+    void (*session_usage)(void *store, const char *session, ckpt_usage *out); /* NULL: unknown */
 } ckpt_ops;
 
 typedef struct {

@@ -172,6 +172,15 @@ void pc_forget_session(prefix_cache *pc, const char *session) {
     }
 }
 
+int pc_session_usage(prefix_cache *pc, const char *session, ckpt_usage *out) {
+    memset(out, 0, sizeof *out);
+    if (!pc->port.ops || !pc->port.ops->session_usage) return -1;
+    pthread_mutex_lock(&pc->mu);
+    pc->port.ops->session_usage(pc->port.store, session, out);
+    pthread_mutex_unlock(&pc->mu);
+    return 0;
+}
+
 void pc_retire(prefix_cache *pc, const uint64_t *h, int n, const char *session) {
     if (!pc->port.ops || !session) return;
     static const char kinds[] = {CK_PROMPT_END, CK_INTERVAL, 0};

@@ -39,14 +39,16 @@ void pc_close(prefix_cache *pc);
 /* h[0] of the token chain (engine/base/hash.h) for this model. */
 uint64_t pc_seed(prefix_cache *pc);
 int pc_persistent(prefix_cache *pc); /* 1: checkpoints reach a database */
-/* The port's release, has, count_miss, note_request, forget_session and stats_json
- * (checkpoint_port.h) under the cache's lock; stats_json NULL without a store. */
+/* The port's release, has, count_miss, note_request, forget_session, stats_json and
+ * session_usage (checkpoint_port.h) under the cache's lock; stats_json NULL and
+ * session_usage -1 without a store (or one that cannot tell), else 0. */
 void pc_release(prefix_cache *pc, ckpt_hit *hit);
 int pc_has(prefix_cache *pc, const uint64_t *h, int n);
 void pc_count_miss(prefix_cache *pc, const char *reason);
 void pc_note_request(prefix_cache *pc, int prompt_tokens, int reused, int computed);
 void pc_forget_session(prefix_cache *pc, const char *session);
 char *pc_stats_json(prefix_cache *pc);
+int pc_session_usage(prefix_cache *pc, const char *session, ckpt_usage *out);
 /* The session's conversation has moved on past t[0..n) (h: its chain, n+1 values), the
  * start of its newest message: the session's prompt-end and interval checkpoints before
  * n on this prefix served only the earlier prompts that ended there, and go. What an
