@@ -78,7 +78,7 @@ $(BUILD)/engine/kernels/kernels_amx.o:    CFLAGS += -mavx512f -mavx512bw -mavx51
 VERSION := 0.1$(shell git rev-parse --short HEAD 2>/dev/null | sed 's/^/ (commit /; s/$$/)/')
 $(BUILD)/cli/main.o: CFLAGS += -DCHATFS_VERSION='"$(VERSION)"'
 
-.PHONY: all run test check deps bench bench-cache bench-blas asan tsan fuzz fuzz-chatfs fuzz-jinja fuzz-toolcall clean
+.PHONY: all run test check deps bench bench-cache bench-blas bench-compression asan tsan fuzz fuzz-chatfs fuzz-jinja fuzz-toolcall clean
 all: chatfs
 
 deps:
@@ -352,6 +352,10 @@ $(BUILD)/bench/blas_bench: bench/blas_bench.c $(LIBS)
 	    $(shell pkg-config --libs openblas 2>/dev/null)
 bench-blas: $(BUILD)/bench/blas_bench
 	$(BUILD)/bench/blas_bench $(BLAS_PAIRS)
+# zstd on the bundled model's stored states (docs/checkpoints.md, "Compression"; about a
+# minute). chatfs does not compress them: the zstd command alone measures it.
+bench-compression: chatfs
+	bench/state_compression.sh
 
 clean:
 	rm -rf build build-* chatfs chatfs-asan
