@@ -97,6 +97,7 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "vocab", m->n_vocab);
         cJSON_AddNumberToObject(o, "context", m->n_ctx_train);
         cJSON_AddNumberToObject(o, "default_context", engine_default_context(m));
+        cJSON_AddNumberToObject(o, "largest_context", engine_largest_context(m)); /* fits in memory now */
         for (int i = 0; i < nt; i++) cJSON_AddNumberToObject(tt, ggml_type_name(types[i]), (double)counts[i]);
         cJSON_AddItemToObject(o, "tensor_types", tt);
         cJSON_AddStringToObject(o, "tokenizer", tokenizer_model(m->tok));
@@ -148,8 +149,9 @@ int cmd_info(int argc, char **argv) {
         for (int i = 0; i < nt; i++) printf(" %s x%llu", ggml_type_name(types[i]), (unsigned long long)counts[i]);
         printf("\ntokenizer:     %s (pre-tokenizer %s), %d tokens\n", tokenizer_model(m->tok), tokenizer_pre(m->tok),
                m->n_vocab);
-        printf("context:       %d trained; a conversation gets %d by default here (-c to change)\n", m->n_ctx_train,
-               engine_default_context(m));
+        printf("context:       %d trained; a conversation gets %d by default here (-c to change), at most %d "
+               "fits in the memory available now (KV cache f32)\n",
+               m->n_ctx_train, engine_default_context(m), engine_largest_context(m));
         if (!strcmp(tr.source, "model"))
             printf("template:      the model's own (%zu bytes of Jinja%s%s)", tr.bytes, tr.name ? ", like " : "",
                    tr.name ? tr.name : "");

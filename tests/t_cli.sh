@@ -138,6 +138,10 @@ printf 'a\0b' > "$T/nul"
 err_case "ask @FILE: a NUL" "message: a NUL byte at byte 1" $CHATFS ask -m $M --db "$T/e.db" --conversation e @"$T/nul"
 err_case "ask: a name with /" "not a conversation's name" $CHATFS ask -m $M --db "$T/e.db" --conversation a/b hi
 err_case "ask: a message over the context" "the context holds 16" $CHATFS ask -m $M --db "$T/e.db" -c 16 --conversation e "Hello world! The quick brown fox jumps over the lazy dog"
+# a -c beyond the memory available (as the test hook sets it): refused with what fits,
+# and info says the same (the tiny model's KV cache is 512 B a token: 1,000,000 B hold 1792)
+err_case "ask: -c beyond memory" "the largest context that fits is 1792" env CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS ask -m $M --db "$T/e.db" -c 4096 --conversation e hi
+check "info: the largest context that fits" sh -c "CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS info $M | grep -q 'at most 1792 fits'"
 check "ask: refused messages stored nothing" [ "$(sqlite3 "$T/e.db" 'SELECT count(*) FROM conversation' 2>&1)" = 0 ]
 
 # one store: ask's conversations are the conversation store's (the mount's), and a

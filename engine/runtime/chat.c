@@ -171,8 +171,11 @@ int engine_check_render(chat_engine *e, const chat_msg *msgs, int n, const gen_s
 int engine_context(const chat_engine *e) { return e->n_ctx; }
 int engine_draft(const chat_engine *e) { return e->draft; }
 
-/* MemAvailable of /proc/meminfo in bytes; 0 when unknown */
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. CHATFS_TEST_MEM_AVAILABLE
+ * (bytes) stands in for it, so that tests can see a machine with little memory. */
 static size_t available_memory(void) {
+    const char *test = getenv("CHATFS_TEST_MEM_AVAILABLE");
+    if (test && *test) return (size_t)strtoull(test, NULL, 10);
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return 0;
     char line[256];
@@ -193,6 +196,20 @@ int engine_default_context(const model *m) {
     if (n < 256) n = m->n_ctx_train < 256 ? m->n_ctx_train : 256;
     return (int)n;
 }
+
+static void human_bytes(double b, char *out, size_t len) {
+    const double mib = 1024.0 * 1024.0;
+    if (b < 1024.0 * mib) snprintf(out, len, "%.1f MiB", b / mib);
+    else snprintf(out, len, "%.2f GiB", b / (1024.0 * mib));
+}
+
+int engine_largest_context(const model *m) {
+    size_t kv = state_kv_floats_per_token(m) * sizeof(float), avail = available_memory();
+    long long n = m->n_ctx_train;
+    if (kv && avail && (long long)(avail / kv) < n) n = (long long)(avail / kv) / 256 * 256;
+    return (int)n;
+}
+
 const model *engine_model(const chat_engine *e) { return e->m; }
 
 /* ---------------------------------------------------------------- thinking */
@@ -689,6 +706,18 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     chat_model_sampling(e->m, &e->defaults);
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : engine_default_context(e->m);
     if (e->n_ctx > e->m->n_ctx_train) e->n_ctx = e->m->n_ctx_train;
+    int fits = engine_largest_context(e->m);
+    if (cfg->n_ctx > 0 && e->n_ctx > fits) { /* it would fail, or swap, in the middle of a conversation */
+        char need[32], have[32];
+        human_bytes((double)(state_kv_floats_per_token(e->m) * sizeof(float)) * e->n_ctx, need, sizeof need);
+        human_bytes((double)available_memory(), have, sizeof have);
+        snprintf(err, errlen,
+                 "-c %d: one conversation's KV cache at that length takes %s, more than the %s of memory "
+                 "available; the largest context that fits is %d",
+                 e->n_ctx, need, have, fits);
+        engine_free(e);
+        return NULL;
+    }
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
     e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
     e->act = calloc((size_t)e->max_batch, sizeof *e->act);

@@ -217,6 +217,10 @@ int engine_draft(const chat_engine *e);
  * conversation's KV cache at full length takes at most a quarter of the memory available
  * now (a multiple of 256). */
 int engine_default_context(const model *m);
+/* The longest context one conversation's KV cache (float32) fits in at the memory
+ * available now: a multiple of 256, at most the model's trained context. engine_open
+ * refuses an engine_config.n_ctx above it. */
+int engine_largest_context(const model *m);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);
