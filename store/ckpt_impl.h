@@ -6,6 +6,8 @@
 #include "store/ckpt_store.h"
 #include "store/db.h"
 
+#include <string.h>
+
 typedef struct cs_page {
     uint64_t key;            /* token chain hash at pos0 + n */
     uint64_t parent_key;     /* at pos0 (the seed for the first page) */
@@ -75,6 +77,10 @@ void cs_page_maybe_free(ckpt_store *s, cs_page *p);
 cs_entry *cs_entry_add(ckpt_store *s, uint64_t hash, int n, cs_page *last, int kind, const char *session);
 void cs_entry_free(ckpt_store *s, cs_entry *e); /* removes from the index; caller fixed refs */
 size_t cs_page_bytes(const ckpt_store *s, const cs_page *p);
+/* 1 when session placed e (a NULL session placed nothing) */
+static inline int cs_placed_by(const cs_entry *e, const char *session) {
+    return session && e->session && !strcmp(e->session, session);
+}
 size_t cs_entry_own_bytes(const ckpt_store *s, const cs_entry *e);
 uint64_t cs_page_checksum(const ckpt_store *s, const cs_page *p, const void *kv);
 uint64_t cs_entry_checksum(const ckpt_store *s, const cs_entry *e, const void *rec, const void *logits);

@@ -1,6 +1,5 @@
 /* ckpt_store.c - the checkpoint index, its two tiers, lookup and eviction (see
  * ckpt_store.h). The SQL lives in ckpt_sql.c. */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -690,7 +689,7 @@ fail:
     return -1;
 }
 
-/* ------------------------------------------------------------------ flush, sessions, stats */
+/* ------------------------------------------------------------------ flush, sessions */
 
 int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud) {
     if (!s->db) return -1;
@@ -708,13 +707,9 @@ int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud) {
 int cs_flush(ckpt_store *s) { return cs_flush_until(s, NULL, NULL) < 0 ? -1 : 0; }
 
 /* 1 when session placed e (session NULL: no one) */
-static int placed_by(const cs_entry *e, const char *session) {
-    return session && e->session && !strcmp(e->session, session);
-}
-
 void cs_forget_session(ckpt_store *s, const char *session) {
     for (int i = 0; i < s->n_e; i++)
-        if (placed_by(s->e[i], session)) s->e[i]->forgotten = 1;
+        if (cs_placed_by(s->e[i], session)) s->e[i]->forgotten = 1;
 }
 
 void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, const char *kinds) {
@@ -725,7 +720,7 @@ void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, con
         cs_entry *e = s->e[i];
         /* on this prefix: the chain hash at its length is the prompt's (a collision only
          * costs a checkpoint, never a wrong restore) */
-        if (e->n >= n || e->pins || !placed_by(e, session) || !strchr(kinds, e->kind) || e->hash != h[e->n]) {
+        if (e->n >= n || e->pins || !cs_placed_by(e, session) || !strchr(kinds, e->kind) || e->hash != h[e->n]) {
             i++;
             continue;
         }
@@ -735,158 +730,3 @@ void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, con
     }
     if (in_txn && s->db) cs_sql_end(s, 1);
 }
-
-/* a page's bytes in one tier once per session: the walk up a chain stops at a page
- * already counted (mark: the session's walk number in the page) */
-static uint64_t chain_bytes(ckpt_store *s, cs_page *p, int disk, uint64_t mark) {
-    uint64_t bytes = 0;
-    for (; p && p->usage_mark != mark; p = p->parent) {
-        p->usage_mark = mark;
-        if (disk ? p->on_disk == 1 : p->kv != NULL) bytes += cs_page_bytes(s, p);
-    }
-    return bytes;
-}
-
-void cs_session_usage(ckpt_store *s, const char *session, cs_usage *out) {
-    memset(out, 0, sizeof *out);
-    for (int disk = 0; disk < 2; disk++) { /* a tier at a time: a walk's marks must stand */
-        uint64_t mark = ++s->usage_walk;  /* never 0, a new page's */
-        for (int i = 0; i < s->n_e; i++) {
-            const cs_entry *e = s->e[i];
-            if (!placed_by(e, session) || !(disk ? e->on_disk : e->in_ram)) continue;
-            if (e->n > out->longest) out->longest = e->n;
-            uint64_t bytes = cs_entry_own_bytes(s, e) + chain_bytes(s, e->last, disk, mark);
-            if (disk) out->states_disk++, out->bytes_disk += bytes;
-            else out->states_ram++, out->bytes_ram += bytes;
-        }
-    }
-}
-
-void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed) {
-    s->st.tokens_prompt += (uint64_t)prompt_tokens;
-    s->st.tokens_reused += (uint64_t)reused;
-    s->st.tokens_computed += (uint64_t)computed;
-}
-
-void cs_count_miss(ckpt_store *s, const char *reason) {
-    s->st.misses++;
-    if (reason && !strcmp(reason, "disabled")) s->st.miss_disabled++;
-}
-
-void cs_get_stats(const ckpt_store *s, cs_stats *out) {
-    *out = s->st;
-    out->entries_ram = out->entries_disk = out->pages_ram = out->pages_disk = out->entries_pending = 0;
-    out->kv_bytes_disk = out->rec_bytes_disk = 0;
-    for (int i = 0; i < s->n_e; i++) {
-        out->entries_ram += s->e[i]->in_ram;
-        out->entries_disk += s->e[i]->on_disk;
-        out->entries_pending += s->db && s->e[i]->in_ram && s->e[i]->dirty;
-        if (s->e[i]->on_disk) out->rec_bytes_disk += cs_entry_own_bytes(s, s->e[i]);
-    }
-    for (int i = 0; i < (1 << CS_HBITS); i++)
-        for (cs_page *p = s->table[i]; p; p = p->hnext) {
-            out->pages_ram += p->kv != NULL;
-            out->pages_disk += p->on_disk == 1;
-            if (p->on_disk == 1) out->kv_bytes_disk += cs_page_bytes(s, p);
-        }
-    out->bytes_ram = s->ram_bytes;
-    out->bytes_disk = s->disk_bytes;
-}
-
-char *cs_stats_json(const ckpt_store *s) {
-    cs_stats st;
-    cs_get_stats(s, &st);
-    cJSON *o = cJSON_CreateObject(), *miss = cJSON_CreateObject(), *ram = cJSON_CreateObject(),
-          *disk = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "hits", (double)st.hits);
-    cJSON_AddNumberToObject(o, "hits_ram", (double)st.hits_ram);
-    cJSON_AddNumberToObject(o, "hits_disk", (double)st.hits_disk);
-    cJSON_AddNumberToObject(o, "misses", (double)st.misses);
-    /* of the lookups, those that restored something; of the prompt tokens, those restored */
-    cJSON_AddNumberToObject(o, "hit_rate", st.hits + st.misses ? (double)st.hits / (double)(st.hits + st.misses) : 0);
-    cJSON_AddNumberToObject(miss, "none_stored", (double)st.miss_none);
-    cJSON_AddNumberToObject(miss, "diverged", (double)st.miss_diverged);
-    cJSON_AddNumberToObject(miss, "evicted", (double)st.miss_evicted);
-    cJSON_AddNumberToObject(miss, "fingerprint_mismatch", (double)st.miss_fingerprint);
-    cJSON_AddNumberToObject(miss, "corrupt", (double)st.miss_corrupt);
-    cJSON_AddNumberToObject(miss, "disabled", (double)st.miss_disabled);
-    cJSON_AddItemToObject(o, "misses_by_reason", miss);
-    cJSON_AddNumberToObject(o, "tokens_prompt", (double)st.tokens_prompt);
-    cJSON_AddNumberToObject(o, "tokens_reused", (double)st.tokens_reused);
-    cJSON_AddNumberToObject(o, "tokens_computed", (double)st.tokens_computed);
-    cJSON_AddNumberToObject(o, "token_reuse_rate",
-                            st.tokens_prompt ? (double)st.tokens_reused / (double)st.tokens_prompt : 0);
-    cJSON_AddNumberToObject(ram, "entries", (double)st.entries_ram);
-    cJSON_AddNumberToObject(ram, "pages", (double)st.pages_ram);
-    cJSON_AddNumberToObject(ram, "bytes", (double)st.bytes_ram);
-    cJSON_AddNumberToObject(ram, "budget", (double)s->ram_budget);
-    cJSON_AddNumberToObject(ram, "evictions", (double)st.evictions_ram);
-    cJSON_AddItemToObject(o, "ram", ram);
-    cJSON_AddNumberToObject(disk, "entries", (double)st.entries_disk);
-    cJSON_AddNumberToObject(disk, "pending", (double)st.entries_pending);
-    cJSON_AddNumberToObject(disk, "pages", (double)st.pages_disk);
-    cJSON_AddNumberToObject(disk, "bytes", (double)st.bytes_disk);
-    cJSON_AddNumberToObject(disk, "kv_bytes", (double)st.kv_bytes_disk);
-    cJSON_AddNumberToObject(disk, "state_bytes", (double)st.rec_bytes_disk);
-    cJSON_AddNumberToObject(disk, "budget", (double)s->disk_budget);
-    cJSON_AddNumberToObject(disk, "evictions", (double)st.evictions_disk);
-    cJSON_AddBoolToObject(disk, "enabled", s->db != NULL);
-    cJSON_AddItemToObject(o, "disk", disk);
-    cJSON_AddNumberToObject(o, "saves", (double)st.saves);
-    cJSON_AddNumberToObject(o, "corrupt_dropped", (double)st.corrupt_dropped);
-    cJSON_AddNumberToObject(o, "retired", (double)st.retired);
-    cJSON_AddNumberToObject(o, "write_errors", (double)st.write_errors);
-    char *txt = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return txt;
-}
-
-/* ---- the engine's port (engine/runtime/checkpoint_port.h) ---- */
-
-static int port_attach(void *s, const ckpt_model *m, char *err, size_t errlen) { return cs_attach(s, m, err, errlen); }
-static uint64_t port_seed(void *s) { return cs_seed(s); }
-static int port_persistent(void *s) { return cs_persistent(s); }
-static int port_restore(void *s, const int *t, const uint64_t *h, int n, ckpt_put_rows put, void *ud, void *rec,
-                        void *logits, ckpt_hit *hit) {
-    return cs_restore(s, t, h, n, put, ud, rec, logits, hit);
-}
-static void port_release(void *s, ckpt_hit *hit) { cs_release(s, hit); }
-static int port_has(void *s, const uint64_t *h, int n) { return cs_has(s, h, n); }
-static int port_save(void *s, const int *t, const uint64_t *h, int n, ckpt_get_rows get, void *ud, const void *rec,
-                     const void *logits, int kind, const char *session) {
-    return cs_save(s, t, h, n, get, ud, rec, logits, kind, session);
-}
-static int port_flush(void *s, int (*stop)(void *ud), void *ud) {
-    return !cs_persistent(s) ? 0 : stop ? cs_flush_until(s, stop, ud) : cs_flush(s);
-}
-static void port_forget_session(void *s, const char *session) { cs_forget_session(s, session); }
-static void port_retire(void *s, const uint64_t *h, int n, const char *session, const char *kinds) {
-    cs_retire(s, h, n, session, kinds);
-}
-static void port_note_request(void *s, int prompt_tokens, int reused, int computed) {
-    cs_note_request(s, prompt_tokens, reused, computed);
-}
-static void port_count_miss(void *s, const char *reason) { cs_count_miss(s, reason); }
-static char *port_stats_json(void *s) { return cs_stats_json(s); }
-static void port_session_usage(void *s, const char *session, ckpt_usage *out) {
-    cs_usage u;
-    cs_session_usage(s, session, &u);
-    *out = (ckpt_usage){u.states_ram, u.states_disk, u.bytes_ram, u.bytes_disk, u.longest};
-}
-
-static const ckpt_ops cs_ops = {.attach = port_attach,
-                                .seed = port_seed,
-                                .persistent = port_persistent,
-                                .restore = port_restore,
-                                .release = port_release,
-                                .has = port_has,
-                                .save = port_save,
-                                .flush = port_flush,
-                                .forget_session = port_forget_session,
-                                .retire = port_retire,
-                                .note_request = port_note_request,
-                                .count_miss = port_count_miss,
-                                .stats_json = port_stats_json,
-                                .session_usage = port_session_usage};
-
-ckpt_port cs_port(ckpt_store *s) { return (ckpt_port){s ? &cs_ops : NULL, s}; }
