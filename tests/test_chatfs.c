@@ -569,6 +569,10 @@ static void test_cannot_count(void) {
     CHECK(echo_to("n/message", "short\n") == 0, "a short one goes");
     wait_idle("n");
     CHECK(count_turns("n") == 2, "answered");
+    char *u = cat("n/usage.json", &rc);
+    CHECK(u && strstr(u, "\"tokens\":\tnull") && strstr(u, "\"context\":\t64") && strstr(u, "\"checkpoints\":\tnull"),
+          "usage.json without a count: %s", u ? u : "");
+    free(u);
     fs = saved;
     chatfs_stop(other);
     b->close(b);
@@ -640,6 +644,7 @@ static void *reader(void *arg) {
         free(cat("r/reply", &rc));
         free(cat("r/transcript.md", &rc));
         free(cat("stats.json", &rc));
+        free(cat("r/usage.json", &rc)); /* counts with fs->mu released while r goes */
     }
     return NULL;
 }
@@ -664,7 +669,7 @@ static void test_concurrency(void) {
 static void test_soak(void) {
     static const char *names[] = {"s", "t", "s/message", "s/system", "s/settings.json", "s/ctl", "s/messages.json",
                                   "s/turns/001-user.md", "s/turns/002-assistant.md", "s/turns/003-user.md", "s/x~",
-                                  "s/turns/.x.swp", "s/reply", "t/message", "settings.json", ".root.swp"};
+                                  "s/turns/.x.swp", "s/reply", "s/usage.json", "t/message", "settings.json", ".root.swp"};
     static const char *texts[] = {"hi #tokens=3 #delay=0", "", "{\"seed\": 1}", "[{\"role\":\"user\",\"content\":\"u\"}]",
                                   "stop", "regenerate", "{", "\n", "garbage ]"};
     const int nn = sizeof names / sizeof *names, nt = sizeof texts / sizeof *texts;
