@@ -199,6 +199,26 @@ char *request_calls_json(const request *r);
 /* The end for the caller: the last text, the report, on_done (once). */
 void request_finish(chat_engine *e, request *r, int how, const char *error);
 void request_free(request *r);
+/* request_checkpoints.c (the scheduler calls them): */
+/* CK_NEXT_TURN: most tokens recomputed to reach the next turn's boundary; while the engine
+ * closes (it waits for the job), an eighth of that */
+#define POST_MAX_COMPUTE 4096
+/* 1 when r uses the checkpoint store (the engine has one, r asks for it) */
+int request_uses_cache(const chat_engine *e, const request *r);
+/* CHATFS_DEBUG_CKPT=1: restores, saves and single flight traced on stderr */
+int ckpt_debug(void);
+/* At the start: the longest checkpoint of r's prompt into its state; 1 when it came with
+ * the logits after the whole prompt (nothing left to compute). */
+int request_restore_prompt(chat_engine *e, request *r);
+/* After a slice: a checkpoint when r's state stands on its next mark (logits_ready: the
+ * logits after the whole prompt are in r->logits). */
+void request_checkpoint_mark(chat_engine *e, request *r, int logits_ready);
+/* After a slice that captured the recurrent state at r's mark inside it: that checkpoint. */
+void request_checkpoint_capture(chat_engine *e, request *r, const batch_seq *row);
+/* After r's reply: r becomes the job that feeds the end of its turn and saves the
+ * next turn's checkpoint (1), or there is nothing to do (0). */
+int request_start_post_job(chat_engine *e, request *r);
+
 /* scheduler.c: a request's speculation buffers go back to the engine's spares */
 void request_spec_release(chat_engine *e, request *r);
 

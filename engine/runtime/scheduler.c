@@ -14,7 +14,7 @@
  *
  * Checkpoints belong to requests too: a slice captures the recurrent state at its own
  * request's next mark inside the pass (batch_seq.capture) and stops at the mark after
- * that (prefix_cache.h); the save copies the state into the store.
+ * that (prefix_cache.h); the save copies the state into the store (request_checkpoints.c).
  *
  * Single flight: a request whose prompt shares a prefix - longer than what any
  * checkpoint gives it - with a request that is computing that prefix right now waits
@@ -40,24 +40,11 @@
 
 #include "engine/runtime/chat_impl.h"
 #include "engine/base/threadpool.h"
-#include "engine/base/hash.h"
 
-/* CK_NEXT_TURN: most tokens recomputed to reach the next turn's boundary; while the engine
- * closes (it waits for the job), an eighth of that */
-#define POST_MAX_COMPUTE 4096
 /* single flight: a shorter shared part is computed rather than waited for */
 #define FLIGHT_MIN_TOKENS 32
 /* under a steady load, checkpoints still reach the database this often */
 #define FLUSH_EVERY_MS 30000.0
-
-static int use_cache(const chat_engine *e, const request *r) { return e->pc && r->s.checkpoints && r->h; }
-
-/* CHATFS_DEBUG_CKPT=1 traces restores, saves and single flight on stderr. */
-static int debug_ckpt(void) {
-    static int v = -1;
-    if (v < 0) v = getenv("CHATFS_DEBUG_CKPT") && *getenv("CHATFS_DEBUG_CKPT") == '1';
-    return v;
-}
 
 /* ---------------------------------------------------------------- the batch */
 
@@ -111,134 +98,6 @@ void request_spec_release(chat_engine *e, request *r) {
     r->spec = NULL;
 }
 
-/* ---------------------------------------------------------------- checkpoints */
-
-/* At the start: the longest checkpoint of the prompt goes into the state. Returns 1
- * when it came with the logits after the whole prompt (nothing left to compute). */
-static int restore_prompt(chat_engine *e, request *r) {
-    if (!use_cache(e, r)) {
-        if (e->pc) pc_count_miss(e->pc, "disabled");
-        return 0;
-    }
-    int k = pc_restore(e->pc, r->state, r->prompt, r->h, r->n_prompt, r->logits, &r->hit);
-    r->r.reused_tokens = k;
-    r->r.prefill_done = k;
-    r->r.source = r->hit.source;
-    snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", r->hit.miss_reason);
-    if (debug_ckpt()) {
-        fprintf(stderr, "ckpt: #%llu prompt %d tokens, restored %d from %s%s%s; marks", (unsigned long long)r->id,
-                r->n_prompt, k, r->hit.source, k ? "" : ", ", r->hit.miss_reason);
-        for (int i = 0; i < r->n_marks; i++) fprintf(stderr, " %c@%d", r->marks[i].kind, r->marks[i].pos);
-        fputc('\n', stderr);
-    }
-    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos <= k) r->next_mark++;
-    return k == r->n_prompt && r->hit.has_logits;
-}
-
-/* r's mark at position `at`, taken (marks before it were passed by a copy or a
- * restore), or NULL when r has none there. */
-static const pc_mark *take_mark(request *r, int at) {
-    while (r->next_mark < r->n_marks && r->marks[r->next_mark].pos < at) r->next_mark++;
-    if (r->next_mark >= r->n_marks || r->marks[r->next_mark].pos != at) return NULL;
-    return &r->marks[r->next_mark++];
-}
-
-/* After a slice: a checkpoint when the state stands on r's next mark. The store copies
- * what it keeps; the live state goes on untouched. */
-static void checkpoint_mark(chat_engine *e, request *r, int logits_ready) {
-    if (!use_cache(e, r)) return;
-    const int at = r->state->n_past;
-    const pc_mark *mk = take_mark(r, at);
-    if (!mk) return;
-    const int with_logits = at == r->n_prompt && logits_ready;
-    int rc = pc_save(e->pc, r->state, r->prompt, r->h, at, with_logits ? r->logits : NULL, mk->kind, r->s.session);
-    if (debug_ckpt())
-        fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d: %d\n", (unsigned long long)r->id, mk->kind, at,
-                r->n_prompt, rc);
-}
-
-/* After a slice that captured the recurrent state at its mark (the slice went on past
- * it, so the checkpoint cost no pass of its own): the checkpoint of that mark, from
- * the capture and the KV rows below it. */
-static void checkpoint_capture(chat_engine *e, request *r, const batch_seq *row) {
-    if (row->n_capture <= 0 || !use_cache(e, r)) return;
-    const int at = r->state->n_past - row->n_tokens + row->capture;
-    const pc_mark *mk = take_mark(r, at);
-    if (!mk) return;
-    int rc = pc_save_rec(e->pc, r->state, row->capture_rec[0], r->prompt, r->h, at, mk->kind, r->s.session);
-    if (debug_ckpt())
-        fprintf(stderr, "ckpt: #%llu save (%c) at %d of %d, captured in a slice to %d: %d\n",
-                (unsigned long long)r->id, mk->kind, at, r->n_prompt, r->state->n_past, rc);
-}
-
-/* CK_NEXT_TURN after generation: the checkpoint the next turn starts from, the end of this turn
- * as the next prompt will render it. When the conversation so far (prompt + generated
- * tokens) is a prefix of that rendering, the live state only lacks the tail; when it
- * is not (the template drops reasoning from history, or the reply re-tokenizes
- * differently), the longest checkpoint before the divergence is restored and the rest
- * recomputed. Either way r becomes a job that prefills those tokens in slices and saves
- * at their end. Returns 1 when r became that job. */
-static int start_post_job(chat_engine *e, request *r) {
-    if (!use_cache(e, r) || !r->state) return 0;
-    for (int i = 0; i < r->n_marks; i++) /* the conversation has moved on to this message */
-        if (r->marks[i].kind == CK_LAST_USER) pc_retire(e->pc, r->h, r->marks[i].pos, r->s.session);
-    int *c = NULL;
-    /* a reply that made calls is rendered as the next prompt carries it: its content and calls */
-    char *calls = request_calls_json(r);
-    const char *said = calls ? r->tcs.reply.content : r->reply.s ? r->reply.s : "";
-    int nc = pc_next_turn_prefix(e->m, &r->tmpl, r->msgs, r->n_msgs, said, r->reasoning.s, calls, &c);
-    free(calls);
-    uint64_t *hc = nc > 0 && nc <= r->state->n_ctx ? malloc(sizeof *hc * ((size_t)nc + 1)) : NULL;
-    pc_mark *mk = hc ? malloc(sizeof *mk) : NULL;
-    if (!mk) {
-        free(c);
-        free(hc);
-        return 0;
-    }
-    token_chain_all(pc_seed(e->pc), c, nc, hc);
-    const int have = pc_has(e->pc, hc, nc);
-    /* what the live state consumed: the prompt, then the generated tokens fed back */
-    const int np = r->n_prompt;
-    int n_past = r->state->n_past;
-    const int same = n_past <= nc && pc_common_prefix(r->prompt, np, c, nc) == np &&
-                     pc_common_prefix(r->gen, r->n_gen, c + np, nc - np) == n_past - np;
-    if (!have && !same) {
-        ckpt_hit hit;
-        n_past = pc_restore(e->pc, r->state, c, hc, nc, NULL, &hit);
-        pc_release(e->pc, &hit);
-    }
-    pthread_mutex_lock(&e->lock);
-    const int limit = e->stopping ? POST_MAX_COMPUTE / 8 : POST_MAX_COMPUTE;
-    pthread_mutex_unlock(&e->lock);
-    if (debug_ckpt())
-        fprintf(stderr, "ckpt: #%llu (c) next turn prefix %d tokens, stored %d, live state %s, compute from %d\n",
-                (unsigned long long)r->id, nc, have, same ? "continues" : "diverges", n_past);
-    /* from here the state consumed c[0..n_past): c is the job's prompt */
-    free(r->prompt);
-    r->tmpl.ids = NULL, r->tmpl.n_ids = 0; /* they were the prompt's */
-    r->prompt = c;
-    r->n_prompt = nc;
-    free(r->h);
-    r->h = hc;
-    free(r->marks);
-    *mk = (pc_mark){nc, CK_NEXT_TURN};
-    r->marks = mk;
-    r->n_marks = 1;
-    r->next_mark = 0;
-    if (have || nc - n_past > limit) return 0;
-    if (n_past == nc) { /* nothing to feed */
-        checkpoint_mark(e, r, 0);
-        return 0;
-    }
-    r->post = 1;
-    r->r.phase = GEN_PREFILL;
-    memset(&r->cb, 0, sizeof r->cb); /* on_done came: no caller any more */
-    pthread_mutex_lock(&e->lock);
-    e->stats.post_jobs++;
-    pthread_mutex_unlock(&e->lock);
-    return 1;
-}
-
 /* ---------------------------------------------------------------- single flight */
 
 /* f takes a copy of its leader's state, which stands at f's flight position now. */
@@ -255,7 +114,7 @@ static void take_over(chat_engine *e, request *f) {
     e->stats.flight_requests++;
     e->stats.flight_tokens += (uint64_t)(f->flight_pos - from);
     pthread_mutex_unlock(&e->lock);
-    if (debug_ckpt())
+    if (ckpt_debug())
         fprintf(stderr, "flight: #%llu copied #%llu at %d (had %d)\n", (unsigned long long)f->id,
                 (unsigned long long)l->id, f->flight_pos, from);
 }
@@ -268,13 +127,13 @@ static void take_over(chat_engine *e, request *f) {
  * last prompt token to compute itself: it needs the logits after it. Returns 1 when r
  * follows one (or took its state at once: it stood right there). */
 static int try_follow(chat_engine *e, request *r) {
-    if (e->cfg.no_single_flight || !use_cache(e, r)) return 0;
+    if (e->cfg.no_single_flight || !request_uses_cache(e, r)) return 0;
     request *best = NULL;
     int best_pos = 0;
     const int have = r->state->n_past;
     for (int i = 0; i < e->n_act; i++) {
         request *a = e->act[i];
-        if (a == r || !a->state || a->leader || a->r.phase != GEN_PREFILL || !use_cache(e, a)) continue;
+        if (a == r || !a->state || a->leader || a->r.phase != GEN_PREFILL || !request_uses_cache(e, a)) continue;
         const int pos = pc_common_prefix(r->prompt, r->n_prompt - 1, a->prompt, a->n_prompt);
         const int gain = pos - have;
         if (pos < a->state->n_past || gain <= 0 || (gain < FLIGHT_MIN_TOKENS && a->state->n_past < have) ||
@@ -287,7 +146,7 @@ static int try_follow(chat_engine *e, request *r) {
     r->leader = best;
     r->flight_pos = best_pos;
     r->r.phase = GEN_QUEUED;
-    if (debug_ckpt())
+    if (ckpt_debug())
         fprintf(stderr, "flight: #%llu follows #%llu to %d (it is at %d)\n", (unsigned long long)r->id,
                 (unsigned long long)best->id, best_pos, best->state->n_past);
     if (best->state->n_past == best_pos) take_over(e, r);
@@ -336,7 +195,7 @@ static int begin(chat_engine *e, request *r, const char **error) {
     if (e->draft > 0 && draft > 0) r->spec = spec_take(e, draft); /* NULL: one token a step */
     request_constrain_speculation(e, r); /* its drafts and verify rows masked by its grammar */
     r->t_prefill = request_now_ms();
-    if (restore_prompt(e, r)) {
+    if (request_restore_prompt(e, r)) {
         r->r.phase = request_decode_phase(r);
         int how = request_accept_token(e, r, request_sample(e, r)); /* first: it may open a reasoning block */
         request_progress(r);
@@ -358,7 +217,7 @@ static void end_request(chat_engine *e, request *r, int how, const char *error) 
     /* the store counts what checkpoints gave; single flight has its own counter */
     pc_note_request(e->pc, r->r.prompt_tokens, r->r.reused_tokens - r->r.shared_tokens, r->r.computed_tokens);
     e->unflushed = 1;
-    if ((how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) && start_post_job(e, r)) return;
+    if ((how == FINISH_EOG || how == FINISH_LENGTH || how == FINISH_STOP) && request_start_post_job(e, r)) return;
     act_remove(e, r);
     request_free(r);
 }
@@ -386,7 +245,7 @@ static int slice_end(const chat_engine *e, const request *r, int *capture) {
         const request *f = e->act[i];
         if (f->leader == r && f->flight_pos > done && f->flight_pos < end) end = f->flight_pos;
     }
-    if (use_cache(e, r))
+    if (request_uses_cache(e, r))
         for (int i = r->next_mark; i < r->n_marks && r->marks[i].pos < end; i++)
             if (r->marks[i].pos > done) {
                 if (first) {
@@ -592,7 +451,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
         pthread_mutex_lock(&e->lock);
         e->stats.post_tokens += (uint64_t)k;
         pthread_mutex_unlock(&e->lock);
-        checkpoint_mark(e, r, 0);
+        request_checkpoint_mark(e, r, 0);
         hand_over(e, r);
         if (at_end) end_post_job(e, r);
         return;
@@ -601,7 +460,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
     r->r.prefill_passes++;
     r->r.prefill_done = r->state->n_past;
     if (!at_end) {
-        checkpoint_mark(e, r, 0);
+        request_checkpoint_mark(e, r, 0);
         hand_over(e, r);
         request_progress(r);
         return;
@@ -612,7 +471,7 @@ static void after_slice(chat_engine *e, request *r, int k) {
     r->r.phase = request_decode_phase(r);
     int how = request_accept_token(e, r, request_sample(e, r)); /* before the report: it may open a reasoning block */
     request_progress(r);
-    checkpoint_mark(e, r, 1); /* CK_PROMPT_END after the first token is out: not in its latency */
+    request_checkpoint_mark(e, r, 1); /* CK_PROMPT_END after the first token is out: not in its latency */
     if (how != FINISH_NONE) end_request(e, r, how, NULL);
 }
 
@@ -660,7 +519,7 @@ static void step(chat_engine *e) {
         else if (i < n_decode && verify[i]) after_verify(e, r);
         else if (i < n_decode) after_decode(e, r);
         else {
-            checkpoint_capture(e, r, &e->rows[i]);
+            request_checkpoint_capture(e, r, &e->rows[i]);
             after_slice(e, r, e->rows[i].n_tokens);
         }
     }
