@@ -219,6 +219,14 @@ void request_checkpoint_capture(chat_engine *e, request *r, const batch_seq *row
  * next turn's checkpoint (1), or there is nothing to do (0). */
 int request_start_post_job(chat_engine *e, request *r);
 
+/* single_flight.c (the scheduler calls them): r follows a request computing its prompt's
+ * prefix when that pays (1; it took the state at once when the leader stood there), a
+ * leader's followers take their copies after its slice, and go on alone (or follow
+ * another) when it ends or stops prefilling */
+int request_try_follow(chat_engine *e, request *r);
+void request_hand_over(chat_engine *e, request *l);
+void request_release_followers(chat_engine *e, request *l);
+
 /* scheduler.c: a request's speculation buffers go back to the engine's spares */
 void request_spec_release(chat_engine *e, request *r);
 
