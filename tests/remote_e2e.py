@@ -133,6 +133,11 @@ def test_default_model_answers(srv):
         check(got and int(got.group(2)) > 0 and int(got.group(3)) > int(got.group(2)),
               "the follow-up's status shows the server's cached prefix: %r" % st)
         NUMBERS["followup_status"] = st.strip()
+        # usage.json: the server counts and caches, so tokens, context and checkpoints are
+        # unknown here; the last prompt's reuse is the server's, as status says
+        u = json.loads(read(m.p("c", "usage.json")))
+        check(u["turns"] == 4 and u["tokens"] is None and u["context"] is None and u["checkpoints"] is None and
+              u["last_prompt"]["reused_tokens"] == int(got.group(2)), "usage.json with --engine: %s" % u)
         check(turns(m, "c") == ["001-user.md", "002-assistant.md", "003-user.md", "004-assistant.md"], "turns")
         check(read(m.p("c", "turns", "002-assistant.md")) == r1, "the turn is the reply")
         msgs = json.loads(read(m.p("c", "messages.json")))
