@@ -28,11 +28,7 @@ static void port_note_request(void *s, int prompt_tokens, int reused, int comput
 }
 static void port_count_miss(void *s, const char *reason) { cs_count_miss(s, reason); }
 static char *port_stats_json(void *s) { return cs_stats_json(s); }
-static void port_session_usage(void *s, const char *session, ckpt_usage *out) {
-    cs_usage u;
-    cs_session_usage(s, session, &u);
-    *out = (ckpt_usage){u.states_ram, u.states_disk, u.bytes_ram, u.bytes_disk, u.longest};
-}
+static void port_session_usage(void *s, const char *session, ckpt_usage *out) { cs_session_usage(s, session, out); }
 
 static const ckpt_ops cs_ops = {.attach = port_attach,
                                 .seed = port_seed,

@@ -706,7 +706,6 @@ int cs_flush_until(ckpt_store *s, int (*stop)(void *ud), void *ud) {
 
 int cs_flush(ckpt_store *s) { return cs_flush_until(s, NULL, NULL) < 0 ? -1 : 0; }
 
-/* 1 when session placed e (session NULL: no one) */
 void cs_forget_session(ckpt_store *s, const char *session) {
     for (int i = 0; i < s->n_e; i++)
         if (cs_placed_by(s->e[i], session)) s->e[i]->forgotten = 1;

@@ -112,11 +112,7 @@ void cs_retire(ckpt_store *s, const uint64_t *h, int n, const char *session, con
  * reach, each page counted once. A page is shared with every conversation on the same
  * prefix (a fork, a common system prompt), so sessions' bytes add up to more than the
  * store's. Marks the pages it walks (not thread-safe, like every call here). */
-typedef struct {
-    int states_ram, states_disk;
-    uint64_t bytes_ram, bytes_disk;
-    int longest; /* tokens the longest checkpoint covers (0: none) */
-} cs_usage;
+typedef ckpt_usage cs_usage;
 void cs_session_usage(ckpt_store *s, const char *session, cs_usage *out);
 /* Adds a request's token counts to the counters. */
 void cs_note_request(ckpt_store *s, int prompt_tokens, int reused, int computed);

@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     int states_ram, states_disk;
     uint64_t bytes_ram, bytes_disk; /* recurrent blobs, logits and the KV pages they reach */
-    int longest;                    /* tokens the longest covers */
+    int longest;                    /* tokens the longest covers (0: none) */
 } ckpt_usage;
 
 /* The operations, each on the store the port carries. h is the token chain of t
