@@ -186,28 +186,33 @@ static size_t available_memory(void) {
     return (size_t)kb * 1024;
 }
 
+static size_t kv_bytes_per_token(const model *m) { return state_kv_floats_per_token(m) * sizeof(float); }
+
+/* The model's trained context, or less (a multiple of 256) when one conversation's KV
+ * cache at full length must fit in 1/share of the memory available now (unknown: no
+ * limit). */
+static int context_within(const model *m, size_t share) {
+    size_t kv = kv_bytes_per_token(m), avail = available_memory();
+    long long n = m->n_ctx_train;
+    if (kv && avail && (long long)(avail / share / kv) < n) n = (long long)(avail / share / kv) / 256 * 256;
+    return (int)n;
+}
+
 int engine_default_context(const model *m) {
     /* one conversation's KV cache at full length may take a quarter of the memory that
      * is free now: the rest is for the other conversations of a batch, checkpoints and
      * the system */
-    size_t kv = state_kv_floats_per_token(m) * sizeof(float), avail = available_memory();
-    long long n = m->n_ctx_train;
-    if (kv && avail && (long long)(avail / 4 / kv) < n) n = (long long)(avail / 4 / kv) / 256 * 256;
+    int n = context_within(m, 4);
     if (n < 256) n = m->n_ctx_train < 256 ? m->n_ctx_train : 256;
-    return (int)n;
+    return n;
 }
+
+int engine_largest_context(const model *m) { return context_within(m, 1); }
 
 static void human_bytes(double b, char *out, size_t len) {
     const double mib = 1024.0 * 1024.0;
     if (b < 1024.0 * mib) snprintf(out, len, "%.1f MiB", b / mib);
     else snprintf(out, len, "%.2f GiB", b / (1024.0 * mib));
-}
-
-int engine_largest_context(const model *m) {
-    size_t kv = state_kv_floats_per_token(m) * sizeof(float), avail = available_memory();
-    long long n = m->n_ctx_train;
-    if (kv && avail && (long long)(avail / kv) < n) n = (long long)(avail / kv) / 256 * 256;
-    return (int)n;
 }
 
 const model *engine_model(const chat_engine *e) { return e->m; }
@@ -709,7 +714,7 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     int fits = engine_largest_context(e->m);
     if (cfg->n_ctx > 0 && e->n_ctx > fits) { /* it would fail, or swap, in the middle of a conversation */
         char need[32], have[32];
-        human_bytes((double)(state_kv_floats_per_token(e->m) * sizeof(float)) * e->n_ctx, need, sizeof need);
+        human_bytes((double)kv_bytes_per_token(e->m) * e->n_ctx, need, sizeof need);
         human_bytes((double)available_memory(), have, sizeof have);
         snprintf(err, errlen,
                  "-c %d: one conversation's KV cache at that length takes %s, more than the %s of memory "
