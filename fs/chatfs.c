@@ -175,8 +175,7 @@ static void live_attr(chatfs *fs, int kind, int64_t conv_id, fs_attr *a) {
     char *t = kind == K_STATS ? cfs_stats_text(fs, &len) : cfs_usage_text(fs, conv_id, &len);
     pthread_mutex_lock(&fs->mu);
     if (kind == K_STATS) {
-        uint64_t h = 1469598103934665603ull; /* FNV-1a */
-        for (size_t i = 0; t && i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+        uint64_t h = cfs_text_hash(t, t ? len : 0);
         if (!fs->mtime_stats) fs->mtime_stats = fs->t_start;
         else if (h != fs->stats_hash) fs->mtime_stats = cfs_now_ns();
         fs->stats_hash = h;

@@ -280,6 +280,11 @@ int cfs_resolve(chatfs *fs, uint64_t ino, node *nd);
 int cfs_is_dir_kind(int k);
 uint64_t cfs_node_ino(const node *nd);
 int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a);
+/* What a view's modification time follows: a hash of its text (FNV-1a and the length). */
+uint64_t cfs_text_hash(const char *text, size_t len);
+/* A conversation's file's time, moved to now when its text (a hash of it) changed since
+ * the last look; kept: the time the operations keep. fs->mu held. */
+int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len);
 /* "001-user.md" -> 0-based index and role; -1 for other names */
 int cfs_parse_turn_name(const char *name, int *user);
 void cfs_turn_name(const conv *c, int i, char *buf, size_t n);
@@ -460,9 +465,6 @@ char *cfs_stats_text(chatfs *fs, size_t *len);
 /* usage.json of the conversation with database id conv_id, malloc'd, the same way (call
  * it without fs->mu); NULL when it is gone or out of memory */
 char *cfs_usage_text(chatfs *fs, int64_t conv_id, size_t *len);
-/* A conversation's file's time, moved to now when its text (a hash of it) changed since
- * the last look; kept: the time the operations keep. fs->mu held. */
-int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len);
 /* stats.json and usage.json: their text depends on the backend's lock (cfs_stats_text,
  * cfs_usage_text) */
 int cfs_is_live(int kind);

@@ -203,11 +203,15 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
  * keep, each file's last content (a hash) is remembered, and a file found changed is
  * dated now. The first look (after a mount) takes the kept time, so copies out see the
  * same times across mounts. */
-int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len) {
-    if (kind < 0 || kind >= (int)(sizeof c->seen / sizeof *c->seen)) return kept;
+uint64_t cfs_text_hash(const char *text, size_t len) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
-    h ^= len;
+    return h ^ len;
+}
+
+int64_t cfs_content_mtime(conv *c, int kind, int64_t kept, const char *text, size_t len) {
+    if (kind < 0 || kind >= (int)(sizeof c->seen / sizeof *c->seen)) return kept;
+    uint64_t h = cfs_text_hash(text, len);
     if (!c->seen[kind].mtime) c->seen[kind].mtime = kept;
     else if (c->seen[kind].hash != h && c->seen[kind].mtime < cfs_now_ns()) c->seen[kind].mtime = cfs_now_ns();
     c->seen[kind].hash = h;
