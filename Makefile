@@ -126,7 +126,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # no checkpoints, engine/runtime/checkpoint_port.h).
 ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
                 test_json_schema test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe \
-                test_parity_qwen35 test_parity_types test_reply test_sampler test_template test_tokenizer test_toolcall
+                test_parity_qwen35 test_parity_types test_parity_kv test_reply test_sampler test_template test_tokenizer test_toolcall
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 

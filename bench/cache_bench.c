@@ -274,7 +274,7 @@ int main(int argc, char **argv) {
     double kv = stat_of(e, "disk", "kv_bytes"), st = stat_of(e, "disk", "state_bytes"),
            entries = stat_of(e, "disk", "entries");
     int conv_tokens = last.prompt_tokens + last.generated_tokens;
-    double one_kv = (double)conv_tokens * (double)state_kv_floats_per_token(m) * 4;
+    double one_kv = (double)conv_tokens * (double)state_kv_bytes_per_token(m);
     double rec_one = (double)m->rec_floats * 4;
     close_engine(e);
     conv_free(&c);

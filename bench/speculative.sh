@@ -69,8 +69,8 @@ fi
 if [ -n "$LLREF" ] && [ -x "$LLREF" ]; then
     k=1
     while [ "$k" -le $((DRAFT + 1)) ]; do
-        "$LLREF" "$model" --bench --pp "$k" --tg 8 -t 1 --reps 3 --kv f32 --fa off --json 2>/dev/null |
-            sed 's/.*"bench": {/{"llama.cpp":"kv f32, fa off, 1 thread","model":"'"$SHAPE-$TYPE-mtp"'",/; s/}}$/}/'
+        "$LLREF" "$model" --bench --pp "$k" --tg 8 -t 1 --reps 3 --kv f16 --fa off --json 2>/dev/null |
+            sed 's/.*"bench": {/{"llama.cpp":"kv f16, fa off, 1 thread","model":"'"$SHAPE-$TYPE-mtp"'",/; s/}}$/}/'
         k=$((k + 1))
     done
 fi

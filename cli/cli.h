@@ -31,6 +31,11 @@ int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 int cli_float(const char *opt, const char *val, double *out);
 /* A byte count: digits with an optional K, M, G or T suffix (powers of 1024). */
 int cli_size(const char *opt, const char *val, size_t *out);
+/* An attention cache type (-ctk/-ctv: f32, f16, bf16, q8_0, q4_0): val, or an error that
+ * lists the known ones. */
+int cli_cache_type(const char *opt, const char *val, const char **out);
+/* -ctk/--cache-type-k or -ctv/--cache-type-v (the K side when *is_k) */
+int cli_is_cache_type_opt(const char *opt, int *is_k);
 /* models/chatfs-default.gguf next to the executable or in the current directory (in
  * buf); NULL after printing an error when neither is there. */
 const char *cli_default_model(char *buf, size_t n);

@@ -217,6 +217,7 @@ static int64_t now_ns(void) {
 
 typedef struct {
     const char *model_path, *engine_url, *remote_model, *key_file;
+    const char *ctk, *ctv; /* -ctk/-ctv; NULL: the engine's default */
     long threads, ctx, draft, draft_vocab;
     size_t ram_budget, disk_budget;
 } engine_opts;
@@ -286,7 +287,7 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         }
         if (err[0]) cli_error("%s", err);
         engine_config cfg = {.model_path = eo->model_path, .checkpoints = cs_port(checkpoints), .threads = (int)eo->threads,
-                             .n_ctx = (int)eo->ctx,
+                             .n_ctx = (int)eo->ctx, .cache_type_k = eo->ctk, .cache_type_v = eo->ctv,
                              .draft = eo->draft < 0 ? 0 : eo->draft == 0 ? -1 : (int)eo->draft,
                              .draft_vocab = (int)eo->draft_vocab, .flush_at_close = 1};
         be = backend_engine_open(&cfg, err, sizeof err);
@@ -471,6 +472,7 @@ int cmd_ask(int argc, char **argv) {
     const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL, *grammar_file = NULL, *schema_file = NULL;
     engine_opts eo = {.draft = -1, .ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     ask_req q = {.max_tokens = 256, .thinking = -1};
+    int is_k;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) eo.model_path = v, i++;
@@ -483,6 +485,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &q.max_tokens)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &eo.threads)) return 1; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &eo.ctx)) return 1; i++; }
+        else if (cli_is_cache_type_opt(a, &is_k)) { if (!cli_cache_type(a, v, is_k ? &eo.ctk : &eo.ctv)) return 1; i++; }
         else if (!strcmp(a, "--interval")) { if (!cli_int(a, v, 1, 1 << 24, &q.interval)) return 1; i++; }
         else if (!strcmp(a, "--ram-budget")) { if (!cli_size(a, v, &eo.ram_budget)) return 1; i++; }
         else if (!strcmp(a, "--disk-budget")) { if (!cli_size(a, v, &eo.disk_budget)) return 1; i++; }
@@ -530,6 +533,10 @@ int cmd_ask(int argc, char **argv) {
     }
     if (eo.engine_url && eo.model_path) {
         cli_error("ask: --engine URL replaces -m MODEL: give one of them");
+        return 1;
+    }
+    if (eo.engine_url && (eo.ctk || eo.ctv)) {
+        cli_error("ask: -ctk and -ctv are the local engine's (a server keeps its cache as it is configured)");
         return 1;
     }
     if (eo.engine_url && (eo.draft >= 0 || eo.draft_vocab > 0)) {

@@ -45,6 +45,7 @@
 #include "engine/kernels/kernels.h"
 #include "engine/model/mtp.h"
 #include "engine/model/state.h"
+#include "engine/runtime/chat.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/speculative.h"
 
@@ -368,9 +369,9 @@ out:
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *path = NULL, *grammar_file = NULL, *schema_file = NULL;
+    const char *path = NULL, *grammar_file = NULL, *schema_file = NULL, *ctk = NULL, *ctv = NULL;
     long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3, draft = -1, draft_vocab = 0;
-    int no_bw = 0;
+    int no_bw = 0, is_k;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) path = v, i++;
@@ -384,6 +385,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--no-bandwidth")) no_bw = 1;
         else if (!strcmp(a, "--grammar-file") && v) grammar_file = v, i++;
         else if (!strcmp(a, "--json-schema") && v) schema_file = v, i++;
+        else if (cli_is_cache_type_opt(a, &is_k)) { if (!cli_cache_type(a, v, is_k ? &ctk : &ctv)) return 1; i++; }
         else { cli_error("bench: unknown option '%s'", a); return 1; }
     }
     if (!path) {
@@ -399,6 +401,12 @@ int cmd_bench(int argc, char **argv) {
     if ((grammar_file || schema_file) && !gr) return 1;
     pool_set_threads((int)threads);
     model *m = cli_load_model(path);
+    char kv_err[256];
+    if (m && engine_set_cache_types(m, ctk, ctv, kv_err, sizeof kv_err) != 0) {
+        cli_error("%s", kv_err);
+        model_free(m);
+        m = NULL;
+    }
     if (!m) {
         grammar_free(gr);
         return 1;
@@ -457,7 +465,8 @@ int cmd_bench(int argc, char **argv) {
         printf("\"tg1_tps\":%.2f,\"step_mb\":%.0f,\"speedup\":%.2f,\"speedup_allowed\":%.2f,\"of_allowed\":%.2f,",
                tg1_tps, bytesB / 1e6, got, allowed, allowed > 0 ? got / allowed : 0);
     }
-    printf("\"isa\":\"%s\",\"reps\":%ld}\n", kernels_name(), reps);
+    printf("\"kv\":\"%s/%s\",\"isa\":\"%s\",\"reps\":%ld}\n", kv_type_name(m->kv_k), kv_type_name(m->kv_v),
+           kernels_name(), reps);
     fflush(stdout);
     if (m->mtp && draft != 0) { /* a second copy of the model (the weights are mapped once) with its head */
         model *ms = cli_load_model(path);

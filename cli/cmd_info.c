@@ -1,4 +1,6 @@
-/* cmd_info.c - `chatfs info MODEL.gguf [--json] [--template NAME]`: what a model file is.
+/* cmd_info.c - `chatfs info MODEL.gguf [--json] [--template NAME] [-ctk T] [-ctv T]`: what a
+ * model file is. The context lines are for the cache types given (the engine's default
+ * otherwise), and list the largest context that fits now for each type the heads allow.
  * The template line says which chat template chatfs renders conversations with (the
  * model's own Jinja text, or the built-in ChatML when the file has none, or a built-in
  * forced with --template), which built-in family it resembles, and whether it renders:
@@ -51,12 +53,34 @@ static void check_template(const model *m, int forced, template_report *r) {
     r->thinking = template_uses(m->tmpl, "enable_thinking");
 }
 
+/* The largest context that fits now with each cache type the model's heads allow (both K
+ * and V of that type), into out as "f32 1792, f16 3584, ..." and as an object into js
+ * (when not NULL); the model's types are left as they were. */
+static void largest_by_type(model *m, char *out, size_t n, cJSON *js) {
+    static const kv_type all[] = {KV_F32, KV_F16, KV_BF16, KV_Q8_0, KV_Q4_0};
+    const kv_type k = m->kv_k, v = m->kv_v;
+    char err[256];
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        if (model_set_kv_types(m, all[i], all[i], err, sizeof err) != 0) continue;
+        const int fits = engine_largest_context(m);
+        if (js) cJSON_AddNumberToObject(js, kv_type_name(all[i]), fits);
+        if (len < n) len += (size_t)snprintf(out + len, n - len, "%s%s %d", len ? ", " : "", kv_type_name(all[i]), fits);
+    }
+    model_set_kv_types(m, k, v, err, sizeof err);
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL, *force = NULL;
-    int json = 0;
+    const char *path = NULL, *force = NULL, *ctk = NULL, *ctv = NULL;
+    int json = 0, is_k;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--template") && i + 1 < argc) force = argv[++i];
+        else if (cli_is_cache_type_opt(argv[i], &is_k)) {
+            if (!cli_cache_type(argv[i], i + 1 < argc ? argv[i + 1] : NULL, is_k ? &ctk : &ctv)) return 1;
+            i++;
+        }
         else if (!path && argv[i][0] != '-') path = argv[i];
         else { cli_error("info: unexpected argument '%s'", argv[i]); return 1; }
     }
@@ -66,6 +90,13 @@ int cmd_info(int argc, char **argv) {
     }
     model *m = cli_load_model(path);
     if (!m) return 1;
+    char kv_err[256];
+    if (engine_set_cache_types(m, ctk, ctv, kv_err, sizeof kv_err) != 0) {
+        cli_error("%s", kv_err);
+        model_free(m);
+        return 1;
+    }
+    char by_type[200];
     if (force && !cli_force_template(m, force)) {
         model_free(m);
         return 1;
@@ -78,7 +109,7 @@ int cmd_info(int argc, char **argv) {
     int nt = model_tensor_types(m, types, counts, 32);
     template_report tr;
     check_template(m, force != NULL, &tr);
-    size_t kv_token = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
+    size_t kv_token = state_kv_bytes_per_token(m), rec = m->rec_floats * sizeof(float);
     const int can_think = chat_model_can_think(m);
     gen_settings sampling;
     const int n_sampling = chat_model_sampling(m, &sampling);
@@ -98,6 +129,10 @@ int cmd_info(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "context", m->n_ctx_train);
         cJSON_AddNumberToObject(o, "default_context", engine_default_context(m));
         cJSON_AddNumberToObject(o, "largest_context", engine_largest_context(m)); /* fits in memory now */
+        cJSON_AddStringToObject(o, "cache_type_k", kv_type_name(m->kv_k));
+        cJSON_AddStringToObject(o, "cache_type_v", kv_type_name(m->kv_v));
+        cJSON *bt = cJSON_AddObjectToObject(o, "largest_context_by_cache_type");
+        largest_by_type(m, by_type, sizeof by_type, bt);
         for (int i = 0; i < nt; i++) cJSON_AddNumberToObject(tt, ggml_type_name(types[i]), (double)counts[i]);
         cJSON_AddItemToObject(o, "tensor_types", tt);
         cJSON_AddStringToObject(o, "tokenizer", tokenizer_model(m->tok));
@@ -150,8 +185,11 @@ int cmd_info(int argc, char **argv) {
         printf("\ntokenizer:     %s (pre-tokenizer %s), %d tokens\n", tokenizer_model(m->tok), tokenizer_pre(m->tok),
                m->n_vocab);
         printf("context:       %d trained; a conversation gets %d by default here (-c to change), at most %d "
-               "fits in the memory available now (KV cache f32)\n",
-               m->n_ctx_train, engine_default_context(m), engine_largest_context(m));
+               "fits in the memory available now (KV cache %s/%s, -ctk/-ctv to change)\n",
+               m->n_ctx_train, engine_default_context(m), engine_largest_context(m), kv_type_name(m->kv_k),
+               kv_type_name(m->kv_v));
+        largest_by_type(m, by_type, sizeof by_type, NULL);
+        printf("cache types:   the largest context that fits now with K and V of each: %s\n", by_type);
         if (!strcmp(tr.source, "model"))
             printf("template:      the model's own (%zu bytes of Jinja%s%s)", tr.bytes, tr.name ? ", like " : "",
                    tr.name ? tr.name : "");

@@ -1,5 +1,5 @@
 /* cmd_mount.c - `chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS]
- *                [--batch N] [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N]
+ *                [-ctk TYPE] [-ctv TYPE] [--batch N] [--chunk N] [--ram-budget B] [--disk-budget B] [--draft N]
  *                [--draft-vocab V] [-f] [-v] [-o OPTS]`
  *              or `chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] ...` */
 #include <stdio.h>
@@ -14,6 +14,7 @@
 int cmd_mount(int argc, char **argv) {
     mount_opts o = {.ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     long threads = 0, batch = 0, chunk = 0, ctx = 0, draft = -1, draft_vocab = 0;
+    int is_k;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
@@ -47,6 +48,9 @@ int cmd_mount(int argc, char **argv) {
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1;
             i++;
+        } else if (cli_is_cache_type_opt(a, &is_k)) {
+            if (!cli_cache_type(a, v, is_k ? &o.cache_type_k : &o.cache_type_v)) return 1;
+            i++;
         } else if (!strcmp(a, "-f")) o.foreground = 1;
         else if (!strcmp(a, "-v")) o.verbose = 1;
         else if (!strcmp(a, "--log") && v) o.log_path = v, i++;
@@ -70,6 +74,10 @@ int cmd_mount(int argc, char **argv) {
     }
     if (o.engine_url && (o.model || o.fake)) {
         cli_error("mount: --engine URL replaces the local model: give it without -m");
+        return 1;
+    }
+    if (o.engine_url && (o.cache_type_k || o.cache_type_v)) {
+        cli_error("mount: -ctk and -ctv are the local engine's (a server keeps its cache as it is configured)");
         return 1;
     }
     if (o.engine_url && (draft >= 0 || draft_vocab > 0)) {

@@ -89,7 +89,8 @@ int cmd_run(int argc, char **argv) {
     const char *schema_file = NULL;
     long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
-    int chat = 0, stop = 0, ids = 0, stats = 0;
+    int chat = 0, stop = 0, ids = 0, stats = 0, is_k;
+    const char *ctk = NULL, *ctv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) model_path = v, i++;
@@ -97,6 +98,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 0, 1 << 20, &n_gen)) return 1; i++; }
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!cli_int(a, v, 16, 1 << 24, &ctx)) return 1; i++; }
+        else if (cli_is_cache_type_opt(a, &is_k)) { if (!cli_cache_type(a, v, is_k ? &ctk : &ctv)) return 1; i++; }
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, &temp)) return 1; i++; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
@@ -121,6 +123,12 @@ int cmd_run(int argc, char **argv) {
     char *text = cli_text_arg(prompt_arg);
     if (!text) return 1;
     model *m = cli_load_model(model_path);
+    char kv_err[256];
+    if (m && engine_set_cache_types(m, ctk, ctv, kv_err, sizeof kv_err) != 0) {
+        cli_error("%s", kv_err);
+        model_free(m);
+        m = NULL;
+    }
     if (!m || (force && !cli_force_template(m, force))) {
         free(text);
         model_free(m);

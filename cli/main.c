@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
+#include "engine/layers/kv_type.h"
 #include "engine/runtime/speculative.h"
 
 #ifndef CHATFS_VERSION
@@ -19,7 +20,8 @@
 
 /* what `chatfs COMMAND --help` prints */
 static const char usage_mount[] =
-    "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-t THREADS] [--batch N] [--chunk N]\n"
+    "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-ctk T] [-ctv T] [-t THREADS] [--batch N]\n"
+    "                    [--chunk N]\n"
     "                    [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-v]\n"
     "                    [--log FILE] [-o FUSE_OPTIONS]\n"
     "       chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] [--db PATH] [--batch N] ...\n"
@@ -29,6 +31,9 @@ static const char usage_mount[] =
     "  --db PATH         conversations and checkpoints (default: $XDG_DATA_HOME/chatfs/chatfs.db)\n"
     "  -c, --ctx-size N  most tokens a conversation holds (default: the model's, capped by the\n"
     "                    memory available; chatfs info MODEL says it)\n"
+    "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+    "                    the KV cache's K / V types: f32, f16, bf16, q8_0, q4_0 (default f16, as\n"
+    "                    llama.cpp; also run, ask, info)\n"
     "  -t THREADS        compute threads (default: every core)\n"
     "  --batch N         most replies generated together (default 8)\n"
     "  --chunk N         most prompt tokens per scheduler step (default 512)\n"
@@ -48,10 +53,11 @@ static const char usage_mount[] =
     "  --model NAME      the server's model (default: the first URL/models lists)\n"
     "  --api-key-file F  a file holding the server's API key (sent as a Bearer token only)\n";
 static const char usage_info[] =
-    "usage: chatfs info MODEL.gguf [--json] [--template NAME]\n"
+    "usage: chatfs info MODEL.gguf [--json] [--template NAME] [-ctk T] [-ctv T]\n"
     "  Architecture, parameters, tensor types, layer pattern, tokenizer, chat template (the\n"
     "  model's own Jinja, which built-in family it resembles, whether it renders), state sizes\n"
-    "  and the context a conversation gets by default.\n";
+    "  and the context a conversation gets by default, and the largest that fits with each\n"
+    "  KV cache type.\n";
 static const char usage_render[] =
     "usage: chatfs render [-m MODEL.gguf] [--template NAME | --template-file FILE] [--thinking true|false]\n"
     "                     [--no-generation-prompt] [--ids] MESSAGES.json\n"
@@ -68,7 +74,7 @@ static const char usage_render[] =
     "  --ids              print the token ids (one line) instead of the text\n"
     "  A template that does not compile or refuses the conversation exits 1 with its message.\n";
 static const char usage_run[] =
-    "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [--temp T] [--seed S] [--chat]\n"
+    "usage: chatfs run [-m MODEL.gguf] -p TEXT|@FILE [-n N] [-c N] [-ctk T] [-ctv T] [--temp T] [--seed S] [--chat]\n"
     "                  [--template NAME] [--stop] [--ids] [--dump-logits FILE] [--draft N]\n"
     "                  [--draft-vocab V] [--stats] [--grammar-file FILE | --json-schema FILE] [-t THREADS]\n"
     "  Prefills TEXT and generates N tokens (default 16); greedy unless --temp. -m defaults to\n"
@@ -83,7 +89,7 @@ static const char usage_run[] =
 static const char usage_ask[] =
     "usage: chatfs ask [-m MODEL.gguf] [--db DB] [--system TEXT|@FILE] [--conversation NAME]\n"
     "                  [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json] [--stats]\n"
-    "                  [-c N] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
+    "                  [-c N] [-ctk T] [-ctv T] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
     "                  [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
     "                  [-t THREADS] TEXT|@FILE|-\n"
     "  One user turn of conversation NAME, the one a mount of the database shows as NAME/ (made\n"
@@ -104,7 +110,7 @@ static const char usage_ask[] =
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
-    "                    [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
+    "                    [-ctk T] [-ctv T] [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
     "  Prompt and decode speed, memory bandwidth and RSS as one JSON line; with --draft N for a\n"
     "  model with an MTP head, one more for speculative decoding (the costs of a verify of\n"
     "  k + 1 tokens and of a draft row, k = 0..N, and a real speculative decode). With a grammar\n"
@@ -234,6 +240,21 @@ int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
     }
     *out = v;
     return 1;
+}
+
+int cli_cache_type(const char *opt, const char *v, const char **out) {
+    kv_type t;
+    if (!v || kv_type_parse(v, &t) != 0) {
+        cli_error("%s: unknown cache type '%s': the known ones are %s", opt, v ? v : "", kv_type_list);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_is_cache_type_opt(const char *opt, int *is_k) {
+    *is_k = !strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k");
+    return *is_k || !strcmp(opt, "-ctv") || !strcmp(opt, "--cache-type-v");
 }
 
 int cli_size(const char *opt, const char *v, size_t *out) {

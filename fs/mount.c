@@ -303,6 +303,8 @@ int chatfs_mount(const mount_opts *o) {
         cfg.checkpoints = cs_port(checkpoints);
         cfg.threads = o->threads;
         cfg.n_ctx = o->n_ctx;
+        cfg.cache_type_k = o->cache_type_k;
+        cfg.cache_type_v = o->cache_type_v;
         cfg.prefill_chunk = o->prefill_chunk;
         cfg.max_batch = o->max_batch;
         cfg.draft = o->draft;

@@ -19,6 +19,7 @@ typedef struct {
                                 flight); 0: the engine's default */
     size_t ram_budget, disk_budget; /* checkpoint budgets in bytes (0: none); CS_DEFAULT_* by default */
     int n_ctx;               /* -c: most tokens a conversation holds; 0: the engine's default */
+    const char *cache_type_k, *cache_type_v; /* -ctk/-ctv: engine_config's (NULL: its default) */
     int draft;               /* --draft: engine_config.draft (0 the default, -1 off, N up to N) */
     int draft_vocab;         /* --draft-vocab: engine_config.draft_vocab (0: the whole vocabulary) */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */

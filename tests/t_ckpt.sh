@@ -36,6 +36,10 @@ check "turn 2 answer" [ "$a2" = "$r2" ]
 check "turn 2 restored from the database" grep -q '"source":"disk","miss_reason":null' $T/s2
 check "turn 2 reused the first turn" [ "$(num reused_tokens $T/s2)" -gt "$(num prompt_tokens $T/s1)" ]
 check "the database is private" [ "$(stat -c %a $T/a.db)" = 600 ]
+# checkpoints hold KV rows of one cache type (the default f16): another type finds none
+cp $T/a.db $T/kv32.db
+ask $T/kv32.db --conversation c --stats -ctk f32 -ctv f32 "What is rain?" > /dev/null 2> $T/kv32
+check "another cache type reuses nothing" [ "$(num reused_tokens $T/kv32)" = 0 ]
 
 # budgets of 0 are none (they used to mean the defaults): no RAM keeps every checkpoint
 # in the database, no disk keeps none there, neither keeps none at all

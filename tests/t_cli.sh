@@ -34,15 +34,23 @@ printf 'Hello world! The quick brown fox' > "$T/p.txt"
 a=$($CHATFS run -m $M -p @"$T/p.txt" -n 5 --ids | sed -n 2p)
 check "-p @FILE and -n" [ "$a" = "generated: 271 390 168 21 344" ]
 
-# --dump-logits writes n_vocab float32 values equal to llama.cpp's
-$CHATFS run -m $M -p "Hello world! The quick brown fox" -n 1 --dump-logits "$T/l.f32" > /dev/null
+# --dump-logits writes n_vocab float32 values equal to llama.cpp's at the same cache type:
+# F32 (-ctk/-ctv f32), and the default F16; each is far from the other's
+$CHATFS run -m $M -p "Hello world! The quick brown fox" -n 1 -ctk f32 -ctv f32 --dump-logits "$T/l.f32" > /dev/null
+$CHATFS run -m $M -p "Hello world! The quick brown fox" -n 1 --dump-logits "$T/l16.f32" > /dev/null
 check "--dump-logits size" [ "$(stat -c %s "$T/l.f32")" -eq 2048 ]
-check "--dump-logits values" python3 - "$T/l.f32" tests/fixtures/qwen35-tiny-f32.last.f32 <<'PY'
+logits_within() { # OURS REFERENCE TOLERANCE [FAR]: within TOLERANCE, and (FAR given) not within FAR of the other
+    python3 - "$@" <<'PY'
 import struct, sys
 a = struct.unpack('<512f', open(sys.argv[1], 'rb').read())
 b = struct.unpack('<512f', open(sys.argv[2], 'rb').read())
-sys.exit(0 if max(abs(x - y) for x, y in zip(a, b)) <= 1e-4 else 1)
+sys.exit(0 if max(abs(x - y) for x, y in zip(a, b)) <= float(sys.argv[3]) else 1)
 PY
+}
+check "--dump-logits values (f32 cache)" logits_within "$T/l.f32" tests/fixtures/qwen35-tiny-f32.last.f32 1e-4
+check "--dump-logits values (f16 cache)" logits_within "$T/l16.f32" tests/fixtures/kv/qwen35-tiny-f32.f16.last.f32 5e-4
+logits_apart() { ! logits_within "$@"; }
+check "the f16 cache changes the logits" logits_apart "$T/l16.f32" tests/fixtures/qwen35-tiny-f32.last.f32 1e-4
 
 # --chat renders the template: more prompt tokens, starting with <|im_start|> (510)
 c=$($CHATFS run -m $M -p "hi" --chat -n 1 --ids | sed -n 1p)
@@ -62,6 +70,9 @@ err_case() { # NAME EXPECTED-SUBSTRING CMD...
     check "$case_name: one line" [ "$(wc -l < "$T/err")" -eq 1 ]
     check "$case_name: message" grep -q -- "^chatfs: .*$want" "$T/err"
 }
+err_case "run: an unknown cache type" "the known ones are f32, f16, bf16, q8_0, q4_0" $CHATFS run -m $M -p hi -ctv f8
+err_case "run: a q4_0 cache over heads of 16" "heads have 16" $CHATFS run -m tests/fixtures/llama-tiny-f32.gguf -p hi -ctk q4_0
+err_case "mount: -ctk with --engine" "-ctk and -ctv are the local engine's" $CHATFS mount "$T" --engine http://127.0.0.1:9 -ctk q8_0
 head -c 1000 $M > "$T/cut.gguf"
 err_case "truncated model" "cut.gguf: file is truncated" $CHATFS info "$T/cut.gguf"
 err_case "missing model" "No such file" $CHATFS run -m "$T/none.gguf" -p hi
@@ -139,9 +150,12 @@ err_case "ask @FILE: a NUL" "message: a NUL byte at byte 1" $CHATFS ask -m $M --
 err_case "ask: a name with /" "not a conversation's name" $CHATFS ask -m $M --db "$T/e.db" --conversation a/b hi
 err_case "ask: a message over the context" "the context holds 16" $CHATFS ask -m $M --db "$T/e.db" -c 16 --conversation e "Hello world! The quick brown fox jumps over the lazy dog"
 # a -c beyond the memory available (as the test hook sets it): refused with what fits,
-# and info says the same (the tiny model's KV cache is 512 B a token: 1,000,000 B hold 1792)
-err_case "ask: -c beyond memory" "the largest context that fits is 1792" env CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS ask -m $M --db "$T/e.db" -c 4096 --conversation e hi
-check "info: the largest context that fits" sh -c "CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS info $M | grep -q 'at most 1792 fits'"
+# and info says the same (the tiny model's KV cache is 256 B a token in F16, 512 B in
+# F32: 1,000,000 B hold 3840 or 1792)
+err_case "ask: -c beyond memory" "the largest context that fits is 3840" env CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS ask -m $M --db "$T/e.db" -c 4096 --conversation e hi
+err_case "ask: -c beyond memory (f32)" "the largest context that fits is 1792" env CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS ask -m $M --db "$T/e.db" -c 4096 -ctk f32 -ctv f32 --conversation e hi
+check "info: the largest context that fits" sh -c "CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS info $M | grep -q 'at most 3840 fits'"
+check "info: the largest context per cache type" sh -c "CHATFS_TEST_MEM_AVAILABLE=1000000 $CHATFS info $M | grep -q 'f32 1792, f16 3840, bf16 3840, q8_0 4096, q4_0 4096'"
 check "ask: refused messages stored nothing" [ "$(sqlite3 "$T/e.db" 'SELECT count(*) FROM conversation' 2>&1)" = 0 ]
 
 # one store: ask's conversations are the conversation store's (the mount's), and a

@@ -26,10 +26,13 @@ has() {
     return 1
 }
 
-# fixture arch pattern pre-tokenizer recurrent-bytes kv-bytes-per-token
+# fixture arch pattern pre-tokenizer recurrent-bytes kv-bytes-per-token (F32 cache)
 while read -r fx arch pattern pre rec kv; do
     f=$FX/$fx.gguf
-    out=$($CHATFS info "$f" 2>&1) || { fail "$fx: chatfs info exited $?: $out"; continue; }
+    out=$($CHATFS info -ctk f32 -ctv f32 "$f" 2>&1) || { fail "$fx: chatfs info exited $?: $out"; continue; }
+    # the default cache is F16: half the bytes of F32 (the table's)
+    out16=$($CHATFS info "$f" 2>&1)
+    has "$out16" "$rec bytes recurrent per sequence, $((kv / 2)) bytes KV per token" || fail "$fx: f16 state line: $out16"
     has "$out" "architecture:  $arch " || fail "$fx: architecture is not $arch: $out"
     has "$out" "pattern: $pattern
 " || fail "$fx: pattern is not $pattern: $out"
@@ -41,7 +44,7 @@ while read -r fx arch pattern pre rec kv; do
     params=$(grep -o '"n_params": *[0-9]*' $FX/$fx.json | grep -o '[0-9]*$')
     has "$out" "parameters:    $params (" || fail "$fx: parameters are not $params: $out"
 
-    js=$($CHATFS info --json "$f" 2>&1) || { fail "$fx: chatfs info --json exited $?"; continue; }
+    js=$($CHATFS info --json -ctk f32 -ctv f32 "$f" 2>&1) || { fail "$fx: chatfs info --json exited $?"; continue; }
     for field in "\"architecture\":\"$arch\"" "\"pattern\":\"$pattern\"" "\"tokenizer\":\"gpt2\"" \
         "\"pre_tokenizer\":\"$pre\"" "\"template\":\"chatml\"" "\"template_source\":\"model\"" \
         "\"template_bytes\":199" "\"template_renders\":true" "\"template_system_prompt\":true" \

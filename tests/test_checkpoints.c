@@ -649,7 +649,7 @@ static void storage_bytes(void) {
         r = turn(&g, &c, "bytes");
     }
     const model *m = g.m;
-    size_t row = state_kv_floats_per_token(m) * sizeof(float), rec = m->rec_floats * sizeof(float);
+    size_t row = state_kv_bytes_per_token(m), rec = m->rec_floats * sizeof(float);
     rig_close(&g);
     test_store ts;
     engine_config cfg = {.model_path = MODEL, .threads = 2, .checkpoints = test_store_open(&ts, db)};

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/kernels/kernels.h"
+#include "engine/layers/kv_type.h"
 #include "engine/layers/ops.h"
 #include "cli/synth/quantize.h"
 #include "engine/kernels/quant.h"
@@ -634,6 +635,40 @@ static void case_scores(float *out, size_t *n) {
     *n = k;
 }
 
+/* the scores in tinyBLAS's lane order (an F16/BF16 cache): the vector sets as the scalar */
+static void case_scores_lanes(float *out, size_t *n) {
+    size_t k = 0;
+    const int hds[] = {256, 128, 64, 16, 48};
+    for (size_t h = 0; h < 5; h++)
+        for (int len = 1; len <= 70; len += 3) {
+            attn_scores_lanes(out + k, vx, 260, vg + 7, len, hds[h], 0.0625f);
+            k += (size_t)len;
+        }
+    *n = k;
+}
+
+/* a row of an F16 cache stored and widened again (kv_type.h): every set rounds to nearest
+ * even and widens exactly, including subnormals, infinities and what overflows */
+static void case_kv_f16(float *out, size_t *n) {
+    const int N = 1003;
+    uint16_t *h = malloc(sizeof(uint16_t) * N);
+    float *x = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) x[i] = vx[i] * (i % 5 == 0 ? 1e-6f : i % 7 == 0 ? 3e4f : 1.0f);
+    x[0] = INFINITY, x[1] = -0.0f, x[2] = 70000.f, x[3] = 6e-8f;
+    kv_row_store(KV_F16, x, h, N);
+    kv_rows_to_f32(KV_F16, (const uint8_t *)h, 0, out, 1, N);
+    for (int i = 0; i < N; i++) {
+        const uint16_t want = f32_to_fp16(x[i]);
+        if (h[i] != want || memcmp(&out[i], &(float){fp16_to_f32(want)}, sizeof(float))) {
+            CHECK(0, "half %d: %g stored as %04x (want %04x)", i, x[i], h[i], want);
+            break;
+        }
+    }
+    free(h);
+    free(x);
+    *n = (size_t)N;
+}
+
 /* attn_scores_multi == attn_scores per query, bit for bit (the multi-query kernels load
  * each K row once for several queries; each keeps its own sums), for 1..8 queries */
 static const int multi_lens[] = {1, 2, 15, 16, 17, 33, 70};
@@ -791,6 +826,8 @@ static void test_ops(void) {
     compare_isas("gdn_head_step", case_gdn, 40000);
     compare_isas("attention weighted sum", case_wsum, 20000);
     compare_isas("attn_scores", case_scores, 20000);
+    compare_isas("attn_scores_lanes", case_scores_lanes, 20000);
+    compare_isas("an F16 cache row", case_kv_f16, 1003);
     compare_isas("attn_wsum_acc/attn_wsum_finish", case_wsum_pieces, 20000);
     compare_isas("attn_scores_multi", case_scores_multi, 40000);
     compare_isas("attn_wsum_acc_multi", case_wsum_multi, 140000);

@@ -48,8 +48,10 @@ typedef struct {
 static int same_state(const seq_state *a, const seq_state *b) {
     if (a->n_past != b->n_past || memcmp(a->rec, b->rec, sizeof(float) * a->m->rec_floats)) return 0;
     for (int i = 0; i < a->m->n_kv_slots; i++) {
-        const size_t bytes = sizeof(float) * (size_t)a->n_past * (size_t)a->m->kv_dim[i];
-        if (memcmp(a->k[i], b->k[i], bytes) || memcmp(a->v[i], b->v[i], bytes)) return 0;
+        const size_t rows = (size_t)a->n_past;
+        if (memcmp(a->k[i], b->k[i], rows * state_k_row_bytes(a->m, i)) ||
+            memcmp(a->v[i], b->v[i], rows * state_v_row_bytes(a->m, i)))
+            return 0;
     }
     return 1;
 }

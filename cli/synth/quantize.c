@@ -17,23 +17,6 @@ static void quantize_row_q8_0_ref(const float *x, block_q8_0 *y, int64_t n) {
     }
 }
 
-/* quantize_row_q4_0_ref: d = max/-8 with max the signed value of largest magnitude */
-static void quantize_row_q4_0_ref(const float *x, block_q4_0 *y, int64_t n) {
-    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        float amax = 0, max = 0;
-        for (int j = 0; j < QK8_0; j++)
-            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
-        float d = max / -8, id = d ? 1.f / d : 0.f;
-        y[i].d = f32_to_fp16(d);
-        for (int j = 0; j < 16; j++) {
-            int a = (int)(x[j] * id + 8.5f), b = (int)(x[j + 16] * id + 8.5f);
-            a = a > 15 ? 15 : a;
-            b = b > 15 ? 15 : b;
-            y[i].qs[j] = (uint8_t)(a | (b << 4));
-        }
-    }
-}
-
 /* quantize_row_q5_0_ref: like Q4_0 with 5 bits, d = max/-16 */
 static void quantize_row_q5_0(const float *x, block_q5_0 *y, int64_t n) {
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {

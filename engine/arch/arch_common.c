@@ -99,7 +99,7 @@ int ld_attention(loader *L, block *b, int i, const attn_layer *proto, int qk_nor
         at->k_norm = ld_vector(L, 1, at->head_dim, "blk.%d.attn_k_norm.weight", i);
     }
     if (L->failed) return 0;
-    at->kv_slot = ld_kv_slot(L, nkv);
+    at->kv_slot = ld_kv_slot(L, at->n_head_kv, at->head_dim);
     return !L->failed;
 }
 
@@ -318,7 +318,7 @@ int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_sh
 int ld_gated_attention(loader *L, block *b, int i, const qwen35_shape *s) {
     b->mixer = MIX_ATTN;
     if (!ld_gated_attention_weights(L, &b->attn, i, s)) return 0;
-    b->attn.kv_slot = ld_kv_slot(L, s->n_head_kv * s->head_dim);
+    b->attn.kv_slot = ld_kv_slot(L, s->n_head_kv, s->head_dim);
     return !L->failed;
 }
 

@@ -171,6 +171,23 @@ static void quantize_q8_0_act(const float *x, block_q8_0 *y, int64_t n) {
     }
 }
 
+/* quantize_row_q4_0_ref: d = max/-8 with max the signed value of largest magnitude */
+void quantize_row_q4_0_ref(const float *x, block_q4_0 *y, int64_t n) {
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float amax = 0, max = 0;
+        for (int j = 0; j < QK8_0; j++)
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        float d = max / -8, id = d ? 1.f / d : 0.f;
+        y[i].d = f32_to_fp16(d);
+        for (int j = 0; j < 16; j++) {
+            int a = (int)(x[j] * id + 8.5f), b = (int)(x[j + 16] * id + 8.5f);
+            a = a > 15 ? 15 : a;
+            b = b > 15 ? 15 : b;
+            y[i].qs[j] = (uint8_t)(a | (b << 4));
+        }
+    }
+}
+
 /* Q8_1: the same, plus s = d * sum(q) stored as fp16 */
 static void quantize_q8_1_act(const float *x, block_q8_1 *y, int64_t n) {
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {

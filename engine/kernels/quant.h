@@ -105,6 +105,9 @@ uint32_t quant_dot_type(uint32_t weight_type);
 size_t quant_row_bytes(uint32_t type, int64_t n);
 /* Converts an activation row to the dot type, exactly as llama.cpp's x86 CPU backend. */
 void quantize_activation(uint32_t dot_type, const float *x, void *dst, int64_t n);
+/* ggml's quantize_row_q4_0_ref (n a multiple of 32): how llama.cpp stores a Q4_0 row, a
+ * weight written by chatfs synth or a row of a Q4_0 attention cache. */
+void quantize_row_q4_0_ref(const float *x, block_q4_0 *y, int64_t n);
 
 /* Scalar reference dot products: one weight row (type wt) against one activation row
  * already in quant_dot_type(wt). These define the numbers every SIMD path must match,

@@ -29,7 +29,9 @@ typedef struct {
     const int *o_first, *o_row0;
     int n_items;     /* (segment, KV group, run of tokens), listed in item[] */
     const int *item; /* per item: segment, KV group, first token, end token */
-    float *scratch;  /* per chunk: scores and partial sums of every (token, head) of an item */
+    float *scratch;  /* per chunk: scores and partial sums of every (token, head) of an item;
+                        with a cache of another type than F32 also the rounded queries and one
+                        block of widened rows */
     size_t scratch_n;
     int n_pad;       /* longest context, padded to a multiple of 16 */
 } attn_job;
@@ -54,8 +56,9 @@ static int pairs_alike(const segment *seg, int t0, int R, int P, int k0, int i0)
 }
 
 /* Attention for the heads of KV group g and tokens [t0, t1) of one segment, with the
- * arithmetic of llama.cpp's CPU path (F32 cache, no flash attention), so that our
- * activations round like the reference's. For each (token, head):
+ * arithmetic of llama.cpp's CPU path without flash attention, so that our activations
+ * round like the reference's (a cache of another type than F32: docs/engine-math.md §2,
+ * "Cache types"). For each (token, head):
  *   scores  s_j = dot(K_j, q) * kq_scale          (ggml_vec_dot_f32 order)
  *   p_j     = exp(s_j - max) / sum                 (vector exp, sums per 16, 1/sum in double)
  *   o       = sum_j p_j V_j                        (16 partial sums by j mod 16, then reduced)
@@ -71,10 +74,32 @@ static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float
     const int P = (t1 - t0) * R, n_max = seg->pos0 + t1;
     const size_t accn = ATTN_ACC_FLOATS(hd);
     float *ps = scratch, *acc = scratch + (size_t)P * j->n_pad;
-    const float *K = seg->k[l->kv_slot] + (size_t)g * hd, *V = seg->v[l->kv_slot] + (size_t)g * hd;
+    /* F32 rows are read in place; rows of another type are widened a block at a time into
+     * rows (of hd floats, the group's heads only), and the queries meet them rounded */
+    const int widen_k = seg->k_type != KV_F32, widen_v = seg->v_type != KV_F32;
+    float *qr = acc + (size_t)P * accn, *rows = qr + (size_t)P * hd;
+    const size_t k_row = kv_row_bytes(seg->k_type, kvd), v_row = kv_row_bytes(seg->v_type, kvd);
+    const uint8_t *Kc = seg->k[l->kv_slot] + kv_row_bytes(seg->k_type, g * hd);
+    const uint8_t *Vc = seg->v[l->kv_slot] + kv_row_bytes(seg->v_type, g * hd);
+    const float *K = (const float *)Kc, *V = (const float *)Vc;
+    const size_t k_stride = widen_k ? (size_t)hd : (size_t)kvd, v_stride = widen_v ? (size_t)hd : (size_t)kvd;
+    /* llama.cpp multiplies a half-precision K cache with tinyBLAS (when the head is whole
+     * vectors), an F32 one (and a quantized one) with its dot products */
+    const int lanes = (seg->k_type == KV_F16 || seg->k_type == KV_BF16) && hd % 16 == 0;
 #define PAIR_Q(t, r) (j->Q + (size_t)(seg->row0 + (t)) * j->q_stride + (size_t)(g * R + (r)) * hd * (l->gated ? 2 : 1))
+#define BLOCK_ROWS(i0) (n_max - (i0) < ATTN_BLOCK ? n_max - (i0) : ATTN_BLOCK)
+    if (widen_k)
+        for (int k = 0; k < P; k++) {
+            memcpy(qr + (size_t)k * hd, PAIR_Q(t0 + k / R, k % R), (size_t)hd * sizeof(float));
+            kv_round_query(seg->k_type, qr + (size_t)k * hd, hd);
+        }
 
-    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
+    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK) {
+        const float *Kb = K + (size_t)i0 * kvd;
+        if (widen_k) {
+            kv_rows_to_f32(seg->k_type, Kc + (size_t)i0 * k_row, k_row, rows, BLOCK_ROWS(i0), hd);
+            Kb = rows;
+        }
         for (int k0 = 0, k1; k0 < P; k0 = k1) {
             const int cnt = block_count(seg, t0, R, k0, i0);
             k1 = pairs_alike(seg, t0, R, P, k0, i0);
@@ -83,10 +108,14 @@ static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float
             const float *q[ATTN_MULTI];
             for (int k = k0; k < k1; k++) {
                 sr[k - k0] = ps + (size_t)k * j->n_pad + i0;
-                q[k - k0] = PAIR_Q(t0 + k / R, k % R);
+                q[k - k0] = widen_k ? qr + (size_t)k * hd : PAIR_Q(t0 + k / R, k % R);
             }
-            attn_scores_multi(sr, K + (size_t)i0 * kvd, (size_t)kvd, q, k1 - k0, cnt, hd, l->kq_scale);
+            if (lanes)
+                for (int k = 0; k < k1 - k0; k++) attn_scores_lanes(sr[k], Kb, k_stride, q[k], cnt, hd, l->kq_scale);
+            else
+                attn_scores_multi(sr, Kb, k_stride, q, k1 - k0, cnt, hd, l->kq_scale);
         }
+    }
     for (int t = t0; t < t1; t++) {
         const int n = seg->pos0 + t + 1;
         const int padded = (n + 15) & ~15; /* llama.cpp pads the cache; masked scores give exp() = 0 */
@@ -98,10 +127,16 @@ static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float
             for (int i = n; i < padded; i++) p[i] = -INFINITY;
             const float inv = (float)(1.0 / vec_softmax_exp(p, p, max, padded));
             for (int i = 0; i < n; i++) p[i] *= inv;
+            kv_round_weights(seg->v_type, p, n);
         }
     }
     memset(acc, 0, (size_t)P * accn * sizeof(float));
-    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK)
+    for (int i0 = 0; i0 < n_max; i0 += ATTN_BLOCK) {
+        const float *Vb = V + (size_t)i0 * kvd;
+        if (widen_v) {
+            kv_rows_to_f32(seg->v_type, Vc + (size_t)i0 * v_row, v_row, rows, BLOCK_ROWS(i0), hd);
+            Vb = rows;
+        }
         for (int k0 = 0, k1; k0 < P; k0 = k1) {
             const int cnt = block_count(seg, t0, R, k0, i0);
             k1 = pairs_alike(seg, t0, R, P, k0, i0);
@@ -112,8 +147,9 @@ static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float
                 a[k - k0] = acc + (size_t)k * accn;
                 p[k - k0] = ps + (size_t)k * j->n_pad + i0;
             }
-            attn_wsum_acc_multi(a, V + (size_t)i0 * kvd, (size_t)kvd, p, k1 - k0, cnt, hd);
+            attn_wsum_acc_multi(a, Vb, v_stride, p, k1 - k0, cnt, hd);
         }
+    }
     for (int k = 0; k < P; k++) {
         const int t = t0 + k / R, r = k % R;
         float *o = j->O + (size_t)(j->o_row0[si] + t - j->o_first[si]) * l->n_head * hd + (size_t)(g * R + r) * hd;
@@ -123,6 +159,7 @@ static void attend_group(const attn_job *j, int si, int g, int t0, int t1, float
             for (int c = 0; c < hd; c++) o[c] *= sigmoid(gate[c]);
         }
     }
+#undef BLOCK_ROWS
 #undef PAIR_Q
 }
 
@@ -170,8 +207,9 @@ static void prep_rows(void *arg, int ith, int nth) {
             for (int h = 0; q && h < l->n_head; h++) rope_apply(q + (size_t)h * q_head, l->rope, l->n_rot, cs);
             for (int g = 0; g < l->n_head_kv; g++) rope_apply(k + (size_t)g * hd, l->rope, l->n_rot, cs);
         }
-        memcpy(sg->k[l->kv_slot] + (size_t)pos * kvd, k, (size_t)kvd * sizeof(float));
-        memcpy(sg->v[l->kv_slot] + (size_t)pos * kvd, j->V + (size_t)row * kvd, (size_t)kvd * sizeof(float));
+        kv_row_store(sg->k_type, k, sg->k[l->kv_slot] + (size_t)pos * kv_row_bytes(sg->k_type, kvd), kvd);
+        kv_row_store(sg->v_type, j->V + (size_t)row * kvd, sg->v[l->kv_slot] + (size_t)pos * kv_row_bytes(sg->v_type, kvd),
+                     kvd);
     }
 }
 
@@ -222,7 +260,9 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
     /* items: (segment, KV group, run of up to `run` tokens); a run's scores and partial
      * sums (R heads per token) take at most about 8 MB of scratch per chunk */
     const int R = l->n_head / l->n_head_kv, n_pad = (max_ctx + 15) & ~15;
-    const size_t per_pair = (size_t)n_pad + ATTN_ACC_FLOATS(hd);
+    int widen = 0; /* a cache of another type than F32: rounded queries, a block of rows */
+    for (int si = 0; si < n_segs; si++) widen |= segs[si].k_type != KV_F32 || segs[si].v_type != KV_F32;
+    const size_t per_pair = (size_t)n_pad + ATTN_ACC_FLOATS(hd) + (widen ? (size_t)hd : 0);
     int run = (int)((2u << 20) / ((size_t)R * per_pair)), longest = 1;
     for (int si = 0; si < n_segs; si++)
         if (segs[si].n - o_first[si] > longest) longest = segs[si].n - o_first[si];
@@ -240,7 +280,8 @@ void attention_forward(const attn_layer *l, const segment *segs, int n_segs, int
                 }
         const int nch = n_items < 4 * pool_threads() ? n_items : 4 * pool_threads(); /* scratch per chunk */
         attn_job j = {.l = l, .segs = segs, .Q = Q, .q_stride = q_stride, .O = O, .o_first = o_first, .o_row0 = o_row0,
-                      .n_items = n_items, .item = item, .scratch_n = (size_t)run * R * per_pair, .n_pad = n_pad};
+                      .n_items = n_items, .item = item, .n_pad = n_pad,
+                      .scratch_n = (size_t)run * R * per_pair + (widen ? (size_t)ATTN_BLOCK * hd : 0)};
         j.scratch = arena_floats(a, (size_t)nch * j.scratch_n);
         pool_run_n(attend_job, &j, nch);
         matmul(&l->wo, O, n_out, out);

@@ -13,6 +13,7 @@
 
 #include "engine/base/arena.h"
 #include "engine/kernels/kernels.h"
+#include "engine/layers/kv_type.h"
 
 /* Where one recurrent layer keeps its state inside a sequence's recurrent blob. */
 typedef struct {
@@ -23,7 +24,8 @@ typedef struct {
 /* One sequence's rows inside a batch, with the parts of its state the layers read and
  * write (lent by the sequence state, model/state.h). */
 typedef struct {
-    float *const *k, *const *v; /* per KV slot: the attention cache, [position][kv_dim] */
+    uint8_t *const *k, *const *v; /* per KV slot: the attention cache, [position][kv_dim] */
+    kv_type k_type, v_type;       /* the caches' row formats (kv_type.h) */
     float *rec;                 /* the recurrent blob */
     const rec_slot *rec_slots;  /* where each recurrent layer's part of rec lies */
     int row0;    /* first activation row of this segment */

@@ -262,6 +262,20 @@ void attn_scores(float *s, const float *K, size_t stride, const float *q, int n,
     for (int i = 0; i < n; i++) s[i] = dot_ggml(K + (size_t)i * stride, q, hd) * scale;
 }
 
+void attn_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
+    const layer_simd *ko = layer_simd_active();
+    if (ko->scores_lanes) {
+        ko->scores_lanes(s, K, stride, q, n, hd, scale);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const float *k = K + (size_t)i * stride;
+        float lane[16] = {0};
+        for (int c = 0; c < hd; c++) lane[c % 16] = fmaf(k[c], q[c], lane[c % 16]);
+        s[i] = reduce16_ref(lane) * scale;
+    }
+}
+
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     const layer_simd *ko = layer_simd_active();
     if (ko->wsum_acc && hd % 16 == 0) {

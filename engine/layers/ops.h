@@ -92,6 +92,9 @@ void ssm_scan1(float *S, const float *A, const float *B, const float *C, const f
                int d0, int d1, int n);
 /* s[i] = dot_ggml(K_i, q, hd) * scale for i < n, K_i at K + i*stride (attention scores). */
 void attn_scores(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
+/* The same scores summed as llama.cpp's tinyBLAS sums a half-precision K cache's rows
+ * (hd a multiple of 16): lane c mod 16 by fused multiply-adds, then reduce16_ref. */
+void attn_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 /* o[c] = sum_i p[i] * V_i[c] for c < hd and i < n, V_i at V + i*stride, summed as llama.cpp
  * does: 16 partial sums (fused multiply-adds) by i mod 16, combined by reduce16_ref
  * (quant.h); in pieces, so that a block of the cache can serve several heads and tokens:

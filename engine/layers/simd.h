@@ -46,6 +46,11 @@ typedef struct {
     void (*scan1)(float *S, const float *A, const float *B, const float *C, const float *dt, const float *x, float *y,
                   int d0, int d1, int n);
     void (*relu2)(float *y, const float *x, size_t n); /* vec_relu2 */
+    /* half <-> float rows (F16C; round to nearest even), exact like quant.h's scalar
+     * conversions: an F16 attention cache's rows */
+    void (*f16_to_f32)(float *y, const uint16_t *x, size_t n);
+    void (*f32_to_f16)(uint16_t *y, const float *x, size_t n);
+    void (*scores_lanes)(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale);
 } layer_simd;
 
 extern const layer_simd layer_simd_avx2, layer_simd_avx512;

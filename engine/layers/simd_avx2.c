@@ -162,7 +162,34 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
     }
 }
 
+/* half <-> float, 8 at a time; the tail through the scalar conversions */
+static void op_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
+    for (int i = 0; i < n; i++) {
+        const float *k = K + (size_t)i * stride;
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        for (int c = 0; c < hd; c += 16) {
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(k + c), _mm256_loadu_ps(q + c), lo);
+            hi = _mm256_fmadd_ps(_mm256_loadu_ps(k + c + 8), _mm256_loadu_ps(q + c + 8), hi);
+        }
+        s[i] = reduce16(lo, hi) * scale;
+    }
+}
+
+static void op_f16_to_f32(float *y, const uint16_t *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void op_f32_to_f16(uint16_t *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
 const layer_simd layer_simd_avx2 = {op_dot,      op_mad,  op_silu, op_swiglu, op_softmax_exp,
                                     op_gdn_step, op_conv, NULL /* scores: ops.c loops op_dot */,
                                     op_wsum_acc, NULL, NULL /* multi: ops.c loops the above */,
-                                    op_scan_row, op_scan1, op_relu2};
+                                    op_scan_row, op_scan1, op_relu2, op_f16_to_f32, op_f32_to_f16,
+                                    op_scores_lanes};

@@ -195,13 +195,9 @@ int ld_rec_slot(loader *L, size_t conv_floats, size_t ssm_floats) {
     return m->n_rec_slots++;
 }
 
-int ld_kv_slot(loader *L, int kv_dim) {
-    model *m = L->m;
-    int *d = realloc(m->kv_dim, (size_t)(m->n_kv_slots + 1) * sizeof *d);
-    if (!d) return ld_fail(L, "out of memory"), -1;
-    m->kv_dim = d;
-    d[m->n_kv_slots] = kv_dim;
-    return m->n_kv_slots++;
+int ld_kv_slot(loader *L, int n_head_kv, int head_dim) {
+    if (model_add_kv_slot(L->m, n_head_kv, head_dim) != 0) return ld_fail(L, "out of memory"), -1;
+    return L->m->n_kv_slots - 1;
 }
 
 /* Binds token_embd, the final norm and the output head (tied when absent). */

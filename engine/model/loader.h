@@ -48,6 +48,7 @@ int ld_embeddings(loader *L, const char *output_norm_name);
 
 /* Registers a recurrent layer's state: returns its slot index. */
 int ld_rec_slot(loader *L, size_t conv_floats, size_t ssm_floats);
-int ld_kv_slot(loader *L, int kv_dim);
+/* Registers an attention layer's cache (n_head_kv heads of head_dim): returns its slot. */
+int ld_kv_slot(loader *L, int n_head_kv, int head_dim);
 
 #endif

@@ -3,6 +3,7 @@
 #include "engine/model/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +19,41 @@ void model_free(model *m) {
     free(m->mtp);
     free(m->rec);
     free(m->kv_dim);
+    free(m->kv_head_dim);
     tokenizer_free(m->tok);
     template_unref(m->tmpl);
     gguf_close(m->gguf);
     free(m);
+}
+
+int model_add_kv_slot(model *m, int n_head_kv, int head_dim) {
+    int *d = realloc(m->kv_dim, (size_t)(m->n_kv_slots + 1) * sizeof *d);
+    if (!d) return -1;
+    m->kv_dim = d;
+    int *h = realloc(m->kv_head_dim, (size_t)(m->n_kv_slots + 1) * sizeof *h);
+    if (!h) return -1;
+    m->kv_head_dim = h;
+    d[m->n_kv_slots] = n_head_kv * head_dim;
+    h[m->n_kv_slots] = head_dim;
+    m->n_kv_slots++;
+    return 0;
+}
+
+int model_set_kv_types(model *m, kv_type k, kv_type v, char *err, size_t errlen) {
+    const kv_type t[2] = {k, v};
+    for (int c = 0; c < 2; c++) {
+        const int blk = kv_type_block(t[c]);
+        for (int i = 0; i < m->n_kv_slots; i++)
+            if (m->kv_head_dim[i] % blk) {
+                snprintf(err, errlen, "a %s cache stores blocks of %d values, and this model's attention heads have %d",
+                         kv_type_name(t[c]), blk, m->kv_head_dim[i]);
+                return -1;
+            }
+    }
+    if (m->kv_k != k || m->kv_v != v) state_drop_spare(m); /* a kept state has the old rows */
+    m->kv_k = k;
+    m->kv_v = v;
+    return 0;
 }
 
 void model_pattern(const model *m, char *buf, size_t n) {
@@ -131,7 +163,7 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         const int n_cap = b->n_capture > 0 && b->capture > 0 && b->capture + b->n_capture <= b->n_tokens &&
                                   b->capture_rec ? b->n_capture : 0;
         const seq_state *s = b->state;
-        segs[i] = (segment){.k = s->k, .v = s->v, .rec = s->rec, .rec_slots = m->rec, .row0 = row,
+        segs[i] = (segment){.k = s->k, .v = s->v, .k_type = m->kv_k, .v_type = m->kv_v, .rec = s->rec, .rec_slots = m->rec, .row0 = row,
                             .n = b->n_tokens, .pos0 = s->n_past, .capture = n_cap ? b->capture : 0,
                             .n_capture = n_cap, .capture_rec = b->capture_rec, .keep = logit_rows(b)};
         row += b->n_tokens;

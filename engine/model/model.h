@@ -18,6 +18,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/kernels/kernels.h"
+#include "engine/layers/kv_type.h"
 #include "engine/layers/layers.h"
 #include "engine/layers/ops.h"
 #include "engine/template/template.h"
@@ -74,6 +75,8 @@ typedef struct model {
     /* sequence-state shape */
     int n_kv_slots;              /* attention layers */
     int *kv_dim;                 /* per slot: n_head_kv * head_dim (K and V each) */
+    int *kv_head_dim;            /* per slot: head_dim */
+    kv_type kv_k, kv_v;          /* the caches' row formats (model_set_kv_types; F32 at load) */
     int n_rec_slots;             /* recurrent layers */
     rec_slot *rec;
     size_t rec_floats;           /* total recurrent floats per sequence */
@@ -99,6 +102,14 @@ typedef struct model {
 
 /* Frees a model (model_load, arch/arch.h) and everything it owns. */
 void model_free(model *m);
+
+/* One more attention cache slot of n_head_kv heads of head_dim. 0, or -1 out of memory. */
+int model_add_kv_slot(model *m, int n_head_kv, int head_dim);
+/* The formats the attention caches keep K and V rows in, chosen before any sequence
+ * state of the model exists (states and checkpoints hold rows of one format: the types
+ * are part of the model fingerprint). The quantized types store a head's slice in whole
+ * blocks, so every head dimension must be a multiple of 32. 0, or -1 with the reason in err. */
+int model_set_kv_types(model *m, kv_type k, kv_type v, char *err, size_t errlen);
 
 /* The pattern of mixers, one char per block: 'G' delta-net, 'M' Mamba-2, 'S' Mamba-1,
  * 'C' short conv, '*' attention, '-' FFN only, 'E' mixture of experts only. Writes at

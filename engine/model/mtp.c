@@ -11,11 +11,8 @@ int mtp_enable(model *m) {
     if (!m->mtp) return -1;
     if (m->mtp_on) return 0;
     const attn_layer *at = &m->mtp->blk.attn;
-    int *d = realloc(m->kv_dim, sizeof *d * (size_t)(m->n_kv_slots + 1));
-    if (!d) return -1;
-    m->kv_dim = d;
-    d[m->n_kv_slots] = at->n_head_kv * at->head_dim;
-    m->mtp->blk.attn.kv_slot = m->n_kv_slots++;
+    if (model_add_kv_slot(m, at->n_head_kv, at->head_dim) != 0) return -1;
+    m->mtp->blk.attn.kv_slot = m->n_kv_slots - 1;
     m->mtp_h_off = m->rec_floats;
     m->rec_floats += (size_t)m->n_embd;
     m->trimmable = 0; /* the kept hidden row has no history to cut back to */
@@ -80,7 +77,7 @@ int mtp_draft(const model *m, mtp_row *rows, int n, arena *a) {
     float *x = arena_floats(a, (size_t)n * E), *y = arena_floats(a, (size_t)n * E);
     for (int i = 0; i < n; i++) {
         const seq_state *s = rows[i].state;
-        segs[i] = (segment){.k = s->k, .v = s->v, .rec = s->rec, .rec_slots = m->rec, .row0 = i, .n = 1,
+        segs[i] = (segment){.k = s->k, .v = s->v, .k_type = m->kv_k, .v_type = m->kv_v, .rec = s->rec, .rec_slots = m->rec, .row0 = i, .n = 1,
                             .pos0 = rows[i].pos, .keep = 1};
         head_input(m, rows[i].token, rows[i].h ? rows[i].h : s->rec + m->mtp_h_off, X + (size_t)i * 2 * E);
     }

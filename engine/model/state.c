@@ -81,8 +81,8 @@ void state_prepare_spare(const model *m, int n_ctx, int n) {
     if (!s) return;
     if (state_reserve(s, n < s->n_ctx ? n : s->n_ctx) == 0)
         for (int i = 0; i < m->n_kv_slots; i++) {
-            memset(s->k[i], 0, (size_t)s->cap * (size_t)m->kv_dim[i] * sizeof(float));
-            memset(s->v[i], 0, (size_t)s->cap * (size_t)m->kv_dim[i] * sizeof(float));
+            memset(s->k[i], 0, (size_t)s->cap * state_k_row_bytes(m, i));
+            memset(s->v[i], 0, (size_t)s->cap * state_v_row_bytes(m, i));
         }
     memset(s->rec, 0, m->rec_floats * sizeof *s->rec);
     state_free(s);
@@ -95,11 +95,10 @@ int state_reserve(seq_state *s, int n) {
     while (cap < n) cap *= 2;
     if (cap > s->n_ctx) cap = s->n_ctx;
     for (int i = 0; i < s->m->n_kv_slots; i++) {
-        size_t bytes = (size_t)cap * (size_t)s->m->kv_dim[i] * sizeof(float);
-        float *k = realloc(s->k[i], bytes);
+        uint8_t *k = realloc(s->k[i], (size_t)cap * state_k_row_bytes(s->m, i));
         if (!k) return -1;
         s->k[i] = k;
-        float *v = realloc(s->v[i], bytes);
+        uint8_t *v = realloc(s->v[i], (size_t)cap * state_v_row_bytes(s->m, i));
         if (!v) return -1;
         s->v[i] = v;
     }
@@ -113,10 +112,10 @@ int state_copy(seq_state *dst, const seq_state *src) {
     dst->n_ctx = src->n_ctx;
     if (state_reserve(dst, src->n_past) != 0) return -1;
     for (int i = 0; i < src->m->n_kv_slots; i++) {
-        size_t bytes = (size_t)src->n_past * (size_t)src->m->kv_dim[i] * sizeof(float);
-        if (bytes) {
-            memcpy(dst->k[i], src->k[i], bytes);
-            memcpy(dst->v[i], src->v[i], bytes);
+        const size_t rows = (size_t)src->n_past;
+        if (rows) {
+            memcpy(dst->k[i], src->k[i], rows * state_k_row_bytes(src->m, i));
+            memcpy(dst->v[i], src->v[i], rows * state_v_row_bytes(src->m, i));
         }
     }
     memcpy(dst->rec, src->rec, src->m->rec_floats * sizeof(float));
@@ -146,34 +145,41 @@ int state_trim(seq_state *s, int n) {
     return 0;
 }
 
-size_t state_kv_floats_per_token(const model *m) {
+size_t state_k_row_bytes(const model *m, int slot) { return kv_row_bytes(m->kv_k, m->kv_dim[slot]); }
+size_t state_v_row_bytes(const model *m, int slot) { return kv_row_bytes(m->kv_v, m->kv_dim[slot]); }
+
+size_t state_kv_bytes_per_token(const model *m) {
     size_t n = 0;
-    for (int i = 0; i < m->n_kv_slots; i++) n += 2 * (size_t)m->kv_dim[i];
+    for (int i = 0; i < m->n_kv_slots; i++) n += state_k_row_bytes(m, i) + state_v_row_bytes(m, i);
     return n;
 }
 
-void state_get_kv(const seq_state *s, int p0, int p1, float *buf) {
+void state_get_kv(const seq_state *s, int p0, int p1, void *buf) {
+    uint8_t *o = buf;
+    const size_t rows = (size_t)(p1 - p0);
     for (int i = 0; i < s->m->n_kv_slots; i++) {
-        size_t d = (size_t)s->m->kv_dim[i], rows = (size_t)(p1 - p0);
-        memcpy(buf, s->k[i] + (size_t)p0 * d, rows * d * sizeof(float));
-        buf += rows * d;
-        memcpy(buf, s->v[i] + (size_t)p0 * d, rows * d * sizeof(float));
-        buf += rows * d;
+        const size_t kb = state_k_row_bytes(s->m, i), vb = state_v_row_bytes(s->m, i);
+        memcpy(o, s->k[i] + (size_t)p0 * kb, rows * kb);
+        o += rows * kb;
+        memcpy(o, s->v[i] + (size_t)p0 * vb, rows * vb);
+        o += rows * vb;
     }
 }
 
-int state_set_kv(seq_state *s, int p0, int p1, const float *buf) {
+int state_set_kv(seq_state *s, int p0, int p1, const void *buf) {
     if (state_reserve(s, p1) != 0) return -1;
+    const uint8_t *p = buf;
+    const size_t rows = (size_t)(p1 - p0);
     for (int i = 0; i < s->m->n_kv_slots; i++) {
-        size_t d = (size_t)s->m->kv_dim[i], rows = (size_t)(p1 - p0);
-        memcpy(s->k[i] + (size_t)p0 * d, buf, rows * d * sizeof(float));
-        buf += rows * d;
-        memcpy(s->v[i] + (size_t)p0 * d, buf, rows * d * sizeof(float));
-        buf += rows * d;
+        const size_t kb = state_k_row_bytes(s->m, i), vb = state_v_row_bytes(s->m, i);
+        memcpy(s->k[i] + (size_t)p0 * kb, p, rows * kb);
+        p += rows * kb;
+        memcpy(s->v[i] + (size_t)p0 * vb, p, rows * vb);
+        p += rows * vb;
     }
     return 0;
 }
 
 size_t state_bytes(const seq_state *s) {
-    return (s->m->rec_floats + state_kv_floats_per_token(s->m) * (size_t)s->n_past) * sizeof(float);
+    return s->m->rec_floats * sizeof(float) + state_kv_bytes_per_token(s->m) * (size_t)s->n_past;
 }

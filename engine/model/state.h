@@ -3,7 +3,8 @@
  *
  * This is the object checkpoints persist: the recurrent part is one contiguous blob
  * (model->rec_floats floats, per-layer offsets in model->rec), the KV part is one
- * K and one V array per attention layer, [position][kv_dim] floats. */
+ * K and one V array per attention layer, [position][kv_dim] values in the model's cache
+ * types (m->kv_k, m->kv_v). */
 #ifndef CHATFS_STATE_H
 #define CHATFS_STATE_H
 
@@ -16,7 +17,7 @@ typedef struct seq_state {
     int n_past;      /* tokens consumed */
     int n_ctx;       /* most tokens this sequence may hold */
     int cap;         /* KV rows allocated */
-    float **k, **v;  /* [n_slots] -> cap * kv_dim floats */
+    uint8_t **k, **v; /* [n_slots] -> cap rows of kv_dim values (state_k_row_bytes each) */
     int n_slots;     /* m->n_kv_slots when made: the kept spare is freed by whichever engine
                         frees the next state, possibly while its own model is being freed */
     float *rec;      /* m->rec_floats */
@@ -43,12 +44,15 @@ int state_trim(seq_state *s, int n);
 /* Ensures room for n tokens of KV. Returns 0, or -1 (over n_ctx or out of memory). */
 int state_reserve(seq_state *s, int n);
 
-/* KV floats per token over all attention layers (K and V). */
-size_t state_kv_floats_per_token(const model *m);
+/* Bytes of one position's K row, V row of a slot; KV bytes per token over all attention
+ * layers (K and V). */
+size_t state_k_row_bytes(const model *m, int slot);
+size_t state_v_row_bytes(const model *m, int slot);
+size_t state_kv_bytes_per_token(const model *m);
 /* Copies KV rows [p0, p1) out of / into a flat buffer laid out slot by slot, K rows
  * then V rows. set grows the cache as needed; returns -1 when it cannot. */
-void state_get_kv(const seq_state *s, int p0, int p1, float *buf);
-int state_set_kv(seq_state *s, int p0, int p1, const float *buf);
+void state_get_kv(const seq_state *s, int p0, int p1, void *buf);
+int state_set_kv(seq_state *s, int p0, int p1, const void *buf);
 /* Bytes the state occupies now (recurrent blob + used KV rows). */
 size_t state_bytes(const seq_state *s);
 

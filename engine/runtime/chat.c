@@ -186,7 +186,7 @@ static size_t available_memory(void) {
     return (size_t)kb * 1024;
 }
 
-static size_t kv_bytes_per_token(const model *m) { return state_kv_floats_per_token(m) * sizeof(float); }
+static size_t kv_bytes_per_token(const model *m) { return state_kv_bytes_per_token(m); }
 
 /* The model's trained context, or less (a multiple of 256) when one conversation's KV
  * cache at full length must fit in 1/share of the memory available now (unknown: no
@@ -208,6 +208,18 @@ int engine_default_context(const model *m) {
 }
 
 int engine_largest_context(const model *m) { return context_within(m, 1); }
+
+int engine_set_cache_types(model *m, const char *k, const char *v, char *err, size_t errlen) {
+    const char *name[2] = {k ? k : ENGINE_KV_DEFAULT, v ? v : ENGINE_KV_DEFAULT};
+    kv_type t[2];
+    for (int i = 0; i < 2; i++)
+        if (kv_type_parse(name[i], &t[i]) != 0) {
+            snprintf(err, errlen, "unknown %s cache type \"%s\": the known ones are %s", i ? "V" : "K", name[i],
+                     kv_type_list);
+            return -1;
+        }
+    return model_set_kv_types(m, t[0], t[1], err, errlen);
+}
 
 static void human_bytes(double b, char *out, size_t len) {
     const double mib = 1024.0 * 1024.0;
@@ -704,6 +716,10 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     mtp_set_draft_vocab(e->m, cfg->draft_vocab);
+    if (engine_set_cache_types(e->m, cfg->cache_type_k, cfg->cache_type_v, err, errlen) != 0) {
+        engine_free(e);
+        return NULL;
+    }
     for (int id = 0; id < e->m->n_vocab && e->n_eog < (int)(sizeof e->eog / sizeof *e->eog); id++)
         if (tokenizer_is_eog(e->m->tok, id)) e->eog[e->n_eog++] = id;
     find_think_markers(e->m->tok, &e->think_open, &e->think_close);

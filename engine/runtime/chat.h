@@ -24,6 +24,9 @@
 
 typedef struct chat_engine chat_engine;
 
+/* The cache type of an engine told none: llama.cpp's default. */
+#define ENGINE_KV_DEFAULT "f16"
+
 /* Faults a test injects, as a failing model would. break_row is asked for every decode
  * row the scheduler plans (session: the request's gen_settings.session; generated: its
  * tokens so far); 1 makes that row break the model pass it is in, so the request fails
@@ -40,6 +43,8 @@ typedef struct {
     int threads;             /* 0: every core */
     int n_ctx;               /* most tokens a conversation may hold (at most the model's context);
                                 0: engine_default_context */
+    const char *cache_type_k, *cache_type_v; /* the attention caches' row formats by name
+                                (kv_type.h: f32, f16, bf16, q8_0, q4_0); NULL: ENGINE_KV_DEFAULT */
     int prefill_chunk;       /* most prompt tokens one scheduler step processes; 0: 512 */
     int max_batch;           /* most requests running at once (decoded together); 0: 8 */
     const engine_faults *faults; /* NULL: none (tests only) */
@@ -217,10 +222,14 @@ int engine_draft(const chat_engine *e);
  * conversation's KV cache at full length takes at most a quarter of the memory available
  * now (a multiple of 256). */
 int engine_default_context(const model *m);
-/* The longest context one conversation's KV cache (float32) fits in at the memory
- * available now: a multiple of 256, at most the model's trained context. engine_open
- * refuses an engine_config.n_ctx above it. */
+/* The longest context one conversation's KV cache (in the model's cache types) fits in
+ * at the memory available now: a multiple of 256, at most the model's trained context.
+ * engine_open refuses an engine_config.n_ctx above it. */
 int engine_largest_context(const model *m);
+/* Sets the model's cache types by name (NULL: ENGINE_KV_DEFAULT), as engine_open does
+ * with its config's: before any sequence state of the model exists. 0, or -1 with the
+ * reason in err (an unknown name lists the known ones). */
+int engine_set_cache_types(model *m, const char *k, const char *v, char *err, size_t errlen);
 /* The conversation is gone: its checkpoints no longer count against its budget and
  * may be evicted first. */
 void engine_forget_session(chat_engine *e, const char *session);

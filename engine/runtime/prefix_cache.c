@@ -53,6 +53,12 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
     int shape[4] = {m->n_kv_slots, m->n_rec_slots, (int)m->rec_floats, m->trimmable};
     hash64_update(&h, shape, sizeof shape);
     hash64_update(&h, m->kv_dim, sizeof(int) * (size_t)m->n_kv_slots);
+    /* the caches' row formats (F32 adds nothing, so earlier fingerprints stay valid) */
+    if (m->kv_k != KV_F32 || m->kv_v != KV_F32) {
+        char kv[32];
+        snprintf(kv, sizeof kv, "kv:%s/%s", kv_type_name(m->kv_k), kv_type_name(m->kv_v));
+        hash64_update(&h, kv, strlen(kv));
+    }
     uint64_t a = hash64_final(&h);
     hash64_update(&h, &a, sizeof a); /* a second, dependent word for 128 bits */
     uint64_t b = hash64_final(&h);
@@ -83,7 +89,7 @@ prefix_cache *pc_open(const model *m, ckpt_port port, char *err, size_t errlen) 
         .fingerprint = fp,
         .fp_len = sizeof fp,
         .name = name,
-        .row_bytes = state_kv_floats_per_token(m) * sizeof(float),
+        .row_bytes = state_kv_bytes_per_token(m),
         .rec_bytes = m->rec_floats * sizeof(float),
         .logits_bytes = (size_t)m->n_vocab * sizeof(float),
         .trimmable = m->trimmable,
@@ -204,35 +210,35 @@ char *pc_stats_json(prefix_cache *pc) {
 /* A page row is token t's K then V for every attention layer, in slot order. */
 static void get_rows(void *ud, int pos0, int rows, void *dst) {
     const seq_state *s = ud;
-    float *o = dst;
+    uint8_t *o = dst;
     for (int r = 0; r < rows; r++)
         for (int i = 0; i < s->m->n_kv_slots; i++) {
-            size_t d = (size_t)s->m->kv_dim[i], off = (size_t)(pos0 + r) * d;
-            memcpy(o, s->k[i] + off, d * sizeof(float));
-            memcpy(o + d, s->v[i] + off, d * sizeof(float));
-            o += 2 * d;
+            const size_t kb = state_k_row_bytes(s->m, i), vb = state_v_row_bytes(s->m, i);
+            memcpy(o, s->k[i] + (size_t)(pos0 + r) * kb, kb);
+            memcpy(o + kb, s->v[i] + (size_t)(pos0 + r) * vb, vb);
+            o += kb + vb;
         }
 }
 
 typedef struct {
     seq_state *s;
     int pos0, rows;
-    const float *src;
+    const uint8_t *src;
 } put_job;
 
 static void put_rows_share(void *arg, int ith, int nth) {
     const put_job *j = arg;
     const seq_state *s = j->s;
-    const size_t row_floats = state_kv_floats_per_token(s->m);
+    const size_t row_bytes = state_kv_bytes_per_token(s->m);
     long r0, r1;
     pool_split(j->rows, ith, nth, 1, &r0, &r1);
-    const float *p = j->src + (size_t)r0 * row_floats;
+    const uint8_t *p = j->src + (size_t)r0 * row_bytes;
     for (long r = r0; r < r1; r++)
         for (int i = 0; i < s->m->n_kv_slots; i++) {
-            size_t d = (size_t)s->m->kv_dim[i], off = (size_t)(j->pos0 + r) * d;
-            memcpy(s->k[i] + off, p, d * sizeof(float));
-            memcpy(s->v[i] + off, p + d, d * sizeof(float));
-            p += 2 * d;
+            const size_t kb = state_k_row_bytes(s->m, i), vb = state_v_row_bytes(s->m, i);
+            memcpy(s->k[i] + (size_t)(j->pos0 + r) * kb, p, kb);
+            memcpy(s->v[i] + (size_t)(j->pos0 + r) * vb, p + kb, vb);
+            p += kb + vb;
         }
 }
 
