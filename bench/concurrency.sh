@@ -7,6 +7,7 @@
 # Settings through the environment:
 #   THREADS=2  TG=32 (tokens per reply)  SYSTEM=500 (system prompt tokens)  COUNTS=1,2,4,6,8
 #   REPS=3 (rounds over the counts; medians reported)
+#   LONG=16384 (the prompt another conversation decodes beside; 0: skip)
 #   BENCH_MODEL=path.gguf   instead of the synthetic model (made once and cached)
 set -eu
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ TG=${TG:-32}
 SYSTEM=${SYSTEM:-500}
 COUNTS=${COUNTS:-1,2,4,6,8}
 REPS=${REPS:-3}
+LONG=${LONG:-16384}
 model=${BENCH_MODEL:-$BUILD/bench/qwen3.5-0.8b-q8_0.gguf}
 mkdir -p "$BUILD/bench"
 if [ ! -f "$model" ]; then
@@ -30,5 +32,5 @@ load
 for b in 1 6; do
     "$CHATFS" bench -m "$model" -t "$THREADS" --pp 0 --tg "$TG" --batch $b --reps 1 --no-bandwidth
 done
-"$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS" "$REPS"
+"$BUILD/bench/concurrency_bench" "$model" "$THREADS" "$TG" "$SYSTEM" "$COUNTS" "$REPS" "$LONG"
 load

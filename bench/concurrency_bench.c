@@ -9,9 +9,14 @@
  *     count alike); the median of each count is reported.
  *  2. single flight: 6 requests sharing a system prompt, sent at once, with and without
  *     single flight: prompt tokens computed, and the longest time to a first token.
+ *  3. decode beside a long prefill: one conversation decodes while another's prompt of
+ *     LONG tokens is computed; the decoding one's gaps between tokens while the other's
+ *     prefill stands in its first quarter and in its last (the scheduler cuts slices deep
+ *     in a long prompt thinner, so the gaps should not grow with the depth).
  *
- * usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS [REPS]]]]]
- *   defaults: 2 threads, 32 tokens, a 500-token system prompt, counts "1,2,4,6,8", 3 reps.
+ * usage: concurrency_bench MODEL.gguf [THREADS [DECODE_TOKENS [SYSTEM_TOKENS [COUNTS [REPS [LONG]]]]]]
+ *   defaults: 2 threads, 32 tokens, a 500-token system prompt, counts "1,2,4,6,8", 3 reps,
+ *   LONG 8192 (0: skip).
  * One JSON line per measurement on stdout. */
 #include <pthread.h>
 #include <stdio.h>
@@ -51,9 +56,12 @@ static char *prose(int n_words, unsigned seed) {
 /* one request: when each of its tokens came, how it ended */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+#define MAX_SLICES 4096
 typedef struct {
     double t_token[MAX_TOKENS + 1];
     int n_tokens;
+    double t_prefill[MAX_SLICES]; /* when its prefill reached prefill_at[] tokens */
+    int prefill_at[MAX_SLICES], n_prefill;
     gen_report rep;
     int done;
     int gate; /* holds the worker in its first report until the gate opens */
@@ -65,6 +73,11 @@ static void on_progress(void *ud, const gen_report *r) {
     double t = now_ms();
     pthread_mutex_lock(&mu);
     while (j->n_tokens < r->generated_tokens && j->n_tokens < MAX_TOKENS) j->t_token[j->n_tokens++] = t;
+    if (r->phase == GEN_PREFILL && j->n_prefill < MAX_SLICES &&
+        r->prefill_done > (j->n_prefill ? j->prefill_at[j->n_prefill - 1] : 0)) {
+        j->t_prefill[j->n_prefill] = t;
+        j->prefill_at[j->n_prefill++] = r->prefill_done;
+    }
     if (j->gate) { /* everything queued meanwhile starts together */
         j->gate = 0;
         gate_held = 1;
@@ -247,6 +260,72 @@ static void single_flight(const char *model, int threads, int sys_tokens, int of
     cs_close(ram_store);
 }
 
+static int cmp_double(const void *a, const void *b);
+
+/* where b's prefill stood at time t (tokens done) */
+static int prefill_at(const job *b, double t) {
+    int at = 0;
+    for (int i = 0; i < b->n_prefill && b->t_prefill[i] <= t; i++) at = b->prefill_at[i];
+    return at;
+}
+
+/* 3: the decoding conversation's token gaps while the long prompt's prefill is in its
+ * first and in its last quarter: median and largest of each */
+static void beside_prefill(const char *model, int threads, int long_tokens) {
+    chat_engine *e = open_engine(model, threads, 0);
+    char *text = NULL;
+    int have = 0;
+    for (int w = long_tokens / 2; have < long_tokens; w += w / 8 + 8) {
+        free(text);
+        text = prose(w, 23);
+        chat_msg probe = {"user", text, NULL};
+        if ((have = engine_count_tokens(e, &probe, 1, NULL)) < 0) break;
+    }
+    static job a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.ignore_eog = 1;
+    s.checkpoints = 0;
+    s.max_tokens = MAX_TOKENS;
+    chat_msg ma = {"user", "Tell me a long story about the harbor.", NULL}, mb = {"user", text, NULL};
+    submit(e, &ma, 1, &s, &a);
+    pthread_mutex_lock(&mu); /* a decodes before the long prompt arrives */
+    while (a.n_tokens < 4 && !a.done) {
+        pthread_mutex_unlock(&mu);
+        usleep(1000);
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+    gen_settings sb = s;
+    sb.max_tokens = 1;
+    submit(e, &mb, 1, &sb, &b);
+    wait_jobs(&b, 1);
+    double gaps[2][MAX_TOKENS];
+    int n[2] = {0, 0};
+    const int total = b.rep.prompt_tokens;
+    pthread_mutex_lock(&mu);
+    for (int k = 1; k < a.n_tokens; k++) {
+        if (a.t_token[k] > b.t_prefill[b.n_prefill ? b.n_prefill - 1 : 0]) break; /* b's prefill is over */
+        const int at = prefill_at(&b, a.t_token[k - 1]);
+        if (b.n_prefill == 0 || a.t_token[k - 1] < b.t_prefill[0]) continue; /* before b's first slice */
+        const int q = at < total / 4 ? 0 : at >= 3 * total / 4 ? 1 : -1;
+        if (q >= 0) gaps[q][n[q]++] = a.t_token[k] - a.t_token[k - 1];
+    }
+    pthread_mutex_unlock(&mu);
+    engine_close(e);
+    cs_close(ram_store);
+    for (int q = 0; q < 2; q++) qsort(gaps[q], (size_t)n[q], sizeof(double), cmp_double);
+    printf("{\"bench\":\"decode_beside_prefill\",\"prompt_tokens\":%d,\"prefill_slices\":%d,"
+           "\"first_quarter\":{\"gaps\":%d,\"median_ms\":%.0f,\"max_ms\":%.0f},"
+           "\"last_quarter\":{\"gaps\":%d,\"median_ms\":%.0f,\"max_ms\":%.0f}}\n",
+           total, b.n_prefill, n[0], n[0] ? gaps[0][n[0] / 2] : 0, n[0] ? gaps[0][n[0] - 1] : 0, n[1],
+           n[1] ? gaps[1][n[1] / 2] : 0, n[1] ? gaps[1][n[1] - 1] : 0);
+    fflush(stdout);
+    free(text);
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -264,6 +343,7 @@ int main(int argc, char **argv) {
     int sys_tokens = argc > 4 ? atoi(argv[4]) : 500;
     const char *counts = argc > 5 ? argv[5] : "1,2,4,6,8";
     int reps = argc > 6 ? atoi(argv[6]) : 3;
+    int long_tokens = argc > 7 ? atoi(argv[7]) : 8192;
     if (tokens < 4 || tokens > MAX_TOKENS) tokens = 32;
     if (reps < 1 || reps > 20) reps = 3;
     int ns[16], k = 0;
@@ -296,5 +376,6 @@ int main(int argc, char **argv) {
         single_flight(model, threads, sys_tokens, 0);
         single_flight(model, threads, sys_tokens, 1);
     }
+    if (long_tokens > 0) beside_prefill(model, threads, long_tokens);
     return 0;
 }

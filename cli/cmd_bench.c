@@ -5,7 +5,8 @@
  *
  * Measured like llama-bench / llref --bench so the numbers compare: pp = one sequence
  * fed pp random tokens from an empty state (logits of the last token only); tg = tg
- * decode steps from an empty state, one token per step with its logits. With
+ * decode steps from an empty state (with --depth D: after a prompt of D tokens, not
+ * timed, as llama-bench -d), one token per step with its logits. With
  * --batch B the decode steps advance B sequences at once (one pass over the weights
  * per step) and tg_tps counts the tokens of all of them. Each figure is the median of
  * the repetitions. The machine's memory bandwidth is measured too (a sequential read
@@ -160,16 +161,25 @@ static double run_pp(const model *m, seq_state *s, const int *toks, int n, float
     return n / (now_s() - t0);
 }
 
-/* tokens/s of n decode steps of B sequences */
-static double run_tg(const model *m, seq_state **s, int B, const int *toks, int n, float *logits, arena *a) {
+/* tokens/s of n decode steps of B sequences, each after a prompt of depth tokens (s[0]
+ * already holds that prompt when first_holds_depth: run_pp just fed it) */
+static double run_tg(const model *m, seq_state **s, int B, const int *toks, int n, int depth, int first_holds_depth,
+                     float *logits, arena *a) {
     batch_seq *b = calloc((size_t)B, sizeof *b);
     if (!b) return -1;
-    for (int k = 0; k < B; k++) state_reset(s[k]);
+    for (int k = 0; k < B; k++) {
+        if (k == 0 && first_holds_depth && depth > 0 && s[0]->n_past == depth) continue;
+        state_reset(s[k]);
+        if (depth > 0 && model_prefill(m, s[k], toks, depth, 512, logits, a) != 0) {
+            free(b);
+            return -1;
+        }
+    }
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < B; k++)
             b[k] = (batch_seq){.state = s[k],
-                               .tokens = &toks[(i + 7 * k) % n],
+                               .tokens = &toks[depth + (i + 7 * k) % n],
                                .n_tokens = 1,
                                .logits = 1,
                                .out = logits + (size_t)k * m->n_vocab};
@@ -370,7 +380,7 @@ out:
 
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL, *grammar_file = NULL, *schema_file = NULL, *ctk = NULL, *ctv = NULL;
-    long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3, draft = -1, draft_vocab = 0;
+    long threads = 0, pp = 512, tg = 64, batch = 1, reps = 3, draft = -1, draft_vocab = 0, depth = 0;
     int no_bw = 0, is_k;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -378,6 +388,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 0, 256, &threads)) return 1; i++; }
         else if (!strcmp(a, "--pp")) { if (!cli_int(a, v, 0, 1 << 20, &pp)) return 1; i++; }
         else if (!strcmp(a, "--tg")) { if (!cli_int(a, v, 0, 1 << 20, &tg)) return 1; i++; }
+        else if (!strcmp(a, "--depth")) { if (!cli_int(a, v, 0, 1 << 20, &depth)) return 1; i++; }
         else if (!strcmp(a, "--batch")) { if (!cli_int(a, v, 1, 256, &batch)) return 1; i++; }
         else if (!strcmp(a, "--reps")) { if (!cli_int(a, v, 1, 1000, &reps)) return 1; i++; }
         else if (!strcmp(a, "--draft")) { if (!cli_int(a, v, 0, SPEC_MAX_DRAFT, &draft)) return 1; i++; }
@@ -412,7 +423,7 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     int rc = 1;
-    const int B = (int)batch, n_tok = (int)(pp > tg ? pp : tg) + 32;
+    const int B = (int)batch, n_tok = (int)(pp > tg + depth ? pp : tg + depth) + 32;
     int *toks = random_tokens(n_tok, m->n_vocab, 42);
     float *logits = malloc(sizeof(float) * (size_t)m->n_vocab * (size_t)B);
     seq_state **s = calloc((size_t)B, sizeof *s);
@@ -421,11 +432,11 @@ int cmd_bench(int argc, char **argv) {
     arena a = {0};
     if (!toks || !logits || !s || !tpp || !ttg || !ttg1) goto oom;
     for (int k = 0; k < B; k++)
-        if (!(s[k] = state_new(m, (int)(pp > tg ? pp : tg) + 16))) goto oom;
+        if (!(s[k] = state_new(m, n_tok))) goto oom;
 
     /* warm-up: touches the weights (page cache -> mapping) and sizes the arena */
     if (run_pp(m, s[0], toks, pp < 32 ? (int)pp : 32, logits, &a) < 0 ||
-        run_tg(m, s, B, toks, 2, logits, &a) < 0) {
+        run_tg(m, s, B, toks, 2, 0, 0, logits, &a) < 0) {
         cli_error("bench: forward pass failed");
         goto out;
     }
@@ -438,8 +449,10 @@ int cmd_bench(int argc, char **argv) {
     double bw = wsrc ? read_gbs(wsrc, wread) : 0;
     for (int r = 0; r < reps; r++) {
         if (pp > 0 && (tpp[r] = run_pp(m, s[0], toks, (int)pp, logits, &a)) < 0) goto fail;
-        if (tg > 0 && (ttg[r] = run_tg(m, s, B, toks, (int)tg, logits, &a)) < 0) goto fail;
-        if (tg > 0 && B > 1 && (ttg1[r] = run_tg(m, s, 1, toks, (int)tg, logits, &a)) < 0) goto fail;
+        /* a decode at the depth of the prompt just timed goes on from it */
+        if (tg > 0 && (ttg[r] = run_tg(m, s, B, toks, (int)tg, (int)depth, pp > 0 && pp == depth, logits, &a)) < 0)
+            goto fail;
+        if (tg > 0 && B > 1 && (ttg1[r] = run_tg(m, s, 1, toks, (int)tg, (int)depth, 0, logits, &a)) < 0) goto fail;
     }
     double pp_tps = pp > 0 ? median(tpp, (int)reps) : 0, tg_tps = tg > 0 ? median(ttg, (int)reps) : 0;
     double tg1_tps = tg > 0 && B > 1 ? median(ttg1, (int)reps) : 0;
@@ -451,10 +464,10 @@ int cmd_bench(int argc, char **argv) {
     double wbytes, sbytes, wB, sB;
     const double bytes1 = step_bytes(m, 1, &wbytes, &sbytes), bytesB = step_bytes(m, B, &wB, &sB);
     const char *base = strrchr(path, '/');
-    printf("{\"model\":\"%s\",\"threads\":%d,\"pp\":%ld,\"pp_tps\":%.2f,\"tg\":%ld,\"tg_tps\":%.2f,\"batch\":%d,"
+    printf("{\"model\":\"%s\",\"threads\":%d,\"pp\":%ld,\"pp_tps\":%.2f,\"tg\":%ld,\"depth\":%ld,\"tg_tps\":%.2f,\"batch\":%d,"
            "\"bandwidth_gbs\":%.2f,\"roofline_tps\":%.2f,\"rss_mb\":%.0f,\"rss_anon_mb\":%.0f,\"weights_mb\":%.0f,"
            "\"state_mb\":%.1f,",
-           base ? base + 1 : path, pool_threads(), pp, pp_tps, tg, tg_tps, B, bw, bw * 1e9 / bytes1, rss, anon,
+           base ? base + 1 : path, pool_threads(), pp, pp_tps, tg, depth, tg_tps, B, bw, bw * 1e9 / bytes1, rss, anon,
            wbytes / 1e6, sbytes / 1e6);
     if (B > 1) {
         model_usage u;

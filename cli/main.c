@@ -109,7 +109,7 @@ static const char usage_ask[] =
     "  are this turn's settings.json grammar / response_format (a server is sent them).\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
-    "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--batch B] [--reps R]\n"
+    "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--depth D] [--batch B] [--reps R]\n"
     "                    [-ctk T] [-ctv T] [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
     "  Prompt and decode speed, memory bandwidth and RSS as one JSON line; with --draft N for a\n"
     "  model with an MTP head, one more for speculative decoding (the costs of a verify of\n"

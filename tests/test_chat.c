@@ -11,6 +11,7 @@
 #include "engine/runtime/sampler.h"
 #include "engine/model/state.h"
 #include "tests/check.h"
+#include "tests/oracle.h"
 
 #define MODEL "tests/fixtures/qwen35-tiny-f32.gguf"
 
@@ -193,6 +194,86 @@ static void bad_requests(chat_engine *e) {
     free(text);
 }
 
+typedef struct {
+    pthread_mutex_t lock;
+    int at[256], n; /* prefill_done at each report while prefilling */
+    int finished;
+} slices;
+
+static void on_slice(void *ud, const gen_report *r) {
+    slices *s = ud;
+    pthread_mutex_lock(&s->lock);
+    if (r->phase == GEN_PREFILL && s->n < 256 && r->prefill_done > (s->n ? s->at[s->n - 1] : 0))
+        s->at[s->n++] = r->prefill_done;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_slices_done(void *ud, const gen_report *r, const char *error) {
+    slices *s = ud;
+    pthread_mutex_lock(&s->lock);
+    s->finished = 1 + (error != NULL);
+    pthread_mutex_unlock(&s->lock);
+    (void)r;
+}
+
+/* the multiply-adds of a slice of k prompt tokens after `done`: the weights each token
+ * reads, and each token's attention scores and weighted sums over the positions before it */
+static double slice_work(const model *m, int done, int k) {
+    model_usage u;
+    model_usage_of(m, 1, &u);
+    double per_position = 0;
+    for (int i = 0; i < m->n_layer; i++)
+        if (m->blocks[i].mixer == MIX_ATTN) per_position += 2.0 * m->blocks[i].attn.n_head * m->blocks[i].attn.head_dim;
+    return k * ((double)u.params_active + per_position * (done + (k + 1) / 2.0));
+}
+
+/* A prompt deep in a long context is cut thinner: every step's slice costs at most what
+ * prefill_chunk tokens from position 0 cost, so a long prefill holds the other
+ * conversations' next token back no longer at 3,000 tokens than at the start. */
+static void prefill_slices_by_work(void) {
+    engine_config cfg = {.model_path = MODEL, .threads = 2, .prefill_chunk = 512};
+    char err[256];
+    chat_engine *e = engine_open(&cfg, err, sizeof err);
+    REQUIRE(e, "%s", err);
+    const model *m = engine_model(e);
+    size_t len;
+    char *text = read_file("tests/fixtures/long.txt", &len), *big = malloc(6 * len + 1);
+    REQUIRE(text && big, "no long.txt");
+    for (int i = 0; i < 6; i++) memcpy(big + (size_t)i * len, text, len);
+    big[6 * len] = 0;
+    chat_msg msg = {"user", big, NULL};
+    gen_settings s;
+    gen_settings_defaults(&s);
+    s.max_tokens = 1;
+    slices sl = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    gen_callbacks cb = {.on_progress = on_slice, .on_done = on_slices_done, .ud = &sl};
+    CHECK(engine_submit(e, &msg, 1, &s, &cb, err, sizeof err) > 0, "%s", err);
+    for (int t = 0; t < 3000; t++) {
+        pthread_mutex_lock(&sl.lock);
+        const int f = sl.finished;
+        pthread_mutex_unlock(&sl.lock);
+        if (f) break;
+        usleep(10 * 1000);
+    }
+    CHECK(sl.finished == 1, "the long prompt did not finish (%d)", sl.finished);
+    const double most = slice_work(m, 0, 512) * (1 + 1e-9);
+    int thin = 0, prev = 0;
+    for (int i = 0; i < sl.n; i++) {
+        const int k = sl.at[i] - prev;
+        CHECK(slice_work(m, prev, k) <= most || k == 1, "the slice of %d tokens after %d costs %.3g > %.3g", k, prev,
+              slice_work(m, prev, k), most);
+        if (i == 0) CHECK(k == 512, "the first slice is %d tokens, not a whole chunk", k);
+        if (prev >= 3000 && k < 256) thin++;
+        prev = sl.at[i];
+    }
+    printf("  a %d-token prompt in %d slices: %d, then %d at %d\n", prev, sl.n, sl.n ? sl.at[0] : 0,
+           sl.n > 1 ? sl.at[sl.n - 1] - sl.at[sl.n - 2] : 0, sl.n > 1 ? sl.at[sl.n - 2] : 0);
+    CHECK(prev > 3000 && thin > 0, "no thin slice past 3,000 tokens (%d tokens in %d slices)", prev, sl.n);
+    engine_close(e);
+    free(big);
+    free(text);
+}
+
 int main(void) {
     engine_config cfg = {.model_path = MODEL, .threads = 2, .n_ctx = 512};
     char err[256];
@@ -203,5 +284,6 @@ int main(void) {
     bad_requests(e);
     engine_close(e);
     cancel_and_close();
+    prefill_slices_by_work();
     return check_report("test_chat");
 }

@@ -498,7 +498,7 @@ static void no_stall(const char *path) {
         usleep(1000);
     }
     s.max_tokens = 1;
-    s.checkpoints = 0; /* no marks: slices of exactly one chunk */
+    s.checkpoints = 0; /* no marks: the slices are cut by the chunk and its work alone */
     gen_callbacks cb2 = {.on_progress = on_long_progress, .on_done = on_done, .ud = &longer};
     uint64_t id2 = engine_submit(e, long_msg, 2, &s, &cb2, err, sizeof err);
     REQUIRE(id2, "%s", err);
@@ -511,8 +511,11 @@ static void no_stall(const char *path) {
     running.id = id;
     pthread_mutex_unlock(&mu);
     wait_jobs(&running, 1);
-    const int slices = (longer.rep.prompt_tokens + chunk - 1) / chunk;
-    /* the first slice's step and the last one's each decode a token too */
+    /* slices of at most one chunk, thinner deeper in the prompt (a slice costs at most a
+     * chunk at position 0); the first slice's step and the last one's each decode a token too */
+    const int slices = longer.rep.prefill_passes;
+    CHECK(slices >= (longer.rep.prompt_tokens + chunk - 1) / chunk, "%d slices of %d tokens for %d", slices, chunk,
+          longer.rep.prompt_tokens);
     CHECK(gen_at_first_token - gen_at_first_slice == slices - 1,
           "%d-token prompt in %d slices: the running request got %d tokens meanwhile, not one per slice",
           longer.rep.prompt_tokens, slices, gen_at_first_token - gen_at_first_slice);

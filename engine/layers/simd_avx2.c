@@ -163,8 +163,22 @@ static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *
 }
 
 /* half <-> float, 8 at a time; the tail through the scalar conversions */
+/* two rows at a time (four chains of fused multiply-adds), each row's sum the one-row order */
 static void op_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+        const float *k = K + (size_t)i * stride, *k1 = k + stride;
+        __m256 lo = _mm256_setzero_ps(), hi = lo, lo1 = lo, hi1 = lo;
+        for (int c = 0; c < hd; c += 16) {
+            const __m256 ql = _mm256_loadu_ps(q + c), qh = _mm256_loadu_ps(q + c + 8);
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(k + c), ql, lo);
+            hi = _mm256_fmadd_ps(_mm256_loadu_ps(k + c + 8), qh, hi);
+            lo1 = _mm256_fmadd_ps(_mm256_loadu_ps(k1 + c), ql, lo1);
+            hi1 = _mm256_fmadd_ps(_mm256_loadu_ps(k1 + c + 8), qh, hi1);
+        }
+        s[i] = reduce16(lo, hi) * scale, s[i + 1] = reduce16(lo1, hi1) * scale;
+    }
+    for (; i < n; i++) {
         const float *k = K + (size_t)i * stride;
         __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
         for (int c = 0; c < hd; c += 16) {

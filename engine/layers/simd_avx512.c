@@ -437,8 +437,24 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
 }
 
 /* half <-> float, 8 at a time; the tail through the scalar conversions */
+/* four rows at a time: four independent chains of fused multiply-adds, each row's sum
+ * the one-row order */
 static void op_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float *k = K + (size_t)i * stride;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int c = 0; c < hd; c += 16) {
+            const __m512 qc = _mm512_loadu_ps(q + c);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + c), qc, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + stride + c), qc, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 2 * stride + c), qc, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + 3 * stride + c), qc, a3);
+        }
+        s[i] = reduce16(a0) * scale, s[i + 1] = reduce16(a1) * scale;
+        s[i + 2] = reduce16(a2) * scale, s[i + 3] = reduce16(a3) * scale;
+    }
+    for (; i < n; i++) {
         const float *k = K + (size_t)i * stride;
         __m512 acc = _mm512_setzero_ps();
         for (int c = 0; c < hd; c += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + c), _mm512_loadu_ps(q + c), acc);

@@ -740,6 +740,12 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     e->chunk = cfg->prefill_chunk > 0 ? cfg->prefill_chunk : DEFAULT_CHUNK;
+    model_usage u;
+    model_usage_of(e->m, 1, &u);
+    e->cost_token = (double)u.params_active;
+    for (int i = 0; i < e->m->n_layer; i++)
+        if (e->m->blocks[i].mixer == MIX_ATTN)
+            e->cost_position += 2.0 * e->m->blocks[i].attn.n_head * e->m->blocks[i].attn.head_dim;
     e->max_batch = cfg->max_batch > 0 ? cfg->max_batch : DEFAULT_BATCH;
     e->act = calloc((size_t)e->max_batch, sizeof *e->act);
     e->rows = calloc((size_t)e->max_batch, sizeof *e->rows);

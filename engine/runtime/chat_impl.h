@@ -123,6 +123,12 @@ struct chat_engine {
     uint64_t renders;            /* atomic: conversations rendered and tokenized (submit, count) */
     engine_config cfg;
     int n_ctx, chunk, max_batch;
+    /* what a prompt token costs in multiply-adds: the weights it reads, and per position
+     * before it the attention layers' scores and weighted sums. A step's prefill slices
+     * cost at most what `chunk` tokens from position 0 cost (scheduler.c plan_rows), so a
+     * prompt deep in a long context is cut thinner and the others' next token waits no
+     * longer than at the start. */
+    double cost_token, cost_position;
     int draft;                   /* drafts per speculative step by default; 0: the engine does not
                                     speculate (the model's MTP head is off) */
     spec_seq **spec_spare;       /* worker: speculation buffers of ended requests, for the next ones

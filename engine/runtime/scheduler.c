@@ -4,7 +4,9 @@
  * Each step is one model_forward over
  *   - one decode row for every GENERATING request (the token it sampled last), and
  *   - prefill slices of PREFILL requests, taken round robin, at most prefill_chunk
- *     tokens in all: a long prompt delays the others' next token by one chunk at most.
+ *     tokens in all and at most the work of that many from position 0 (a slice deep in
+ *     a long prompt is thinner, its attention reading more): a long prompt delays the
+ *     others' next token by about one chunk's time at most, however deep it is.
  * Requests join between steps (from the queue, while a slot is free) and leave when
  * they end. Rows never mix: every kernel computes a row the same whether it runs alone
  * or in a batch (tests/test_parity_archs.c), and a sequence's state depends on its own
@@ -235,10 +237,29 @@ static void draft_rows(chat_engine *e) {
     spec_draft(sp, st, smp, want, n, &e->arena);
 }
 
+/* What a prefill slice of k tokens after `done` costs (chat_impl.h cost_token) */
+static double slice_cost(const chat_engine *e, int done, int k) {
+    return (double)k * (e->cost_token + e->cost_position * ((double)done + (k + 1) / 2.0));
+}
+
+/* The most tokens, at most k, of a slice after `done` that cost at most `left` (at least
+ * one when `first`: a step always moves the prompt on). */
+static int slice_within(const chat_engine *e, int done, int k, double left, int first) {
+    if (slice_cost(e, done, k) <= left) return k;
+    int lo = 0, hi = k; /* slice_cost(lo) <= left < slice_cost(hi) */
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        if (slice_cost(e, done, mid) <= left) lo = mid;
+        else hi = mid;
+    }
+    return lo > 0 || !first ? lo : 1;
+}
+
 /* The rows of one step: every decoding request's feed (a speculating one's verify row: its
  * last token and its drafts) first, then prefill slices round robin - starting
- * after the request served last - until prefill_chunk tokens. Returns the number of rows;
- * the first *n_decode are decode rows. */
+ * after the request served last - until prefill_chunk tokens, or the work of that many
+ * from position 0 (a slice deep in a long prompt is thinner: its attention reads more).
+ * Returns the number of rows; the first *n_decode are decode rows. */
 static int plan_rows(chat_engine *e, int *n_decode) {
     static const int broken = -1; /* an injected fault: a token no model has */
     int n = 0;
@@ -258,7 +279,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
         e->row_of[n++] = r;
     }
     *n_decode = n;
-    int budget = e->chunk;
+    int budget = e->chunk, sliced = 0;
+    double work = slice_cost(e, 0, e->chunk);
     uint64_t served = e->rr_last;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < e->n_act && budget > 0; i++) {
@@ -268,6 +290,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             int capture;
             int k = slice_end(e, r, &capture) - done;
             if (k > budget) k = budget;
+            k = slice_within(e, done, k, work, !sliced);
+            if (k <= 0) break;
             const int logits = done + k == r->n_prompt && !r->post;
             e->rows[n] = (batch_seq){.state = r->state, .tokens = r->prompt + done, .n_tokens = k, .logits = logits,
                                      .out = r->logits};
@@ -284,6 +308,8 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             }
             e->row_of[n++] = r;
             budget -= k;
+            work -= slice_cost(e, done, k);
+            sliced = 1;
             served = r->id;
         }
     e->rr_last = served;
