@@ -436,7 +436,6 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
 }
 
-/* half <-> float, 8 at a time; the tail through the scalar conversions */
 /* four rows at a time: four independent chains of fused multiply-adds, each row's sum
  * the one-row order */
 static void op_scores_lanes(float *s, const float *K, size_t stride, const float *q, int n, int hd, float scale) {
@@ -460,19 +459,6 @@ static void op_scores_lanes(float *s, const float *K, size_t stride, const float
         for (int c = 0; c < hd; c += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + c), _mm512_loadu_ps(q + c), acc);
         s[i] = reduce16(acc) * scale;
     }
-}
-
-static void op_f16_to_f32(float *y, const uint16_t *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
-    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
-}
-
-static void op_f32_to_f16(uint16_t *y, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 const layer_simd layer_simd_avx512 = {op_dot,  op_mad,    op_silu,     op_swiglu,       op_softmax_exp, op_gdn_step,

@@ -5,8 +5,8 @@
  * doubles) and transpose_across (the cross-lane half of a transpose), and get: exp_vec and
  * SiLU of one vector, SiLU and SwiGLU of n floats (n % 16 == 0), ReLU^2, mad_ggml's update,
  * one token of the transposed convolution, the delta rule's loop over the rows of the state,
- * libm's expf of one vector and Mamba-1's scan. Each is the arithmetic of ops.c's scalar
- * code, lane by lane. */
+ * libm's expf of one vector, Mamba-1's scan and half <-> float rows. Each is the arithmetic
+ * of ops.c's scalar code, lane by lane. */
 #if SIMD_LANES == 16
 #define VF __m512
 #define vf_load _mm512_loadu_ps
@@ -220,3 +220,18 @@ static void op_scan1(float *S, const float *A, const float *B, const float *C, c
 #undef vf_hi_pd
 #undef vf_join
 #undef vu_top_above
+
+/* half <-> float rows (an F16 attention cache), the same F16C code in both sets: 8 at a
+ * time, the tail through the scalar conversions; exact like quant.h's */
+static void op_f16_to_f32(float *y, const uint16_t *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void op_f32_to_f16(uint16_t *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
