@@ -14,10 +14,10 @@
 #   make fuzz-jinja   libFuzzer target for the chat templates' Jinja interpreter (clang)
 #   make fuzz-toolcall libFuzzer target for the tool-call reader (clang)
 #
-# Dependencies come from pkg-config: fuse3 sqlite3 libcjson libcurl.
+# Dependencies come from pkg-config: fuse3 sqlite3 libcjson libcurl stb.
 
 CC      ?= cc
-PKGS    := fuse3 sqlite3 libcjson libcurl
+PKGS    := fuse3 sqlite3 libcjson libcurl stb
 BUILD   ?= build
 OPT     ?= -O2 -g
 CFLAGS  ?= $(OPT)
@@ -36,11 +36,11 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # the reverse of engine/README.md's order): a room that called into a room above it
 # would leave its symbol undefined, so the linker enforces the order check_rooms.sh reads
 # in the includes. The engine's archives need no SQLite, FUSE or libcurl (ENGINE_LDLIBS).
-ENGINE_ROOMS := base gguf kernels layers tokenizer grammar toolcall jinja template model arch runtime
+ENGINE_ROOMS := base gguf kernels layers vision tokenizer grammar toolcall jinja template model arch runtime
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
 ENGINE_LIBS  := $(foreach r,$(call reverse,$(ENGINE_ROOMS)),$(BUILD)/lib/engine-$(r).a)
 LIBS         := $(BUILD)/lib/fs.a $(BUILD)/lib/store.a $(ENGINE_LIBS)
-ENGINE_LDLIBS := $(shell pkg-config --libs libcjson) -lm -pthread
+ENGINE_LDLIBS := $(shell pkg-config --libs libcjson stb) -lm -pthread
 CLI_SRC    := $(sort $(wildcard cli/*.c cli/synth/*.c))
 MAIN_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # the GGUF writer and the weight quantizers: chatfs synth's, and the tests'
@@ -126,7 +126,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(LIBS)
 # no checkpoints, engine/runtime/checkpoint_port.h).
 ENGINE_TESTS := test_chat test_default_model test_default_template test_gguf_broken test_grammar test_jinja \
                 test_json_schema test_kernels test_mtp test_parity_archs test_parity_kquants test_parity_moe \
-                test_parity_qwen35 test_parity_types test_parity_kv test_reply test_sampler test_template test_tokenizer test_toolcall
+                test_parity_qwen35 test_parity_types test_parity_kv test_reply test_sampler test_template test_tokenizer test_toolcall \
+                test_vision
 $(ENGINE_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libsynth.a $(ENGINE_LIBS)
 	$(CC) $(CFLAGS) -o $@ $^ $(ENGINE_LDLIBS)
 

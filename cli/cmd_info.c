@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "engine/runtime/chat.h"
 #include "engine/model/state.h"
+#include "engine/vision/projector.h"
 
 typedef struct {
     const char *source;   /* "model", "builtin" (the file has none), "forced" */
@@ -71,6 +72,53 @@ static void largest_by_type(model *m, char *out, size_t n, cJSON *js) {
     model_set_kv_types(m, k, v, err, sizeof err);
 }
 
+/* An mmproj file: what the projector computes and which images it takes. */
+static int info_projector(const char *path, int json) {
+    char err[512];
+    gguf_file *f = gguf_open(path, err, sizeof err);
+    projector *p = f ? projector_load(f, err, sizeof err) : NULL;
+    if (!p) {
+        cli_error("%s", err);
+        return 1;
+    }
+    gguf_str name = {0};
+    char name_buf[128] = "";
+    if (gguf_get_str(p->file, "general.name", &name) == 1) gguf_str_copy(name, name_buf, sizeof name_buf);
+    const int side = p->patch * p->merge;
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", path);
+        cJSON_AddStringToObject(o, "projector", p->kind);
+        cJSON_AddStringToObject(o, "name", name_buf);
+        cJSON_AddNumberToObject(o, "blocks", p->n_layer);
+        cJSON_AddNumberToObject(o, "width", p->n_embd);
+        cJSON_AddNumberToObject(o, "heads", p->n_head);
+        cJSON_AddNumberToObject(o, "feed_forward", p->n_ff);
+        cJSON_AddNumberToObject(o, "patch", p->patch);
+        cJSON_AddNumberToObject(o, "position_grid", p->grid);
+        cJSON_AddNumberToObject(o, "merge", p->merge);
+        cJSON_AddNumberToObject(o, "embedding", p->n_embd_out);
+        cJSON_AddNumberToObject(o, "image_min_pixels", (double)p->min_pixels);
+        cJSON_AddNumberToObject(o, "image_max_pixels", (double)p->max_pixels);
+        char *s = cJSON_PrintUnformatted(o);
+        printf("%s\n", s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        printf("file:          %s\n", path);
+        printf("projector:     %s (vision)  name: %s\n", p->kind, name_buf);
+        printf("encoder:       %d blocks, width %d, %d heads of %d, MLP %d, patches of %d pixels, "
+               "a %d x %d position grid\n", p->n_layer, p->n_embd, p->n_head, p->head_dim, p->n_ff, p->patch,
+               p->grid, p->grid);
+        printf("merger:        %d x %d patches into one embedding of width %d (the text model's)\n", p->merge,
+               p->merge, p->n_embd_out);
+        printf("images:        resized to multiples of %d pixels, %ld to %ld embeddings each\n", side,
+               p->min_pixels / ((long)side * side), p->max_pixels / ((long)side * side));
+    }
+    projector_free(p);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *force = NULL, *ctk = NULL, *ctv = NULL;
     int json = 0, is_k;
@@ -87,6 +135,13 @@ int cmd_info(int argc, char **argv) {
     if (!path) {
         cli_error("info needs a MODEL.gguf");
         return 1;
+    }
+    {   /* a vision projector (mmproj) is described as one */
+        char err[512];
+        gguf_file *f = gguf_open(path, err, sizeof err);
+        const int is_projector = f && gguf_find(f, "clip.projector_type") != NULL;
+        gguf_close(f);
+        if (is_projector) return info_projector(path, json);
     }
     model *m = cli_load_model(path);
     if (!m) return 1;

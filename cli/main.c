@@ -119,7 +119,10 @@ static const char usage_bench[] =
 static const char usage_synth[] =
     "usage: chatfs synth --shape SHAPE --type TYPE --out FILE [--seed S] [-t N] [-q] [--mtp]\n"
     "  A random-weight GGUF of a real model's shape (e.g. --shape qwen3.5-0.8b --type q4_k_m).\n"
-    "  --mtp adds Qwen3.5's multi-token-prediction block (for speculative decoding).\n";
+    "  --mtp adds Qwen3.5's multi-token-prediction block (for speculative decoding).\n"
+    "       chatfs synth --mmproj SHAPE --type TYPE --out FILE [--n-embd N] [--seed S]\n"
+    "  A random-weight vision projector (mmproj) of Qwen3.5's layout (SHAPE tiny or\n"
+    "  qwen3.5-35b-a3b); --n-embd is the text model's embedding width.\n";
 
 static const char usage[] =
     "usage: chatfs COMMAND [options]       (chatfs COMMAND --help for its options)\n"

@@ -6,7 +6,7 @@
 # room: "engine/<room>/<file>". store/ includes of the engine only the port it implements
 # and the hashes (engine/base/hash.h). Prints each offending line; exit status 1 if any.
 # Run from the repository root (make test runs it).
-ORDER="base gguf kernels layers tokenizer grammar toolcall jinja template model arch runtime"
+ORDER="base gguf kernels layers vision tokenizer grammar toolcall jinja template model arch runtime"
 
 rank() {
     i=0

@@ -2,6 +2,8 @@
  * (docs/engine-math.md §10), for benchmarks and tests.
  *
  *   chatfs synth --shape qwen3.5-0.8b --type q8_0 --out FILE [--layers N] [--seed S] [-t N] [--mtp]
+ *   chatfs synth --mmproj tiny --n-embd 64 --type f32 --out FILE     (a vision projector:
+ *                                                                    synth_mmproj.c)
  *
  * --layers N keeps the first N blocks of the shape's layer pattern (for machines that
  * cannot hold a whole mixture-of-experts model): every layer keeps its real size.
@@ -25,6 +27,8 @@
 
 #include "cli/cli.h"
 #include "cli/synth/gguf_write.h"
+#include "cli/synth/random_rows.h"
+#include "cli/synth/synth.h"
 #include "engine/kernels/quant.h"
 #include "engine/base/threadpool.h"
 
@@ -134,61 +138,6 @@ static const struct {
 #define FTYPE_Q4_K_M 15
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 
-/* ---------------------------------------------------------------- values */
-
-enum init_kind { I_NORMAL, I_CONST, I_UNIFORM, I_DT_BIAS, I_A_RANGE_ROW };
-
-typedef struct {
-    int kind;
-    float a, b; /* std; value; [lo, hi) */
-    uint64_t seed;
-} init_spec;
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static double unif(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) * 0x1.0p-53; }
-
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return h;
-}
-
-/* rows of one tensor: a pure function of (seed, name, row) so threads and batches agree */
-static void fill_rows(void *ctx, const char *name, int64_t row0, int64_t n, int64_t len, float *out) {
-    const init_spec *sp = ctx;
-    for (int64_t r = 0; r < n; r++) {
-        uint64_t s = sp->seed ^ hash_name(name) ^ (uint64_t)(row0 + r) * 0xd1342543de82ef95ULL;
-        float *o = out + (size_t)r * (size_t)len;
-        for (int64_t i = 0; i < len; i++) {
-            switch (sp->kind) {
-            case I_NORMAL:
-                if (i + 1 < len) { /* Box-Muller, two values per draw */
-                    double u = unif(&s), v = unif(&s), m = sqrt(-2 * log(u));
-                    o[i] = (float)(m * cos(6.283185307179586 * v)) * sp->a;
-                    o[i + 1] = (float)(m * sin(6.283185307179586 * v)) * sp->a;
-                    i++;
-                } else {
-                    o[i] = (float)(sqrt(-2 * log(unif(&s))) * cos(6.283185307179586 * unif(&s))) * sp->a;
-                }
-                break;
-            case I_CONST: o[i] = sp->a; break;
-            case I_UNIFORM: o[i] = (float)(sp->a + (sp->b - sp->a) * unif(&s)); break;
-            case I_DT_BIAS: { /* inverse softplus of a time step log-uniform in [a, b] */
-                double dt = exp(log(sp->a) + (log(sp->b) - log(sp->a)) * unif(&s));
-                o[i] = (float)(dt + log(-expm1(-dt)));
-                break;
-            }
-            case I_A_RANGE_ROW: o[i] = -(float)(i + 1); break; /* Mamba-1 S4D-real: A[:, n] = -(n+1) */
-            }
-        }
-    }
-}
-
 /* ---------------------------------------------------------------- builder */
 
 typedef struct {
@@ -290,7 +239,7 @@ static void tensor3(builder *b, const char *name, int n_dims, int64_t ne0, int64
     const int64_t ne[3] = {ne0, ne1, ne2};
     const uint32_t t = tensor_type(b, name, n_dims, ne0);
     const uint64_t n = (uint64_t)(ne0 * (n_dims > 1 ? ne1 : 1) * (n_dims > 2 ? ne2 : 1));
-    b->failed |= gguf_w_tensor(b->w, name, t, n_dims, ne, fill_rows, sp) != 0;
+    b->failed |= gguf_w_tensor(b->w, name, t, n_dims, ne, random_rows, sp) != 0;
     b->n_tensors++;
     b->n_params += n;
     b->n_bytes += n / ggml_blck_size(t) * ggml_type_size(t);
@@ -768,13 +717,15 @@ static void usage_lists(void) {
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *shape_name = NULL, *type_name = NULL, *out = NULL;
-    long seed = 1234, threads = 0, layers = 0;
+    const char *shape_name = NULL, *type_name = NULL, *out = NULL, *mmproj = NULL;
+    long seed = 1234, threads = 0, layers = 0, n_embd_text = 0;
     int quiet = 0, mtp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--shape")) shape_name = v, i++;
         else if (!strcmp(a, "--mtp")) mtp = 1;
+        else if (!strcmp(a, "--mmproj")) mmproj = v, i++;
+        else if (!strcmp(a, "--n-embd")) { if (!cli_int(a, v, 1, 1 << 20, &n_embd_text)) return 1; i++; }
         else if (!strcmp(a, "--type")) type_name = v, i++;
         else if (!strcmp(a, "--out")) out = v, i++;
         else if (!strcmp(a, "--seed")) { if (!cli_int(a, v, 0, 0x7fffffffL, &seed)) return 1; i++; }
@@ -789,6 +740,13 @@ int cmd_synth(int argc, char **argv) {
     int ti = -1;
     for (int i = 0; type_name && i < N_TYPES; i++)
         if (!strcasecmp(types[i].name, type_name)) ti = i;
+    if (mmproj && ti >= 0 && out) {
+        if (types[ti].ftype == FTYPE_Q4_K_M) {
+            cli_error("synth: a projector takes one type (f32, f16, bf16, q8_0), not the q4_k_m mix");
+            return 1;
+        }
+        return synth_mmproj(mmproj, types[ti].type, types[ti].name, n_embd_text, seed, out, quiet);
+    }
     if (!c || ti < 0 || !out) {
         cli_error("synth needs --shape SHAPE --type TYPE --out FILE%s", (shape_name && !c) || (type_name && ti < 0) ? " (unknown shape or type)" : "");
         usage_lists();

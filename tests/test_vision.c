@@ -1,0 +1,151 @@
+/* test_vision.c - images into Qwen3.5's vision projector, against llama.cpp's mtmd
+ * (tests/fixtures/vision/, made by its make.sh).
+ *
+ * For each test image (scaled up to the minimum size and padded, scaled down, an extreme
+ * aspect ratio, exactly the position grid's size; PNG with and without alpha, JPEG): the
+ * embeddings' grid is mtmd's, and every value is mtmd's bit for bit (F32 weights, flash
+ * attention off in the encoder, llama.cpp's AVX-512 build), on every kernel path. Then the refusals, each with its
+ * reason: a truncated JPEG, a text file, a PNG header claiming 30000 x 30000 pixels, a
+ * projector of another kind, one with a tensor missing. */
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/synth/gguf_write.h"
+#include "engine/base/threadpool.h"
+#include "engine/kernels/kernels.h"
+#include "engine/vision/image.h"
+#include "engine/vision/projector.h"
+#include "tests/check.h"
+#include "tests/oracle.h"
+
+#define VISION FIXTURES "vision/"
+
+static const char *const images[] = {"grad-97x61.png", "noise-131x91.png", "wide-640x37.jpg", "checks-128x128.png",
+                                     "dots-100x90.png"};
+#define N_IMAGES (int)(sizeof images / sizeof images[0])
+
+static projector *load_projector(const char *path, char *err, size_t errlen) {
+    gguf_file *f = gguf_open(path, err, errlen);
+    return f ? projector_load(f, err, errlen) : NULL;
+}
+
+static int json_grid(const cJSON *j, const char *key) {
+    const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(j, "chunks"), *c;
+    cJSON_ArrayForEach(c, chunks) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+        if (cJSON_IsNumber(v)) return v->valueint;
+    }
+    return -1;
+}
+
+static void against_mtmd(const projector *p, const char *image) {
+    char path[256], base[128];
+    snprintf(base, sizeof base, "%s", image);
+    *strrchr(base, '.') = 0;
+    size_t n_bytes = 0, n_ref = 0;
+    snprintf(path, sizeof path, VISION "%s", image);
+    char *bytes = read_file(path, &n_bytes);
+    snprintf(path, sizeof path, VISION "%s.embd.f32", base);
+    float *ref = (float *)read_file(path, &n_ref);
+    snprintf(path, sizeof path, VISION "%s.json", base);
+    cJSON *j = read_json(path);
+    REQUIRE(bytes && ref && j, "fixtures of %s", image);
+    image_rgb img;
+    char err[256];
+    REQUIRE(image_decode(bytes, n_bytes, &img, err, sizeof err) == 0, "%s: %s", image, err);
+    int tw, th;
+    projector_image_size(p, img.w, img.h, &tw, &th);
+    const int nx = projector_cols(p, tw), ny = projector_rows(p, th);
+    CHECK(nx == json_grid(j, "grid_x") && ny == json_grid(j, "grid_y"), "%s: grid %d x %d, mtmd's %d x %d", image,
+          nx, ny, json_grid(j, "grid_x"), json_grid(j, "grid_y"));
+    const size_t n = (size_t)nx * ny * p->n_embd_out;
+    REQUIRE(n * sizeof(float) == n_ref, "%s: %zu embeddings' values, mtmd wrote %zu", image, n, n_ref / 4);
+    float *out = malloc(n * sizeof(float));
+    REQUIRE(out && projector_encode(p, &img, out) == 0, "encoding %s", image);
+    float worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float d = fabsf(out[i] - ref[i]);
+        if (!(d <= worst)) worst = d, at = i;
+    }
+    CHECK(worst == 0, "%s (%s): embeddings differ by %g at %zu (%g vs %g)", image, kernels_name(), worst, at,
+          out[at], ref[at]);
+    printf("  %-20s %-8s %2d x %-2d tokens, worst difference %.2e\n", image, kernels_name(), nx, ny, worst);
+    free(out), free(ref), free(bytes);
+    image_free(&img);
+    cJSON_Delete(j);
+}
+
+static void refusals(void) {
+    char err[256];
+    image_rgb img;
+    size_t n = 0;
+    char *jpg = read_file(VISION "wide-640x37.jpg", &n);
+    REQUIRE(jpg, "the JPEG fixture");
+    CHECK(image_decode(jpg, n / 2, &img, err, sizeof err) == -1 && strstr(err, "cannot be decoded"),
+          "a truncated JPEG: %s", err);
+    free(jpg);
+    const char text[] = "this is a text file, not a picture\n";
+    CHECK(image_decode(text, sizeof text - 1, &img, err, sizeof err) == -1 && strstr(err, "not an image"),
+          "a text file: %s", err);
+    /* PNG headers of 30000 x 30000 and 9000 x 8000 pixels and nothing after them: refused
+     * from the header (the first by stb_image's own bound), before any pixel is decoded */
+    unsigned char big[33] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                             0, 0, 0x75, 0x30, 0, 0, 0x75, 0x30, 8, 2, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(image_decode(big, sizeof big, &img, err, sizeof err) == -1 && strstr(err, "too large"),
+          "a 30000 x 30000 header: %s", err);
+    big[18] = 0x23, big[19] = 0x28, big[22] = 0x1f, big[23] = 0x40; /* 9000 x 8000 */
+    CHECK(image_decode(big, sizeof big, &img, err, sizeof err) == -1 && strstr(err, "9000 x 8000"),
+          "a 9000 x 8000 header: %s", err);
+    CHECK(load_projector(FIXTURES "qwen35-tiny-f32.gguf", err, sizeof err) == NULL &&
+              strstr(err, "not a vision projector"),
+          "a text model as a projector: %s", err);
+    /* LFM2-VL's projector, and Qwen3.5's metadata without its tensors */
+    char path[] = "/tmp/chatfs-test-vision-XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0, "a temporary file");
+    close(fd);
+    for (int v = 0; v < 2; v++) {
+        gguf_writer *w = gguf_writer_new();
+        const float half[3] = {0.5f, 0.5f, 0.5f};
+        gguf_w_str(w, "clip.projector_type", v ? "qwen3vl_merger" : "lfm2");
+        gguf_w_bool(w, "clip.has_vision_encoder", 1);
+        gguf_w_bool(w, "clip.use_gelu", 1);
+        static const char *const keys[] = {"clip.vision.embedding_length", "clip.vision.feed_forward_length",
+                                           "clip.vision.block_count", "clip.vision.attention.head_count",
+                                           "clip.vision.projection_dim", "clip.vision.patch_size",
+                                           "clip.vision.image_size"};
+        static const uint32_t vals[] = {64, 96, 2, 4, 64, 16, 128};
+        for (int k = 0; k < 7; k++) gguf_w_u32(w, keys[k], vals[k]);
+        gguf_w_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f);
+        gguf_w_arr(w, "clip.vision.image_mean", GGUF_F32, half, 3);
+        gguf_w_arr(w, "clip.vision.image_std", GGUF_F32, half, 3);
+        REQUIRE(gguf_writer_save(w, path, err, sizeof err) == 0, "%s", err);
+        gguf_writer_free(w);
+        projector *p = load_projector(path, err, sizeof err);
+        CHECK(!p && strstr(err, v ? "tensor v.patch_embd.weight is missing" : "projector type 'lfm2' is not one"),
+              "%s: %s", v ? "no tensors" : "another kind", err);
+        projector_free(p);
+    }
+    unlink(path);
+}
+
+int main(void) {
+    pool_set_threads(2);
+    char err[512];
+    projector *p = load_projector(VISION "mmproj-tiny-f32.gguf", err, sizeof err);
+    REQUIRE(p, "%s", err);
+    CHECK(p->n_embd == 64 && p->n_layer == 2 && p->head_dim == 16 && p->grid == 8 && p->n_embd_out == 64,
+          "the tiny projector's shape");
+    const char *const *isa = kernels_available();
+    for (int k = 0; isa[k]; k++) {
+        REQUIRE(kernels_select(isa[k]), "cannot select %s", isa[k]);
+        for (int i = 0; i < N_IMAGES; i++) against_mtmd(p, images[i]);
+    }
+    kernels_select("auto");
+    refusals();
+    projector_free(p);
+    pool_shutdown();
+    return check_report("test_vision");
+}
