@@ -4,7 +4,10 @@
  * For each test image (scaled up to the minimum size and padded, scaled down, an extreme
  * aspect ratio, exactly the position grid's size; PNG with and without alpha, JPEG): the
  * embeddings' grid is mtmd's, and every value is mtmd's bit for bit (F32 weights, flash
- * attention off in the encoder, llama.cpp's AVX-512 build), on every kernel path. Then the refusals, each with its
+ * attention off in the encoder, llama.cpp's AVX-512 build), on every kernel path. Then each
+ * image between two texts through the tiny Qwen3.5 model (its rows with IMROPE positions,
+ * the position counter advanced by max(columns, rows)): the last logits within 1e-4 of
+ * llama.cpp's and its greedy continuation. Then the refusals, each with its
  * reason: a truncated JPEG, a text file, a PNG header claiming 30000 x 30000 pixels, a
  * projector of another kind, one with a tensor missing. */
 #include <math.h>
@@ -18,6 +21,7 @@
 #include "engine/vision/projector.h"
 #include "tests/check.h"
 #include "tests/oracle.h"
+#include "tests/parity.h"
 
 #define VISION FIXTURES "vision/"
 
@@ -74,6 +78,82 @@ static void against_mtmd(const projector *p, const char *image) {
     printf("  %-20s %-8s %2d x %-2d tokens, worst difference %.2e\n", image, kernels_name(), nx, ny, worst);
     free(out), free(ref), free(bytes);
     image_free(&img);
+    cJSON_Delete(j);
+}
+
+/* the ints of chunk `which` (0: before the image, 1: after) of a fixture's JSON */
+static int *json_text_chunk(const cJSON *j, int which, int *n) {
+    const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(j, "chunks"), *c;
+    int k = 0;
+    cJSON_ArrayForEach(c, chunks) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+        if (t && k++ == which) {
+            *n = cJSON_GetArraySize(t);
+            int *ids = malloc(sizeof(int) * (size_t)(*n > 0 ? *n : 1)), i = 0;
+            const cJSON *v;
+            cJSON_ArrayForEach(v, t) ids[i++] = v->valueint;
+            return ids;
+        }
+    }
+    *n = 0;
+    return NULL;
+}
+
+/* [text, image, text] through the tiny Qwen3.5 model, fed as mtmd_helper_eval_chunks
+ * feeds it (one pass per chunk): the last logits within 1e-4 of llama.cpp's and the greedy
+ * continuation identical, the position counter where llama.cpp's n_past is */
+static void text_image_text(const projector *p, const model *m, const char *image) {
+    char path[256], base[128], err[256];
+    snprintf(base, sizeof base, "%s", image);
+    *strrchr(base, '.') = 0;
+    size_t n_bytes = 0, n_ref = 0;
+    snprintf(path, sizeof path, VISION "%s", image);
+    char *bytes = read_file(path, &n_bytes);
+    snprintf(path, sizeof path, VISION "%s.logits.f32", base);
+    float *ref = (float *)read_file(path, &n_ref);
+    snprintf(path, sizeof path, VISION "%s.json", base);
+    cJSON *j = read_json(path);
+    REQUIRE(bytes && ref && j && n_ref == sizeof(float) * (size_t)m->n_vocab, "fixtures of %s", image);
+    int n0, n1, n_greedy;
+    int *t0 = json_text_chunk(j, 0, &n0), *t1 = json_text_chunk(j, 1, &n1), *greedy = json_ints(j, "greedy", &n_greedy);
+    image_rgb img;
+    REQUIRE(t0 && t1 && greedy && image_decode(bytes, n_bytes, &img, err, sizeof err) == 0, "%s", image);
+    int tw, th;
+    projector_image_size(p, img.w, img.h, &tw, &th);
+    const int nx = projector_cols(p, tw), ny = projector_rows(p, th), n_img = nx * ny;
+    float *embd = malloc(sizeof(float) * (size_t)n_img * p->n_embd_out);
+    int *rope_pos = malloc(sizeof(int) * 3 * (size_t)n_img);
+    float *lg = malloc(sizeof(float) * (size_t)m->n_vocab);
+    REQUIRE(embd && rope_pos && lg && projector_encode(p, &img, embd) == 0, "encoding %s", image);
+    seq_state *s = state_new(m, 0);
+    arena a = {0};
+    batch_seq before = {.state = s, .tokens = t0, .n_tokens = n0};
+    REQUIRE(model_forward(m, &before, 1, &a) == 0, "the text before %s", image);
+    /* the image's rows: time at the image's start, height and width by its grid */
+    const int p0 = s->n_past + s->pos_shift;
+    for (int i = 0; i < n_img; i++)
+        rope_pos[3 * i] = p0, rope_pos[3 * i + 1] = p0 + i / nx, rope_pos[3 * i + 2] = p0 + i % nx;
+    batch_seq pic = {.state = s, .n_tokens = n_img, .embd = embd, .rope_pos = rope_pos,
+                     .rope_next = p0 + (nx > ny ? nx : ny)};
+    REQUIRE(model_forward(m, &pic, 1, &a) == 0, "the rows of %s", image);
+    batch_seq after = {.state = s, .tokens = t1, .n_tokens = n1, .logits = 1, .out = lg};
+    REQUIRE(model_forward(m, &after, 1, &a) == 0, "the text after %s", image);
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(j, "n_past");
+    CHECK(cJSON_IsNumber(np) && s->n_past + s->pos_shift == np->valueint, "%s: position %d after the prompt, llama.cpp %d",
+          image, s->n_past + s->pos_shift, cJSON_IsNumber(np) ? np->valueint : -1);
+    float worst = 0;
+    for (int v = 0; v < m->n_vocab; v++) worst = fmaxf(worst, fabsf(lg[v] - ref[v]));
+    CHECK(worst <= 1e-4f, "%s (%s): last logits differ by %g", image, kernels_name(), worst);
+    int *ours = malloc(sizeof(int) * (size_t)n_greedy);
+    parity_greedy(m, s, lg, n_greedy, ours, &a);
+    CHECK(!memcmp(ours, greedy, sizeof(int) * (size_t)n_greedy), "%s (%s): greedy continuation differs", image,
+          kernels_name());
+    printf("  %-20s %-8s [text %d, image %d x %d, text %d]: logits within %.1e, %d greedy tokens equal\n", image,
+           kernels_name(), n0, nx, ny, n1, worst, n_greedy);
+    free(ours), free(embd), free(rope_pos), free(lg), free(t0), free(t1), free(greedy), free(ref), free(bytes);
+    image_free(&img);
+    state_free(s);
+    arena_free(&a);
     cJSON_Delete(j);
 }
 
@@ -143,6 +223,12 @@ int main(void) {
         REQUIRE(kernels_select(isa[k]), "cannot select %s", isa[k]);
         for (int i = 0; i < N_IMAGES; i++) against_mtmd(p, images[i]);
     }
+    model *m = parity_load("qwen35-tiny-f32");
+    for (int k = 0; isa[k]; k++) {
+        REQUIRE(kernels_select(isa[k]), "cannot select %s", isa[k]);
+        for (int i = 0; i < N_IMAGES; i++) text_image_text(p, m, images[i]);
+    }
+    model_free(m);
     kernels_select("auto");
     refusals();
     projector_free(p);

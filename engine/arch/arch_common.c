@@ -312,6 +312,15 @@ int ld_gated_attention_weights(loader *L, attn_layer *at, int i, const qwen35_sh
     ld_matrix(L, &at->wo, 1, s->n_head * hd, E, "blk.%d.attn_output.weight", i);
     at->q_norm = ld_vector(L, 1, hd, "blk.%d.attn_q_norm.weight", i);
     at->k_norm = ld_vector(L, 1, hd, "blk.%d.attn_k_norm.weight", i);
+    /* Qwen3.5's IMROPE sections (Qwen3-Next has none: one position), for image rows */
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", L->m->arch);
+    const gguf_kv *kv = gguf_find(L->m->gguf, key);
+    for (int k = 0; kv && k < 4; k++) {
+        int64_t v = 0;
+        if (!gguf_arr_i64(kv, (uint64_t)k, &v) || v < 0 || v > s->n_rot) return ld_fail(L, "%s is not 4 section sizes", key);
+        at->mrope[k] = (int)v;
+    }
     return !L->failed;
 }
 

@@ -199,7 +199,14 @@ static void prep_rows(void *arg, int ith, int nth) {
         const segment *sg = &j->segs[si];
         const int pos = sg->pos0 + (int)(row - sg->row0);
         float *q = j->Q ? j->Q + (size_t)row * j->q_stride : NULL, *k = j->K + (size_t)row * kvd;
-        if (l->rope != ROPE_NONE) rope_cache(cs, pos, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
+        if (l->rope != ROPE_NONE) {
+            const int *rp = sg->rope_pos ? sg->rope_pos + 3 * (row - sg->row0) : NULL;
+            const int pt = rp ? rp[0] : pos + sg->pos_shift;
+            if (rp && (rp[1] != pt || rp[2] != pt) && (l->mrope[0] || l->mrope[1] || l->mrope[2]))
+                rope_cache_imrope(cs, pt, rp[1], rp[2], l->mrope, l->n_rot, l->rope_base, l->rope_freq_scale);
+            else
+                rope_cache(cs, pt, l->n_rot, l->rope_base, l->rope_freq_scale, l->rope_factors);
+        }
         const size_t q_head = (size_t)hd * (l->gated ? 2 : 1); /* a gated q head is followed by its gate */
         if (q && l->q_norm) rmsnorm_many(q, q, q_head, l->q_norm, l->n_head, hd, l->eps);
         if (l->k_norm) rmsnorm_many(k, k, (size_t)hd, l->k_norm, l->n_head_kv, hd, l->eps);

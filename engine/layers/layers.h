@@ -31,6 +31,10 @@ typedef struct {
     int row0;    /* first activation row of this segment */
     int n;       /* rows (tokens) */
     int pos0;    /* position of the first token = tokens the state has already seen */
+    /* rotary positions: row r turns by pos0 + r + pos_shift, or, when rope_pos is set, by
+     * (time, height, width) = rope_pos[3r .. 3r+2] (an image's rows) */
+    int pos_shift;
+    const int *rope_pos;
     /* Captures: with n_capture > 0, every recurrent layer also writes its conv and ssm
      * state as they stand after rows capture, capture + 1, ..., capture + n_capture - 1
      * (each at least 1 and below n) into capture_rec[0], [1], ... (blobs laid out like
@@ -78,6 +82,12 @@ typedef struct {
     int n_rot;                      /* rotated dims per head (partial rope when < head_dim) */
     float rope_base, rope_freq_scale;
     const float *rope_factors;      /* optional [n_rot/2] divisors of theta (Llama-3) */
+    /* Qwen3.5's interleaved multi-axis rope (IMROPE): pairs sector = i mod (sum of the
+     * sections) turn by the row's height position when sector % 3 == 1 and sector <
+     * 3 mrope[1], its width position when % 3 == 2 and < 3 mrope[2], its time position when
+     * % 3 == 0 and < 3 mrope[0]; all zero: one position. A text row's three are equal,
+     * and so is its rotation to the one-position rope. */
+    int mrope[4];
     float kq_scale;
     float eps;                      /* for q/k norms */
     int kv_slot;                    /* which KV cache of the sequence state */

@@ -441,6 +441,24 @@ void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const
     }
 }
 
+void rope_cache_imrope(float *cs, int t, int h, int w, const int sections[4], int n_rot, float base,
+                       float freq_scale) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int dims = sections[0] + sections[1] + sections[2] + sections[3];
+    float tt = (float)t, th = (float)h, tw = (float)w, te = 0.0f;
+    for (int k = 0; k < n_rot / 2; k++) {
+        const int sector = dims > 0 ? k % dims : 0;
+        float theta = te;
+        if (sector % 3 == 1 && sector < 3 * sections[1]) theta = th;
+        else if (sector % 3 == 2 && sector < 3 * sections[2]) theta = tw;
+        else if (sector % 3 == 0 && sector < 3 * sections[0]) theta = tt;
+        theta = freq_scale * theta;
+        cs[2 * k] = cosf(theta);
+        cs[2 * k + 1] = sinf(theta);
+        tt *= theta_scale, th *= theta_scale, tw *= theta_scale, te *= theta_scale;
+    }
+}
+
 void rope_apply(float *x, int kind, int n_rot, const float *cs) {
     const int half = n_rot / 2;
     for (int k = 0; k < half; k++) {

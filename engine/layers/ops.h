@@ -142,5 +142,10 @@ void rope_apply(float *x, int kind, int n_rot, const float *cs);
 /* cos/sin for position p: theta_k = p * base^(-2k/n_rot) / factor_k, computed by
  * incremental float multiplication like ggml. cs gets n_rot/2 (cos, sin) pairs. */
 void rope_cache(float *cs, int p, int n_rot, float base, float freq_scale, const float *factors);
+/* The same for IMROPE (layers.h attn_layer.mrope) at positions t, h, w: each pair takes
+ * the angle of its sector's position, every angle advanced by the same repeated
+ * multiplication (ggml_mrope_cache_init). */
+void rope_cache_imrope(float *cs, int t, int h, int w, const int sections[4], int n_rot, float base,
+                       float freq_scale);
 
 #endif

@@ -149,7 +149,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0; i < n_seqs; i++) {
         batch_seq *b = &seqs[i];
         if (b->n_tokens <= 0 || b->state->m != m) return -1;
-        for (int t = 0; t < b->n_tokens; t++)
+        if (b->embd && !b->rope_pos) return -1;
+        for (int t = 0; !b->embd && t < b->n_tokens; t++)
             if (b->tokens[t] < 0 || b->tokens[t] >= m->n_vocab) return -1;
         if (state_reserve(b->state, b->state->n_past + b->n_tokens) != 0) return -1;
         N += b->n_tokens;
@@ -165,7 +166,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         const seq_state *s = b->state;
         segs[i] = (segment){.k = s->k, .v = s->v, .k_type = m->kv_k, .v_type = m->kv_v, .rec = s->rec, .rec_slots = m->rec, .row0 = row,
                             .n = b->n_tokens, .pos0 = s->n_past, .capture = n_cap ? b->capture : 0,
-                            .n_capture = n_cap, .capture_rec = b->capture_rec, .keep = logit_rows(b)};
+                            .n_capture = n_cap, .capture_rec = b->capture_rec, .keep = logit_rows(b),
+                            .pos_shift = s->pos_shift, .rope_pos = b->embd ? b->rope_pos : NULL};
         row += b->n_tokens;
     }
     float *h = arena_floats(a, (size_t)N * E), *x = arena_floats(a, (size_t)N * E), *y = arena_floats(a, (size_t)N * E);
@@ -174,6 +176,10 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0; i < n_seqs; i++)
         for (int t = 0; t < seqs[i].n_tokens; t++) {
             float *hr = h + (size_t)(segs[i].row0 + t) * E;
+            if (seqs[i].embd) { /* an image's rows enter unscaled, as llama.cpp's ubatch.embd */
+                memcpy(hr, seqs[i].embd + (size_t)t * E, sizeof(float) * (size_t)E);
+                continue;
+            }
             matrix_get_row(&m->tok_embd, seqs[i].tokens[t], hr);
             if (m->embedding_scale != 1.0f)
                 for (int c = 0; c < E; c++) hr[c] *= m->embedding_scale;
@@ -224,7 +230,11 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
         xo = arena_floats(a, (size_t)n_logit_rows * E);
         rmsnorm_rows(xo, h, m->output_norm, n_logit_rows, E, m->eps);
     }
-    for (int i = 0; i < n_seqs; i++) seqs[i].state->n_past += seqs[i].n_tokens;
+    for (int i = 0; i < n_seqs; i++) {
+        seq_state *s = seqs[i].state;
+        s->n_past += seqs[i].n_tokens;
+        if (seqs[i].embd) s->pos_shift = seqs[i].rope_next - s->n_past;
+    }
 
     if (n_logit_rows > 0) {
         float *lo = arena_floats(a, (size_t)n_logit_rows * m->n_vocab);

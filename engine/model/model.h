@@ -148,6 +148,13 @@ typedef struct {
      * a speculative step rolls back to) */
     int capture, n_capture;
     float *const *capture_rec;
+    /* an image's rows instead of tokens: with embd set, row t is embd[t * n_embd ..] as it
+     * is (a projector's output; tokens is not read), turned by the rotary positions
+     * rope_pos[3t .. 3t+2] (time, height, width; layers.h segment), and the text after it
+     * continues at position rope_next */
+    const float *embd;
+    const int *rope_pos;
+    int rope_next;
 } batch_seq;
 
 /* A block's FFN over `rows` rows of normalised input x into y: the one place that says

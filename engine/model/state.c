@@ -120,6 +120,7 @@ int state_copy(seq_state *dst, const seq_state *src) {
     }
     memcpy(dst->rec, src->rec, src->m->rec_floats * sizeof(float));
     dst->n_past = src->n_past;
+    dst->pos_shift = src->pos_shift;
     return 0;
 }
 
@@ -134,6 +135,7 @@ seq_state *state_clone(const seq_state *src) {
 
 void state_reset(seq_state *s) {
     s->n_past = 0;
+    s->pos_shift = 0;
     memset(s->rec, 0, s->m->rec_floats * sizeof(float));
 }
 

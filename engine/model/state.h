@@ -14,7 +14,11 @@
 
 typedef struct seq_state {
     const model *m;
-    int n_past;      /* tokens consumed */
+    int n_past;      /* tokens consumed (rows of the KV cache) */
+    /* the rotary position of the next text token minus n_past: 0 until an image, whose
+     * rows advance the position by max(columns, rows) rather than by their count
+     * (docs/engine-math.md §13) */
+    int pos_shift;
     int n_ctx;       /* most tokens this sequence may hold */
     int cap;         /* KV rows allocated */
     uint8_t **k, **v; /* [n_slots] -> cap rows of kv_dim values (state_k_row_bytes each) */
