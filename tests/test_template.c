@@ -901,6 +901,36 @@ static void test_boundary_search_cost(void) {
     model_free(m);
 }
 
+/* Images as content parts: Qwen3.5's own template writes its vision markers for each image
+ * before the turn's text, and refuses an image in a system message with its own words. */
+static void test_images(void) {
+    const char *src = llama_src();
+    if (!src) return; /* reported by test_published_against_python */
+    char path[2048], err[256];
+    size_t len;
+    snprintf(path, sizeof path, "%s/models/templates/Qwen3.5-4B.jinja", src);
+    char *text = read_text(path, &len);
+    REQUIRE(text != NULL, "%s", path);
+    model *m = model_load("models/chatfs-default.gguf", err, sizeof err);
+    REQUIRE(m != NULL, "%s", err);
+    chat_template *t = template_new(text, len, m->tok, err, sizeof err);
+    REQUIRE(t != NULL, "Qwen3.5: %s", err);
+    free(text);
+    const chat_msg two[] = {{"user", "What differs between them?", .n_images = 2}};
+    char *out = template_render(t, two, 1, 1, 0, &len, err, sizeof err);
+    CHECK(out && strstr(out, "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
+                             "<|vision_start|><|image_pad|><|vision_end|>What differs between them?<|im_end|>"),
+          "two images before the text: %s", out ? out : err);
+    free(out);
+    const chat_msg sys[] = {{"system", "Look.", .n_images = 1}, {"user", "Hi"}};
+    out = template_render(t, sys, 2, 1, 0, &len, err, sizeof err);
+    CHECK(!out && strstr(err, "System message cannot contain images."), "an image in a system message: %s",
+          out ? out : err);
+    free(out);
+    template_unref(t);
+    model_free(m);
+}
+
 int main(void) {
     test_chatml();
     test_qwen2();
@@ -918,5 +948,6 @@ int main(void) {
     test_published_against_python();
     test_threads();
     test_boundary_search_cost();
+    test_images();
     return check_report("test_template");
 }

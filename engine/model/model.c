@@ -149,7 +149,8 @@ int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     for (int i = 0; i < n_seqs; i++) {
         batch_seq *b = &seqs[i];
         if (b->n_tokens <= 0 || b->state->m != m) return -1;
-        if (b->embd && !b->rope_pos) return -1;
+        /* the MTP head's catch-up reads each row's token, which an image's rows have not */
+        if (b->embd && (!b->rope_pos || m->mtp_on)) return -1;
         for (int t = 0; !b->embd && t < b->n_tokens; t++)
             if (b->tokens[t] < 0 || b->tokens[t] >= m->n_vocab) return -1;
         if (state_reserve(b->state, b->state->n_past + b->n_tokens) != 0) return -1;

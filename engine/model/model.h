@@ -151,7 +151,8 @@ typedef struct {
     /* an image's rows instead of tokens: with embd set, row t is embd[t * n_embd ..] as it
      * is (a projector's output; tokens is not read), turned by the rotary positions
      * rope_pos[3t .. 3t+2] (time, height, width; layers.h segment), and the text after it
-     * continues at position rope_next */
+     * continues at position rope_next. Refused (-1) while the MTP head is on (mtp_on): its
+     * catch-up embeds each row's token */
     const float *embd;
     const int *rope_pos;
     int rope_next;

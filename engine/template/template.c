@@ -189,7 +189,19 @@ static cJSON *variables(const chat_template *t, const chat_msg *msgs, int n, con
         cJSON *m = cJSON_CreateObject();
         if (m && !cJSON_AddItemToArray(list, m)) cJSON_Delete(m), m = NULL;
         ok = m && cJSON_AddItemToObject(m, "role", cJSON_CreateStringReference(msgs[i].role));
-        ok = ok && cJSON_AddItemToObject(m, "content", cJSON_CreateStringReference(msgs[i].content ? msgs[i].content : ""));
+        if (ok && msgs[i].n_images > 0) { /* content parts: the images, then the text */
+            cJSON *parts = cJSON_AddArrayToObject(m, "content"), *part;
+            ok = parts != NULL;
+            for (int k = 0; ok && k <= msgs[i].n_images; k++) {
+                ok = (part = cJSON_CreateObject()) && cJSON_AddItemToArray(parts, part);
+                if (ok && k < msgs[i].n_images) ok = cJSON_AddStringToObject(part, "type", "image") != NULL;
+                else if (ok)
+                    ok = cJSON_AddStringToObject(part, "type", "text") &&
+                         cJSON_AddItemToObject(part, "text", cJSON_CreateStringReference(msgs[i].content ? msgs[i].content : ""));
+            }
+        } else {
+            ok = ok && cJSON_AddItemToObject(m, "content", cJSON_CreateStringReference(msgs[i].content ? msgs[i].content : ""));
+        }
         if (ok && msgs[i].reasoning_content && *msgs[i].reasoning_content)
             ok = cJSON_AddItemToObject(m, "reasoning_content", cJSON_CreateStringReference(msgs[i].reasoning_content));
         if (ok && msgs[i].tool_calls && *msgs[i].tool_calls) {

@@ -27,6 +27,10 @@ typedef struct {
                                       text (each {"id", "type", "function": {"name", "arguments"}}),
                                       NULL or empty: none */
     const char *tool_call_id;      /* a tool turn's answer to this call id; NULL: none */
+    int n_images;                  /* images the turn carries before its text: its content goes to
+                                      the template as parts, n_images {"type": "image"} then
+                                      {"type": "text", "text": content} (Qwen3.5's template writes
+                                      <|vision_start|><|image_pad|><|vision_end|> for each) */
 } chat_msg;
 
 /* A compiled template: read-only, so any number of threads may render it at once, and
