@@ -330,7 +330,8 @@ fuzz-smoke: $(FUZZ_BIN) $(FUZZ_FS_BIN) $(FUZZ_JINJA_BIN) $(FUZZ_TC_BIN) fuzz-jin
 	    { tail -n 40 build-fuzz/fuzz_toolcall.log; exit 1; }
 	@grep -E '^(#[0-9]+[[:space:]]+DONE|Done )' build-fuzz/fuzz_toolcall.log
 
-bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUILD)/bench/spec_heldout
+bench: chatfs $(BUILD)/bench/cache_bench $(BUILD)/bench/concurrency_bench $(BUILD)/bench/spec_heldout \
+       $(BUILD)/bench/vision_bench
 	BUILD=$(BUILD) bench/run.sh
 
 # The benchmark programs: bench/cache_bench.c (bench/cache.sh: cold, warm and

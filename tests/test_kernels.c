@@ -588,8 +588,8 @@ static void wsum_whole(float *o, const float *V, size_t stride, const float *p, 
 
 static void case_wsum(float *out, size_t *n) {
     size_t k = 0;
-    const int hds[] = {256, 64, 20};
-    for (size_t h = 0; h < 3; h++)
+    const int hds[] = {256, 64, 72, 20};
+    for (size_t h = 0; h < 4; h++)
         for (int len = 1; len <= 40; len += 3) {
             wsum_whole(out + k, vx, 300, vg, len, hds[h]);
             k += (size_t)hds[h];
@@ -626,8 +626,8 @@ static void case_wsum_pieces(float *out, size_t *n) {
 
 static void case_scores(float *out, size_t *n) {
     size_t k = 0;
-    const int hds[] = {256, 128, 64, 20, 96};
-    for (size_t h = 0; h < 5; h++)
+    const int hds[] = {256, 128, 64, 20, 96, 72, 200};
+    for (size_t h = 0; h < 7; h++)
         for (int len = 1; len <= 70; len += 3) {
             attn_scores(out + k, vx, 260, vg + 7, len, hds[h], 0.0625f);
             k += (size_t)len;
@@ -698,10 +698,10 @@ static void case_scores_multi(float *out, size_t *n) {
  * partial sums of the first), for 1..8 pairs */
 static void case_wsum_multi(float *out, size_t *n) {
     size_t k = 0;
-    const int hds[] = {256, 128, 64, 48, 20};
+    const int hds[] = {256, 128, 72, 64, 48, 40, 20};
     const size_t accn = ATTN_ACC_FLOATS(256);
     float *acc = malloc(sizeof(float) * accn * 9), *one = acc + 8 * accn;
-    for (size_t h = 0; h < 5; h++)
+    for (size_t h = 0; h < 7; h++)
         for (size_t li = 0; li < sizeof multi_lens / sizeof *multi_lens; li++)
             for (int np = 1; np <= 8; np++) {
                 const int len = multi_lens[li], hd = hds[h];
@@ -830,7 +830,7 @@ static void test_ops(void) {
     compare_isas("an F16 cache row", case_kv_f16, 1003);
     compare_isas("attn_wsum_acc/attn_wsum_finish", case_wsum_pieces, 20000);
     compare_isas("attn_scores_multi", case_scores_multi, 40000);
-    compare_isas("attn_wsum_acc_multi", case_wsum_multi, 140000);
+    compare_isas("attn_wsum_acc_multi", case_wsum_multi, 200000);
     compare_isas("conv_step/conv_causal", case_conv, 12000);
     compare_isas("ssm_scan_row", case_scan, 3000);
     compare_isas("ssm_scan1", case_scan1, 3 * (40 * 16 + 40) + 3 * (40 * 5 + 40));

@@ -278,7 +278,7 @@ void attn_scores_lanes(float *s, const float *K, size_t stride, const float *q, 
 
 void attn_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     const layer_simd *ko = layer_simd_active();
-    if (ko->wsum_acc && hd % 16 == 0) {
+    if (ko->wsum_acc && hd % 8 == 0) {
         ko->wsum_acc(acc, V, stride, p, n, hd);
         return;
     }
@@ -301,7 +301,7 @@ void attn_scores_multi(float *const *s, const float *K, size_t stride, const flo
 void attn_wsum_acc_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                          int hd) {
     const layer_simd *ko = layer_simd_active();
-    if (ko->wsum_multi && hd % 16 == 0) {
+    if (ko->wsum_multi && hd % 8 == 0) {
         ko->wsum_multi(acc, V, stride, p, np, n, hd);
         return;
     }

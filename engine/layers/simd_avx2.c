@@ -139,7 +139,7 @@ static float op_scan_row(float *s, const float *B, const float *C, float dA, flo
     return ssm_scan_tail(sum, s, B, C, dA, x_dt, np, n);
 }
 
-/* attn_wsum_acc for hd % 16 == 0: per 8 columns and 8 of the 16 partial sums at a time */
+/* attn_wsum_acc for hd % 8 == 0: per 8 columns and 8 of the 16 partial sums at a time */
 static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
     for (int c0 = 0; c0 < hd; c0 += 8) {
         float *A = acc + (size_t)(c0 / 16) * 256 + c0 % 16;

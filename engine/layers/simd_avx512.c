@@ -98,12 +98,14 @@ static double op_softmax_exp(float *y, const float *x, float max, int n) {
     return sum;
 }
 
-/* dot_ggml16 of q with n rows of K, for head_dim 64/128/256: q stays in registers and two
- * rows go at once (the same fused multiply-adds per row as dot_ggml16) */
+/* dot_ggml16 of q with n rows of K, for head_dim 64 <= hd < 320: q's whole blocks of 64
+ * stay in registers and two rows go at once (the same fused multiply-adds per row as
+ * dot_ggml16), then each row's remainder (none for 64/128/256; a vision head's 72: 8) */
 INLINE void scores_hd(float *s, const float *K, size_t stride, const float *q, int n, const int hd, float scale) {
-    __m512 qq[16];
+    const int nb = (hd & ~63) / 16;
+    __m512 qq[16] = {0}; /* the first nb are used */
     #pragma GCC unroll 16
-    for (int j = 0; j < hd / 16; j++) qq[j] = _mm512_loadu_ps(q + 16 * j);
+    for (int j = 0; j < nb; j++) qq[j] = _mm512_loadu_ps(q + 16 * j);
     int i = 0;
     for (; i + 2 <= n; i += 2) {
         const float *k0 = K + (size_t)i * stride, *k1 = k0 + stride;
@@ -111,20 +113,45 @@ INLINE void scores_hd(float *s, const float *K, size_t stride, const float *q, i
         #pragma GCC unroll 16
         for (int j = 0; j < 4; j++) a[0][j] = a[1][j] = _mm512_setzero_ps();
         #pragma GCC unroll 16
-        for (int j = 0; j < hd / 16; j++) {
+        for (int j = 0; j < nb; j++) {
             a[0][j % 4] = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * j), qq[j], a[0][j % 4]);
             a[1][j % 4] = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * j), qq[j], a[1][j % 4]);
         }
-        s[i] = reduce16(_mm512_add_ps(_mm512_add_ps(a[0][0], a[0][2]), _mm512_add_ps(a[0][1], a[0][3]))) * scale;
-        s[i + 1] = reduce16(_mm512_add_ps(_mm512_add_ps(a[1][0], a[1][2]), _mm512_add_ps(a[1][1], a[1][3]))) * scale;
+        const float d0 = reduce16(_mm512_add_ps(_mm512_add_ps(a[0][0], a[0][2]), _mm512_add_ps(a[0][1], a[0][3])));
+        const float d1 = reduce16(_mm512_add_ps(_mm512_add_ps(a[1][0], a[1][2]), _mm512_add_ps(a[1][1], a[1][3])));
+        s[i] = dot_ggml_tail(d0, k0, q, 16 * nb, hd) * scale;
+        s[i + 1] = dot_ggml_tail(d1, k1, q, 16 * nb, hd) * scale;
     }
     for (; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
 }
 
-/* attn_wsum_acc for hd % 16 == 0: per block of 16 columns the 16 partial sums live in
+/* The last 8 columns of a head of 16k + 8 (a vision encoder's 72): the 16 partial sums of
+ * each in half vectors, the same chains of fused multiply-adds as a whole block's */
+static void wsum_tail8(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    float *A = acc + (size_t)(hd / 16) * 256;
+    const float *v = V + (hd & ~15);
+    __m256 a[16];
+    #pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) a[k] = _mm256_loadu_ps(A + 16 * k);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        #pragma GCC unroll 16
+        for (int k = 0; k < 16; k++)
+            a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)(i + k) * stride), _mm256_set1_ps(p[i + k]), a[k]);
+    #pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) _mm256_storeu_ps(A + 16 * k, a[k]);
+    for (; i < n; i++) {
+        float *ak = A + 16 * (i % 16);
+        _mm256_storeu_ps(ak, _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)i * stride), _mm256_set1_ps(p[i]),
+                                             _mm256_loadu_ps(ak)));
+    }
+}
+
+/* attn_wsum_acc for hd % 8 == 0: per block of 16 columns the 16 partial sums live in
  * registers while the rows pass (the rows come from L2: the caller walks the cache in
- * blocks that every head and token of a KV group shares) */
+ * blocks that every head and token of a KV group shares); 8 columns left: wsum_tail8 */
 static void op_wsum_acc(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
+    if (hd % 16) wsum_tail8(acc, V, stride, p, n, hd);
     for (int cb = 0; cb < hd / 16; cb++) {
         float *A = acc + (size_t)cb * 256;
         const float *v = V + 16 * cb;
@@ -152,6 +179,10 @@ static void op_scores(float *s, const float *K, size_t stride, const float *q, i
     case 128: scores_hd(s, K, stride, q, n, 128, scale); return;
     case 256: scores_hd(s, K, stride, q, n, 256, scale); return;
     default:
+        if (hd >= 64 && hd < 320) {
+            scores_hd(s, K, stride, q, n, hd, scale);
+            return;
+        }
         for (int i = 0; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
     }
 }
@@ -293,9 +324,9 @@ INLINE void wsum_cols(float *const *acc, const float *V, size_t stride, const fl
         default: wsum_cols(acc + u, V, stride, p + u, n, cb, 4, NC); break;                                            \
         }
 
-/* attn_wsum_acc_multi for hd % 16 == 0: by 64 columns (then 16), and within them by 4
+/* attn_wsum_acc_multi for hd % 8 == 0: by 64 columns (then 16), and within them by 4
  * pairs, so that those columns of the block's rows (32 KB for 128 rows) stay in L1 while
- * every pair reads them */
+ * every pair reads them; 8 columns left: wsum_tail8 per pair */
 static void op_wsum_multi(float *const *acc, const float *V, size_t stride, const float *const *p, int np, int n,
                           int hd) {
     if (np % 4 == 1) { /* a pair alone: op_wsum_acc keeps all 16 partial sums in registers */
@@ -305,6 +336,7 @@ static void op_wsum_multi(float *const *acc, const float *V, size_t stride, cons
     int cb = 0;
     for (; cb + 4 <= hd / 16; cb += 4) WSUM_PAIRS(4)
     for (; cb < hd / 16; cb++) WSUM_PAIRS(1)
+    for (int u = 0; hd % 16 && u < np; u++) wsum_tail8(acc[u], V, stride, p[u], n, hd);
 }
 
 /* the delta rule, one row of S at a time; for d_k = 128 the row, k and q live in registers */

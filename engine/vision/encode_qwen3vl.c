@@ -48,13 +48,16 @@ static void patch_pixels(const grid *g, const float *planes, int W, int H, float
  * ggml_vec_dot_f32 (dot_ggml); the second goes to tinyBLAS (16 lanes of fused
  * multiply-adds, reduced as _mm512_reduce_add_ps: attn_wsum_acc) when the patch count is
  * a multiple of 16, else to ggml_vec_dot_f32 as well, over V transposed. */
+#define QUERIES 16  /* queries of one head that walk the keys together */
+#define KEY_BLOCK 128 /* keys per block: a head's block of K (or V) rows stays in L2 */
+
 typedef struct {
     const projector *p;
     const float *qkv; /* n rows of Q | K | V, rotated */
     float *vt;        /* V transposed per head (n_head x head_dim rows of n), when n % 16 */
     float *out;       /* n rows of n_embd */
     int n;
-    float *scratch;   /* per chunk: n scores + the weighted sum's partial sums */
+    float *scratch;   /* per thread: QUERIES x n scores + their weighted sums' partial sums */
     size_t scratch_floats;
 } attn_job;
 
@@ -67,31 +70,60 @@ static void transpose_v(void *ctx, int ith, int nth) {
         for (int t = 0; t < j->n; t++) j->vt[(size_t)c * j->n + t] = j->qkv[(size_t)t * 3 * E + 2 * E + c];
 }
 
+/* One head's queries [t0, t1) against every key, a block of keys at a time for all of
+ * them (the multi-pair kernels load each K and V row once for the group); each query's
+ * sums are the one-query sums, in the same order. */
+static void attend_queries(const attn_job *j, int h, int t0, int t1, float *scratch) {
+    const projector *p = j->p;
+    const int d = p->head_dim, E = p->n_embd, nq = t1 - t0, n = j->n;
+    const size_t stride = (size_t)3 * E, accn = ATTN_ACC_FLOATS(d);
+    const float scale = 1.0f / sqrtf((float)d);
+    const float *K = j->qkv + E + (size_t)h * d, *V = j->qkv + 2 * E + (size_t)h * d;
+    float *s[QUERIES], *acc[QUERIES];
+    const float *q[QUERIES], *w[QUERIES];
+    for (int k = 0; k < nq; k++) {
+        s[k] = scratch + (size_t)k * n;
+        acc[k] = scratch + (size_t)QUERIES * n + (size_t)k * accn;
+    }
+    for (int i0 = 0; i0 < n; i0 += KEY_BLOCK) {
+        const int cnt = n - i0 < KEY_BLOCK ? n - i0 : KEY_BLOCK;
+        float *sb[QUERIES];
+        for (int k = 0; k < nq; k++) {
+            q[k] = j->qkv + (size_t)(t0 + k) * stride + (size_t)h * d;
+            sb[k] = s[k] + i0;
+        }
+        attn_scores_multi(sb, K + (size_t)i0 * stride, stride, q, nq, cnt, d, scale);
+    }
+    for (int k = 0; k < nq; k++) {
+        float max = -INFINITY;
+        for (int i = 0; i < n; i++) max = s[k][i] > max ? s[k][i] : max;
+        const float inv = (float)(1.0 / vec_softmax_exp(s[k], s[k], max, n));
+        for (int i = 0; i < n; i++) s[k][i] *= inv;
+    }
+    if (j->vt) {
+        for (int k = 0; k < nq; k++) {
+            float *o = j->out + (size_t)(t0 + k) * E + (size_t)h * d;
+            for (int c = 0; c < d; c++) o[c] = dot_ggml(j->vt + (size_t)(h * d + c) * n, s[k], n);
+        }
+        return;
+    }
+    for (int k = 0; k < nq; k++) memset(acc[k], 0, sizeof(float) * accn);
+    for (int i0 = 0; i0 < n; i0 += KEY_BLOCK) {
+        const int cnt = n - i0 < KEY_BLOCK ? n - i0 : KEY_BLOCK;
+        for (int k = 0; k < nq; k++) w[k] = s[k] + i0;
+        attn_wsum_acc_multi(acc, V + (size_t)i0 * stride, stride, w, nq, cnt, d);
+    }
+    for (int k = 0; k < nq; k++) attn_wsum_finish(j->out + (size_t)(t0 + k) * E + (size_t)h * d, acc[k], d);
+}
+
 static void attn_chunk(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
-    const projector *p = j->p;
-    const int d = p->head_dim, E = p->n_embd;
-    const size_t stride = (size_t)3 * E;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *s = j->scratch + (size_t)ith * j->scratch_floats, *acc = s + j->n;
+    const int groups = (j->n + QUERIES - 1) / QUERIES;
     long b, e;
-    pool_split((long)j->n * p->n_head, ith, nth, 1, &b, &e);
+    pool_split((long)groups * j->p->n_head, ith, nth, 1, &b, &e);
     for (long w = b; w < e; w++) {
-        const int h = (int)(w / j->n), t = (int)(w % j->n);
-        const float *q = j->qkv + (size_t)t * stride + (size_t)h * d, *k = j->qkv + E + (size_t)h * d;
-        attn_scores(s, k, stride, q, j->n, d, scale);
-        float max = -INFINITY;
-        for (int i = 0; i < j->n; i++) max = s[i] > max ? s[i] : max;
-        const float inv = (float)(1.0 / vec_softmax_exp(s, s, max, j->n));
-        for (int i = 0; i < j->n; i++) s[i] *= inv;
-        float *o = j->out + (size_t)t * E + (size_t)h * d;
-        if (j->vt) {
-            for (int c = 0; c < d; c++) o[c] = dot_ggml(j->vt + (size_t)(h * d + c) * j->n, s, j->n);
-        } else {
-            memset(acc, 0, sizeof(float) * ATTN_ACC_FLOATS(d));
-            attn_wsum_acc(acc, j->qkv + 2 * E + (size_t)h * d, stride, s, j->n, d);
-            attn_wsum_finish(o, acc, d);
-        }
+        const int h = (int)(w / groups), t0 = (int)(w % groups) * QUERIES;
+        attend_queries(j, h, t0, t0 + QUERIES < j->n ? t0 + QUERIES : j->n, j->scratch + (size_t)ith * j->scratch_floats);
     }
 }
 
@@ -162,7 +194,7 @@ int projector_encode(const projector *p, const image_rgb *src, float *out) {
     grid g = {p, W / P, H / P};
     const int n = g.nx * g.ny, M = E * 4;
     const int threads = pool_threads();
-    const size_t scratch_floats = (size_t)n + ATTN_ACC_FLOATS(p->head_dim) + 16;
+    const size_t scratch_floats = (size_t)QUERIES * (n + ATTN_ACC_FLOATS(p->head_dim)) + 16;
     float *planes = malloc(sizeof(float) * (size_t)W * H * 3);
     float *X = malloc(sizeof(float) * (size_t)n * (size_t)(3 * P * P > FF ? 3 * P * P : FF));
     float *x = malloc(sizeof(float) * (size_t)n * E), *y = malloc(sizeof(float) * (size_t)n * E);

@@ -2,7 +2,7 @@
  *
  *   mtmd_ref MODEL MMPROJ IMAGE [-t N] [--fa on|off] [--embd OUT.f32]
  *            [-p "text <__media__> text"] [--logits OUT.f32] [-n N] [--pixels OUT.rgb]
- *            [--dump TENSOR=OUT.f32]
+ *            [--dump TENSOR=OUT.f32] [--reps R]
  *
  * Loads the text model and its projector with llama.cpp's mtmd library (built by
  * mtmd-ref.sh from the release tools/llama-cpp-src.sh extracts), decodes IMAGE the way
@@ -12,7 +12,8 @@
  * projector's output (n_tokens x n_embd floats, a row per image token), --logits the
  * last prompt position's logits. The KV cache is F32, so the comparison needs no
  * cache-type tolerance. Not part of chatfs: the tests read only the files it wrote
- * (tests/fixtures/vision/make.sh).
+ * (tests/fixtures/vision/make.sh). --reps R times the image's encode R times
+ * (bench/vision.sh).
  */
 #include "llama.h"
 #include "mtmd.h"
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
     }
     const char *model_path = argv[1], *mmproj_path = argv[2], *image_path = argv[3];
     const char *embd_out = NULL, *logits_out = NULL, *prompt = NULL, *pixels_out = NULL;
-    int threads = 2, n_gen = 0, fa = 0;
+    int threads = 2, n_gen = 0, fa = 0, reps = 0;
     for (int i = 4; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--fa")) fa = !strcmp(argv[i + 1], "on");
@@ -81,6 +82,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "-p")) prompt = argv[i + 1];
         else if (!strcmp(argv[i], "-n")) n_gen = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else { fprintf(stderr, "mtmd_ref: unknown option %s\n", argv[i]); return 2; }
     }
     llama_log_set(quiet, NULL);
@@ -134,6 +136,7 @@ int main(int argc, char **argv) {
     if (rc != 0) { fprintf(stderr, "mtmd_ref: mtmd_tokenize failed (%d)\n", rc); return 1; }
 
     const int n_embd = llama_model_n_embd_inp(model);
+    double encode_ms = -1;
     printf("{\"image_nx\":%u,\"image_ny\":%u,\"chunks\":[", mtmd_bitmap_get_nx(bw.bitmap),
            mtmd_bitmap_get_ny(bw.bitmap));
     for (size_t c = 0; c < mtmd_input_chunks_size(chunks); c++) {
@@ -157,8 +160,22 @@ int main(int argc, char **argv) {
             if (mtmd_encode_chunk(mctx, ch) != 0) { fprintf(stderr, "mtmd_ref: encode failed\n"); return 1; }
             if (write_floats(embd_out, mtmd_get_output_embd(mctx), n_tok * (size_t)n_embd)) return 1;
         }
+        /* --reps R: the encode timed R times (preprocessing included, as the bitmap is
+         * resized and normalised inside mtmd_encode_chunk's preparation), the median */
+        double ms[64];
+        int nr = reps < 64 ? reps : 64;
+        for (int r = 0; r < nr; r++) {
+            const int64_t t0 = ggml_time_us();
+            if (mtmd_encode_chunk(mctx, ch) != 0) { fprintf(stderr, "mtmd_ref: encode failed\n"); return 1; }
+            ms[r] = (double)(ggml_time_us() - t0) / 1e3;
+        }
+        for (int a = 0; a < nr; a++)
+            for (int b = a + 1; b < nr; b++)
+                if (ms[b] < ms[a]) { double t = ms[a]; ms[a] = ms[b]; ms[b] = t; }
+        if (nr > 0) encode_ms = ms[nr / 2];
     }
     printf("]");
+    if (encode_ms >= 0) printf(",\"encode_ms\":%.1f", encode_ms);
 
     llama_pos n_past = 0;
     if (prompt) {
