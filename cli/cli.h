@@ -22,6 +22,8 @@ int cli_force_template(model *m, const char *name);
 int cli_speculation(model *m, long *draft);
 /* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
 char *cli_text_arg(const char *arg);
+/* A whole file, NUL-terminated, its size in *len (may be NULL); NULL after printing why. */
+char *cli_read_file(const char *path, size_t *len);
 /* --grammar-file GBNF or --json-schema SCHEMA (one of them non-NULL): the grammar
  * compiled (a schema converted first, engine/grammar/json_schema.h), and in *compile_ms
  * (may be NULL) the time that took. NULL after printing the reason. */

@@ -14,13 +14,18 @@
  * grammar (engine/grammar/grammar.h): every token it does not allow is masked before
  * sampling, and the run ends at the end-of-generation token, which comes only where the
  * grammar may end; it decodes one token a step (drafts are not checked against a grammar).
- * --json-schema FILE does the same with the grammar of a JSON schema. */
+ * --json-schema FILE does the same with the grammar of a JSON schema.
+ * --image FILE (up to RUN_MAX_IMAGES) puts images into the prompt through the vision
+ * projector --mmproj FILE (else the one mmproj*.gguf beside the model), as llama-mtmd-cli
+ * does: in a raw prompt each <__media__> marks an image's place; with --chat the images go
+ * before the message's text (run_images.c). --ids then shows an image as [image NxM]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/run_images.h"
 #include "engine/runtime/chat.h"
 #include "engine/base/threadpool.h"
 #include "engine/grammar/grammar.h"
@@ -90,7 +95,9 @@ int cmd_run(int argc, char **argv) {
     long n_gen = 16, threads = 0, seed = 0, ctx = 0, draft = -1, draft_vocab = 0;
     double temp = 0;
     int chat = 0, stop = 0, ids = 0, stats = 0, is_k;
-    const char *ctk = NULL, *ctv = NULL;
+    const char *ctk = NULL, *ctv = NULL, *mmproj = NULL;
+    char *images[RUN_MAX_IMAGES];
+    int n_images = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) model_path = v, i++;
@@ -108,6 +115,14 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--json-schema") && v) schema_file = v, i++;
         else if (!strcmp(a, "--template") && v) force = v, i++;
         else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--mmproj") && v) mmproj = v, i++;
+        else if (!strcmp(a, "--image") && v) {
+            if (n_images == RUN_MAX_IMAGES) {
+                cli_error("run: at most %d images", RUN_MAX_IMAGES);
+                return 1;
+            }
+            images[n_images++] = (char *)v, i++;
+        }
         else if (!strcmp(a, "--stop")) stop = 1;
         else if (!strcmp(a, "--ids")) ids = 1;
         else if (!strcmp(a, "--stats")) stats = 1;
@@ -163,9 +178,25 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
     mtp_set_draft_vocab(m, (int)draft_vocab);
+    projector *proj = NULL;
+    if (n_images && (draft > 0 || gm)) {
+        cli_error("run: --image decodes plainly: no --draft or grammar with it yet");
+        goto early_out;
+    }
+    if (n_images && !(proj = run_images_projector(mmproj, model_path, m))) goto early_out;
     size_t len = strlen(text);
+    if (n_images && !chat) { /* <__media__> marks each image's place, as in llama-mtmd-cli */
+        char *marked = run_images_mark(text);
+        if (!marked) {
+            cli_error("out of memory");
+            goto early_out;
+        }
+        free(text);
+        text = marked;
+        len = strlen(text);
+    }
     if (chat) {
-        chat_msg msg = {"user", text, NULL};
+        chat_msg msg = {"user", text, NULL, .n_images = n_images};
         char err[512];
         char *r = m->tmpl ? template_render(m->tmpl, &msg, 1, 1, 1, &len, err, sizeof err) : NULL;
         if (!r) {
@@ -178,7 +209,8 @@ int cmd_run(int argc, char **argv) {
         text = r;
     }
     int *prompt = NULL;
-    int n_prompt = tokenizer_encode(m->tok, text, len, 1, 1, &prompt);
+    int n_prompt = n_images ? 1 : tokenizer_encode(m->tok, text, len, 1, 1, &prompt);
+    strbuf ids_line = {0};
     int rc = 1;
     seq_state *s = state_new(m, ctx > 0 && ctx < m->n_ctx_train ? (int)ctx : engine_default_context(m));
     float *logits = malloc((size_t)m->n_vocab * sizeof *logits);
@@ -208,7 +240,9 @@ int cmd_run(int argc, char **argv) {
         cli_error("the prompt has %d tokens, more than the context of %d", n_prompt, s->n_ctx);
         goto out;
     }
-    if (model_prefill(m, s, prompt, n_prompt, 0, logits, &a) != 0) {
+    if (n_images) {
+        if (run_images_prefill(m, s, proj, text, images, n_images, logits, &a, ids ? &ids_line : NULL) != 0) goto out;
+    } else if (model_prefill(m, s, prompt, n_prompt, 0, logits, &a) != 0) {
         cli_error("prefill failed");
         goto out;
     }
@@ -277,7 +311,12 @@ int cmd_run(int argc, char **argv) {
         }
     }
     const double dt = now_s() - t0;
-    if (ids) {
+    if (ids && n_images) {
+        char *line = strbuf_take(&ids_line);
+        printf("prompt:%s\n", line ? line : "");
+        free(line);
+        print_ids("generated", gen, n_out);
+    } else if (ids) {
         print_ids("prompt", prompt, n_prompt);
         print_ids("generated", gen, n_out);
     } else {
@@ -304,7 +343,17 @@ out:
     free(logits);
     free(prompt);
     free(text);
+    strbuf_free(&ids_line);
     state_free(s);
+    projector_free(proj);
     model_free(m);
     return rc;
+early_out:
+    projector_free(proj);
+    grammar_matcher_free(gm);
+    grammar_vocab_free(gv);
+    grammar_free(gr);
+    free(text);
+    model_free(m);
+    return 1;
 }

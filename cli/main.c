@@ -181,11 +181,10 @@ int cli_force_template(model *m, const char *name) {
     return 1;
 }
 
-char *cli_text_arg(const char *arg) {
-    if (arg[0] != '@') return strdup(arg);
-    FILE *f = fopen(arg + 1, "rb");
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        cli_error("%s: %s", arg + 1, strerror(errno));
+        cli_error("%s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 4096, n = 0;
@@ -194,20 +193,22 @@ char *cli_text_arg(const char *arg) {
         n += k;
         if (cap - n - 1 == 0) {
             char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-            }
+            if (!b) free(buf);
             buf = b;
         }
     }
     fclose(f);
     if (!buf) {
-        cli_error("out of memory reading %s", arg + 1);
+        cli_error("out of memory reading %s", path);
         return NULL;
     }
     buf[n] = 0;
+    if (len) *len = n;
     return buf;
+}
+
+char *cli_text_arg(const char *arg) {
+    return arg[0] == '@' ? cli_read_file(arg + 1, NULL) : strdup(arg);
 }
 
 grammar *cli_load_grammar(const char *grammar_file, const char *schema_file, double *compile_ms) {
