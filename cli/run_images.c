@@ -89,13 +89,12 @@ static int feed_image(const model *m, seq_state *s, const projector *p, const im
     float *embd = malloc(sizeof(float) * (size_t)n * p->n_embd_out);
     int *pos = malloc(sizeof(int) * 3 * (size_t)n), rc = -1;
     if (embd && pos && projector_encode(p, img, embd) == 0) {
-        const int p0 = s->n_past + s->pos_shift;
-        for (int i = 0; i < n; i++) pos[3 * i] = p0, pos[3 * i + 1] = p0 + i / nx, pos[3 * i + 2] = p0 + i % nx;
+        const int next = model_image_positions(s->n_past + s->pos_shift, nx, ny, pos);
         rc = 0;
         for (int r0 = 0; rc == 0 && r0 < n; r0 += CHUNK) {
             const int k = n - r0 < CHUNK ? n - r0 : CHUNK;
             batch_seq b = {.state = s, .n_tokens = k, .embd = embd + (size_t)r0 * p->n_embd_out,
-                           .rope_pos = pos + 3 * r0, .rope_next = p0 + (nx > ny ? nx : ny)};
+                           .rope_pos = pos + 3 * r0, .rope_next = next};
             rc = model_forward(m, &b, 1, a);
         }
     }

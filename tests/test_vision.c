@@ -43,42 +43,62 @@ static int json_grid(const cJSON *j, const char *key) {
     return -1;
 }
 
-static void against_mtmd(const projector *p, const char *image) {
+/* an image's fixtures: the image, llama.cpp's output for it (suffix: ".embd.f32",
+ * ".logits.f32") and its JSON */
+typedef struct {
+    char *bytes;
+    size_t n_bytes;
+    float *ref;
+    size_t n_ref;
+    cJSON *j;
+} fixture;
+
+static fixture load_fixture(const char *image, const char *suffix) {
     char path[256], base[128];
+    fixture fx = {0};
     snprintf(base, sizeof base, "%s", image);
     *strrchr(base, '.') = 0;
-    size_t n_bytes = 0, n_ref = 0;
     snprintf(path, sizeof path, VISION "%s", image);
-    char *bytes = read_file(path, &n_bytes);
-    snprintf(path, sizeof path, VISION "%s.embd.f32", base);
-    float *ref = (float *)read_file(path, &n_ref);
+    fx.bytes = read_file(path, &fx.n_bytes);
+    snprintf(path, sizeof path, VISION "%s%s", base, suffix);
+    fx.ref = (float *)read_file(path, &fx.n_ref);
     snprintf(path, sizeof path, VISION "%s.json", base);
-    cJSON *j = read_json(path);
-    REQUIRE(bytes && ref && j, "fixtures of %s", image);
+    fx.j = read_json(path);
+    REQUIRE(fx.bytes && fx.ref && fx.j, "fixtures of %s", image);
+    return fx;
+}
+
+static void fixture_free(fixture *fx) {
+    free(fx->bytes), free(fx->ref);
+    cJSON_Delete(fx->j);
+}
+
+static void against_mtmd(const projector *p, const char *image) {
+    fixture fx = load_fixture(image, ".embd.f32");
     image_rgb img;
     char err[256];
-    REQUIRE(image_decode(bytes, n_bytes, &img, err, sizeof err) == 0, "%s: %s", image, err);
+    REQUIRE(image_decode(fx.bytes, fx.n_bytes, &img, err, sizeof err) == 0, "%s: %s", image, err);
     int tw, th;
     projector_image_size(p, img.w, img.h, &tw, &th);
     const int nx = projector_cols(p, tw), ny = projector_rows(p, th);
-    CHECK(nx == json_grid(j, "grid_x") && ny == json_grid(j, "grid_y"), "%s: grid %d x %d, mtmd's %d x %d", image,
-          nx, ny, json_grid(j, "grid_x"), json_grid(j, "grid_y"));
+    CHECK(nx == json_grid(fx.j, "grid_x") && ny == json_grid(fx.j, "grid_y"), "%s: grid %d x %d, mtmd's %d x %d", image,
+          nx, ny, json_grid(fx.j, "grid_x"), json_grid(fx.j, "grid_y"));
     const size_t n = (size_t)nx * ny * p->n_embd_out;
-    REQUIRE(n * sizeof(float) == n_ref, "%s: %zu embeddings' values, mtmd wrote %zu", image, n, n_ref / 4);
+    REQUIRE(n * sizeof(float) == fx.n_ref, "%s: %zu embeddings' values, mtmd wrote %zu", image, n, fx.n_ref / 4);
     float *out = malloc(n * sizeof(float));
     REQUIRE(out && projector_encode(p, &img, out) == 0, "encoding %s", image);
     float worst = 0;
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
-        const float d = fabsf(out[i] - ref[i]);
+        const float d = fabsf(out[i] - fx.ref[i]);
         if (!(d <= worst)) worst = d, at = i;
     }
     CHECK(worst == 0, "%s (%s): embeddings differ by %g at %zu (%g vs %g)", image, kernels_name(), worst, at,
-          out[at], ref[at]);
+          out[at], fx.ref[at]);
     printf("  %-20s %-8s %2d x %-2d tokens, worst difference %.2e\n", image, kernels_name(), nx, ny, worst);
-    free(out), free(ref), free(bytes);
+    free(out);
     image_free(&img);
-    cJSON_Delete(j);
+    fixture_free(&fx);
 }
 
 /* the ints of chunk `which` (0: before the image, 1: after) of a fixture's JSON */
@@ -103,21 +123,14 @@ static int *json_text_chunk(const cJSON *j, int which, int *n) {
  * feeds it (one pass per chunk): the last logits within 1e-4 of llama.cpp's and the greedy
  * continuation identical, the position counter where llama.cpp's n_past is */
 static void text_image_text(const projector *p, const model *m, const char *image) {
-    char path[256], base[128], err[256];
-    snprintf(base, sizeof base, "%s", image);
-    *strrchr(base, '.') = 0;
-    size_t n_bytes = 0, n_ref = 0;
-    snprintf(path, sizeof path, VISION "%s", image);
-    char *bytes = read_file(path, &n_bytes);
-    snprintf(path, sizeof path, VISION "%s.logits.f32", base);
-    float *ref = (float *)read_file(path, &n_ref);
-    snprintf(path, sizeof path, VISION "%s.json", base);
-    cJSON *j = read_json(path);
-    REQUIRE(bytes && ref && j && n_ref == sizeof(float) * (size_t)m->n_vocab, "fixtures of %s", image);
+    char err[256];
+    fixture fx = load_fixture(image, ".logits.f32");
+    REQUIRE(fx.n_ref == sizeof(float) * (size_t)m->n_vocab, "%s: llama.cpp's logits are not %d floats", image,
+            m->n_vocab);
     int n0, n1, n_greedy;
-    int *t0 = json_text_chunk(j, 0, &n0), *t1 = json_text_chunk(j, 1, &n1), *greedy = json_ints(j, "greedy", &n_greedy);
+    int *t0 = json_text_chunk(fx.j, 0, &n0), *t1 = json_text_chunk(fx.j, 1, &n1), *greedy = json_ints(fx.j, "greedy", &n_greedy);
     image_rgb img;
-    REQUIRE(t0 && t1 && greedy && image_decode(bytes, n_bytes, &img, err, sizeof err) == 0, "%s", image);
+    REQUIRE(t0 && t1 && greedy && image_decode(fx.bytes, fx.n_bytes, &img, err, sizeof err) == 0, "%s", image);
     int tw, th;
     projector_image_size(p, img.w, img.h, &tw, &th);
     const int nx = projector_cols(p, tw), ny = projector_rows(p, th), n_img = nx * ny;
@@ -130,19 +143,19 @@ static void text_image_text(const projector *p, const model *m, const char *imag
     batch_seq before = {.state = s, .tokens = t0, .n_tokens = n0};
     REQUIRE(model_forward(m, &before, 1, &a) == 0, "the text before %s", image);
     /* the image's rows: time at the image's start, height and width by its grid */
-    const int p0 = s->n_past + s->pos_shift;
-    for (int i = 0; i < n_img; i++)
-        rope_pos[3 * i] = p0, rope_pos[3 * i + 1] = p0 + i / nx, rope_pos[3 * i + 2] = p0 + i % nx;
-    batch_seq pic = {.state = s, .n_tokens = n_img, .embd = embd, .rope_pos = rope_pos,
-                     .rope_next = p0 + (nx > ny ? nx : ny)};
+    const int p0 = s->n_past + s->pos_shift, next = model_image_positions(p0, nx, ny, rope_pos);
+    CHECK(next == p0 + (nx > ny ? nx : ny) && rope_pos[3 * (n_img - 1) + 1] == p0 + ny - 1 &&
+              rope_pos[3 * (n_img - 1) + 2] == p0 + nx - 1,
+          "%s: the last row's positions", image);
+    batch_seq pic = {.state = s, .n_tokens = n_img, .embd = embd, .rope_pos = rope_pos, .rope_next = next};
     REQUIRE(model_forward(m, &pic, 1, &a) == 0, "the rows of %s", image);
     batch_seq after = {.state = s, .tokens = t1, .n_tokens = n1, .logits = 1, .out = lg};
     REQUIRE(model_forward(m, &after, 1, &a) == 0, "the text after %s", image);
-    const cJSON *np = cJSON_GetObjectItemCaseSensitive(j, "n_past");
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(fx.j, "n_past");
     CHECK(cJSON_IsNumber(np) && s->n_past + s->pos_shift == np->valueint, "%s: position %d after the prompt, llama.cpp %d",
           image, s->n_past + s->pos_shift, cJSON_IsNumber(np) ? np->valueint : -1);
     float worst = 0;
-    for (int v = 0; v < m->n_vocab; v++) worst = fmaxf(worst, fabsf(lg[v] - ref[v]));
+    for (int v = 0; v < m->n_vocab; v++) worst = fmaxf(worst, fabsf(lg[v] - fx.ref[v]));
     CHECK(worst <= 1e-4f, "%s (%s): last logits differ by %g", image, kernels_name(), worst);
     int *ours = malloc(sizeof(int) * (size_t)n_greedy);
     parity_greedy(m, s, lg, n_greedy, ours, &a);
@@ -150,11 +163,11 @@ static void text_image_text(const projector *p, const model *m, const char *imag
           kernels_name());
     printf("  %-20s %-8s [text %d, image %d x %d, text %d]: logits within %.1e, %d greedy tokens equal\n", image,
            kernels_name(), n0, nx, ny, n1, worst, n_greedy);
-    free(ours), free(embd), free(rope_pos), free(lg), free(t0), free(t1), free(greedy), free(ref), free(bytes);
+    free(ours), free(embd), free(rope_pos), free(lg), free(t0), free(t1), free(greedy);
     image_free(&img);
     state_free(s);
     arena_free(&a);
-    cJSON_Delete(j);
+    fixture_free(&fx);
 }
 
 static void refusals(void) {

@@ -125,26 +125,10 @@ INLINE void scores_hd(float *s, const float *K, size_t stride, const float *q, i
     for (; i < n; i++) s[i] = dot_ggml16(K + (size_t)i * stride, q, hd) * scale;
 }
 
-/* The last 8 columns of a head of 16k + 8 (a vision encoder's 72): the 16 partial sums of
- * each in half vectors, the same chains of fused multiply-adds as a whole block's */
+/* The last 8 columns of a head of 16k + 8 (a vision encoder's 72) are one column group of
+ * AVX2's weighted sum: the same chains of fused multiply-adds, in half vectors */
 static void wsum_tail8(float *acc, const float *V, size_t stride, const float *p, int n, int hd) {
-    float *A = acc + (size_t)(hd / 16) * 256;
-    const float *v = V + (hd & ~15);
-    __m256 a[16];
-    #pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) a[k] = _mm256_loadu_ps(A + 16 * k);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++)
-            a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)(i + k) * stride), _mm256_set1_ps(p[i + k]), a[k]);
-    #pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) _mm256_storeu_ps(A + 16 * k, a[k]);
-    for (; i < n; i++) {
-        float *ak = A + 16 * (i % 16);
-        _mm256_storeu_ps(ak, _mm256_fmadd_ps(_mm256_loadu_ps(v + (size_t)i * stride), _mm256_set1_ps(p[i]),
-                                             _mm256_loadu_ps(ak)));
-    }
+    layer_simd_avx2.wsum_acc(acc + (size_t)(hd / 16) * 256, V + (hd & ~15), stride, p, n, 8);
 }
 
 /* attn_wsum_acc for hd % 8 == 0: per block of 16 columns the 16 partial sums live in

@@ -143,6 +143,12 @@ static int keep_logit_rows(float *buf, const segment *segs, int n_segs, int E) {
 /* rows of a sequence that give logits: all, its last, or none */
 static int logit_rows(const batch_seq *b) { return b->logits == 2 ? b->n_tokens : b->logits == 1 ? 1 : 0; }
 
+int model_image_positions(int p0, int nx, int ny, int *rope_pos) {
+    for (int i = 0; i < nx * ny; i++)
+        rope_pos[3 * i] = p0, rope_pos[3 * i + 1] = p0 + i / nx, rope_pos[3 * i + 2] = p0 + i % nx;
+    return p0 + (nx > ny ? nx : ny);
+}
+
 int model_forward(const model *m, batch_seq *seqs, int n_seqs, arena *a) {
     const int E = m->n_embd;
     int N = 0, n_logit_rows = 0;

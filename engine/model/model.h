@@ -158,6 +158,12 @@ typedef struct {
     int rope_next;
 } batch_seq;
 
+/* The rotary positions of an image's nx x ny rows (row by row) when the text before it
+ * ends at position p0: (time, height, width) = (p0, p0 + row, p0 + column), 3 ints a row
+ * into rope_pos, as llama.cpp's M-RoPE lays them out; returns the position the text after
+ * it takes, p0 + max(nx, ny) (batch_seq.rope_next). */
+int model_image_positions(int p0, int nx, int ny, int *rope_pos);
+
 /* A block's FFN over `rows` rows of normalised input x into y: the one place that says
  * which kind a block's FFN is, for the trunk and the MTP head alike. */
 void block_ffn(const block *b, int rows, int n_embd, const float *x, float *y, arena *a);

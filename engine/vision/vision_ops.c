@@ -68,23 +68,28 @@ void rope_vision(float *x, int d, const int pos[4], float base) {
     }
 }
 
+static int clamp_index(int i, int g) { return i < 0 ? 0 : i > g - 1 ? g - 1 : i; }
+
+/* output index i along a side of `out` cells, from a side of g: the two grid cells around
+ * it (clamped) and the weight of the second, with aligned corners (ggml's upscale) */
+static void grid_taps(int i, int out, int g, int *i0, int *i1, float *d) {
+    const float scale = out > 1 && g > 1 ? (float)(out - 1) / (float)(g - 1) : (float)out / (float)g;
+    const float x = (float)i / scale;
+    const int lo = (int)floorf(x);
+    *i0 = clamp_index(lo, g), *i1 = clamp_index(lo + 1, g);
+    const float t = x - (float)*i0;
+    *d = t < 0 ? 0 : t > 1 ? 1 : t;
+}
+
 void grid_resize_bilinear(float *dst, int w, int h, const float *src, int g, int n) {
-    const float sx = w > 1 && g > 1 ? (float)(w - 1) / (float)(g - 1) : (float)w / (float)g;
-    const float sy = h > 1 && g > 1 ? (float)(h - 1) / (float)(g - 1) : (float)h / (float)g;
     for (int i1 = 0; i1 < h; i1++) {
-        const float y = (float)i1 / sy;
-        int y0 = (int)floorf(y), y1 = y0 + 1;
-        y0 = y0 < 0 ? 0 : y0 > g - 1 ? g - 1 : y0;
-        y1 = y1 < 0 ? 0 : y1 > g - 1 ? g - 1 : y1;
-        float dy = y - (float)y0;
-        dy = dy < 0 ? 0 : dy > 1 ? 1 : dy;
+        int y0, y1;
+        float dy;
+        grid_taps(i1, h, g, &y0, &y1, &dy);
         for (int i0 = 0; i0 < w; i0++) {
-            const float xx = (float)i0 / sx;
-            int x0 = (int)floorf(xx), x1 = x0 + 1;
-            x0 = x0 < 0 ? 0 : x0 > g - 1 ? g - 1 : x0;
-            x1 = x1 < 0 ? 0 : x1 > g - 1 ? g - 1 : x1;
-            float dx = xx - (float)x0;
-            dx = dx < 0 ? 0 : dx > 1 ? 1 : dx;
+            int x0, x1;
+            float dx;
+            grid_taps(i0, w, g, &x0, &x1, &dx);
             const float *a = src + ((size_t)y0 * g + x0) * n, *b = src + ((size_t)y0 * g + x1) * n;
             const float *c = src + ((size_t)y1 * g + x0) * n, *dd = src + ((size_t)y1 * g + x1) * n;
             float *o = dst + ((size_t)i1 * w + i0) * n;
