@@ -152,33 +152,18 @@ int cmd_run(int argc, char **argv) {
     grammar *gr = NULL;
     grammar_vocab *gv = NULL;
     grammar_matcher *gm = NULL;
+    projector *proj = NULL;
     if (grammar_file && schema_file) {
         cli_error("run: --grammar-file and --json-schema: give one of them");
-        free(text);
-        model_free(m);
-        return 1;
+        goto early_out;
     }
     if (grammar_file || schema_file) {
         gr = cli_load_grammar(grammar_file, schema_file, NULL);
         if (gr && (!(gv = grammar_vocab_from_tokenizer(m->tok)) || !(gm = grammar_matcher_new(gr)))) cli_error("out of memory");
-        if (!gm) {
-            grammar_vocab_free(gv);
-            grammar_free(gr);
-            free(text);
-            model_free(m);
-            return 1;
-        }
+        if (!gm) goto early_out;
     }
-    if (!cli_speculation(m, &draft)) {
-        grammar_matcher_free(gm);
-        grammar_vocab_free(gv);
-        grammar_free(gr);
-        free(text);
-        model_free(m);
-        return 1;
-    }
+    if (!cli_speculation(m, &draft)) goto early_out;
     mtp_set_draft_vocab(m, (int)draft_vocab);
-    projector *proj = NULL;
     if (n_images && (draft > 0 || gm)) {
         cli_error("run: --image decodes plainly: no --draft or grammar with it yet");
         goto early_out;
@@ -201,9 +186,7 @@ int cmd_run(int argc, char **argv) {
         char *r = m->tmpl ? template_render(m->tmpl, &msg, 1, 1, 1, &len, err, sizeof err) : NULL;
         if (!r) {
             cli_error("%s", m->tmpl ? err : m->tmpl_error);
-            free(text);
-            model_free(m);
-            return 1;
+            goto early_out;
         }
         free(text);
         text = r;
@@ -348,7 +331,7 @@ out:
     projector_free(proj);
     model_free(m);
     return rc;
-early_out:
+early_out: /* before the sequence and its buffers exist */
     projector_free(proj);
     grammar_matcher_free(gm);
     grammar_vocab_free(gv);
