@@ -842,19 +842,30 @@ static int fifty_turns(chat_msg *m, char (*buf)[1024]) {
  * dummies (and [system, user dummy] twice for the system prompt's end), tokenizing only
  * what differs from the prompt. Measured with the real Qwen3.5 template on the bundled
  * model's tokenizer (a trained BPE, qwen35 pre-tokenizer). */
-static void test_boundary_search_cost(void) {
+/* Qwen3.5's published template (llama.cpp's tree) over the bundled model's tokenizer, the
+ * model in *m; NULL when the tree is not there (test_published_against_python says so) */
+static chat_template *qwen35_published(model **m) {
     const char *src = llama_src();
-    if (!src) return; /* reported by test_published_against_python */
+    if (!src) return NULL;
     char path[2048], err[256];
     size_t len;
     snprintf(path, sizeof path, "%s/models/templates/Qwen3.5-4B.jinja", src);
     char *text = read_text(path, &len);
     REQUIRE(text != NULL, "%s", path);
-    model *m = model_load("models/chatfs-default.gguf", err, sizeof err);
-    REQUIRE(m != NULL, "%s", err);
-    chat_template *t = template_new(text, len, m->tok, err, sizeof err);
+    *m = model_load("models/chatfs-default.gguf", err, sizeof err);
+    REQUIRE(*m != NULL, "%s", err);
+    chat_template *t = template_new(text, len, (*m)->tok, err, sizeof err);
     REQUIRE(t != NULL, "Qwen3.5: %s", err);
     free(text);
+    return t;
+}
+
+static void test_boundary_search_cost(void) {
+    model *m;
+    chat_template *t = qwen35_published(&m);
+    if (!t) return;
+    char err[256];
+    size_t len;
     static chat_msg msgs[128];
     static char buf[128][1024];
     int n = fifty_turns(msgs, buf);
@@ -904,18 +915,11 @@ static void test_boundary_search_cost(void) {
 /* Images as content parts: Qwen3.5's own template writes its vision markers for each image
  * before the turn's text, and refuses an image in a system message with its own words. */
 static void test_images(void) {
-    const char *src = llama_src();
-    if (!src) return; /* reported by test_published_against_python */
-    char path[2048], err[256];
+    model *m;
+    chat_template *t = qwen35_published(&m);
+    if (!t) return;
+    char err[256];
     size_t len;
-    snprintf(path, sizeof path, "%s/models/templates/Qwen3.5-4B.jinja", src);
-    char *text = read_text(path, &len);
-    REQUIRE(text != NULL, "%s", path);
-    model *m = model_load("models/chatfs-default.gguf", err, sizeof err);
-    REQUIRE(m != NULL, "%s", err);
-    chat_template *t = template_new(text, len, m->tok, err, sizeof err);
-    REQUIRE(t != NULL, "Qwen3.5: %s", err);
-    free(text);
     const chat_msg two[] = {{"user", "What differs between them?", .n_images = 2}};
     char *out = template_render(t, two, 1, 1, 0, &len, err, sizeof err);
     CHECK(out && strstr(out, "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
