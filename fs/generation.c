@@ -384,9 +384,6 @@ static void on_text(void *ud, const char *raw, size_t raw_len) {
         int woke = fs->wake_pending;
         finish_thinking(g); /* the answer began: `thinking` reaches its end */
         fs->wake_pending = woke; /* (cfs_notify below wakes them) */
-        /* and `status` says so at once: the engine's next report may come after a reader
-         * saw `thinking` end */
-        if (g->c->rep.phase == GEN_THINKING) g->c->rep.phase = GEN_GENERATING;
         cfs_stream_add(g->s, text, len);
         turn_grew(fs, g);
     }
@@ -442,7 +439,6 @@ static void on_progress(void *ud, const gen_report *r) {
     if (!g->detached) {
         g->c->rep = *r;
         g->c->rep.source = NULL; /* not ours to keep */
-        if (r->phase == GEN_THINKING && g->ts->done) g->c->rep.phase = GEN_GENERATING; /* the answer began */
         g->c->mtime_hist = cfs_now_ns();
     }
     pthread_mutex_unlock(&g->fs->mu);

@@ -221,7 +221,9 @@ static void render_status(const conv *c, sbuf *b) {
     else if (c->state == ST_BUSY && r->phase == GEN_PREFILL)
         cfs_sb_fmt(b, "prefill %d/%d (%d%%) reused %d", r->prefill_done, r->prompt_tokens,
                r->prompt_tokens ? (int)(100.0 * r->prefill_done / r->prompt_tokens) : 0, r->reused_tokens);
-    else if (c->state == ST_BUSY && r->phase == GEN_THINKING) {
+    else if (c->state == ST_BUSY && r->phase == GEN_THINKING && !(c->thinking && c->thinking->done)) {
+        /* thinking until `thinking` ends (the answer's first text), whatever the engine's
+         * last report, which may come later, still says */
         cfs_sb_fmt(b, "thinking %d tokens %.1f tok/s", r->reasoning_tokens, r->decode_tokens_per_s);
         speculation_note(r, b);
     } else if (c->state == ST_BUSY) {
