@@ -111,8 +111,9 @@ static chat_template *request_template(chat_engine *e, const gen_settings *s, ch
  * tokenizes. Returns the token count (tokens in *out) or -1 with err and errno (EINVAL,
  * ENOMEM). With used, the template (a reference), its switches and the prompt text go
  * there, for the boundary searches. */
-static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, int **out, char *err,
-                         size_t errlen, pc_render *used) {
+static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s,
+                         const prompt_image *images, int n_images, int **out, char *err, size_t errlen,
+                         pc_render *used) {
     __atomic_fetch_add(&e->renders, 1, __ATOMIC_RELAXED); /* stats: prompt_renders */
     chat_template *t = request_template(e, s, err, errlen);
     size_t len = 0;
@@ -122,14 +123,28 @@ static int render_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_
         errno = EINVAL;
         return -1;
     }
-    int k = tokenizer_encode(e->m->tok, text, len, 1, 1, out);
-    if (k < 0) {
+    int placed = 0;
+    int k = n_images ? prompt_tokenize(e->m->tok, text, len, images, n_images, out, &placed)
+                     : tokenizer_encode(e->m->tok, text, len, 1, 1, out);
+    if (k >= 0 && placed < n_images) { /* a template that drops image parts (ChatML) or places them
+                                          where mtmd would not */
+        snprintf(err, errlen, "the chat template placed %d of the conversation's %d images (it writes no %s)",
+                 placed, n_images, IMAGE_PLACE);
+        free(*out), *out = NULL;
+        k = -1;
+        errno = EINVAL;
+    } else if (k == -2) {
+        snprintf(err, errlen, "the prompt has more places for images (%s) than the conversation has images",
+                 IMAGE_PLACE);
+        k = -1;
+        errno = EINVAL;
+    } else if (k < 0) {
         snprintf(err, errlen, "out of memory while tokenizing");
         errno = ENOMEM;
     }
     if (used && k >= 0) {
         *used = (pc_render){.t = t, .tools = s->tools, .enable_thinking = s->enable_thinking != 0, .text = text,
-                            .len = len, .ids = *out, .n_ids = k};
+                            .len = len, .ids = *out, .n_ids = k, .images = images, .n_images = n_images};
     } else {
         template_unref(t);
         free(text);
@@ -143,10 +158,13 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_s
         gen_settings_defaults(&defaults);
         s = &defaults;
     }
-    int *ids = NULL;
+    int *ids = NULL, n_images;
     char err[256];
-    int k = render_tokens(e, msgs, n, s, &ids, err, sizeof err, NULL);
+    prompt_image *images;
+    if (request_images_collect(e, msgs, n, &images, &n_images, err, sizeof err) != 0) return -1;
+    int k = render_tokens(e, msgs, n, s, images, n_images, &ids, err, sizeof err, NULL);
     free(ids);
+    request_images_free(images, n_images);
     return k;
 }
 
@@ -350,6 +368,10 @@ int engine_can_think(const chat_engine *e) { return e->can_think; }
 void request_free(request *r) {
     if (!r) return;
     free(r->prompt);
+    request_images_free(r->images, r->n_images);
+    free(r->spans);
+    for (int i = 0; r->embd && i < r->n_images; i++) free(r->embd[i]);
+    free(r->embd);
     template_unref(r->tmpl.t);
     free((char *)r->tmpl.text);
     free(r->strings);
@@ -401,6 +423,7 @@ static int copy_msgs(request *r, const chat_msg *msgs, int n) {
             return -1;
         if (msgs[i].tool_calls && !(r->msgs[i].tool_calls = strdup(msgs[i].tool_calls))) return -1;
         if (msgs[i].tool_call_id && !(r->msgs[i].tool_call_id = strdup(msgs[i].tool_call_id))) return -1;
+        r->msgs[i].n_images = msgs[i].images ? msgs[i].n_images : 0; /* the count renders; r->images has the files */
     }
     return 0;
 }
@@ -507,6 +530,25 @@ static int request_tools(request *r, const gen_settings *s, char **forced, char 
 }
 
 /* engine_submit's refusals: 0, with errno saying which kind */
+/* A checkpoint after each image's rows (CK_INTERVAL: the conversation moving on retires
+ * them with the prompt's own): an edit of the text after an image, or another question
+ * in its place, restores the image instead of encoding and computing it again. */
+static int mark_image_ends(request *r) {
+    pc_mark *mk = realloc(r->marks, sizeof *mk * (size_t)(r->n_marks + r->n_spans));
+    if (!mk) return -1;
+    r->marks = mk;
+    for (int i = 0; i < r->n_spans; i++) {
+        const int at = r->spans[i].end;
+        int j = 0;
+        while (j < r->n_marks && mk[j].pos < at) j++;
+        if (j < r->n_marks && mk[j].pos == at) continue; /* one mark a position */
+        memmove(mk + j + 1, mk + j, sizeof *mk * (size_t)(r->n_marks - j));
+        mk[j] = (pc_mark){at, CK_INTERVAL};
+        r->n_marks++;
+    }
+    return 0;
+}
+
 static uint64_t refuse(int why) {
     errno = why;
     return 0;
@@ -541,8 +583,13 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     }
     /* the one rendering and tokenization of this message (the filesystem counts only
      * when a message comes near the context, to refuse it at the write) */
-    r->n_prompt = render_tokens(e, msgs, n, s, &r->prompt, err, errlen, &r->tmpl);
-    if (r->n_prompt < 0) {
+    if (request_images_collect(e, msgs, n, &r->images, &r->n_images, err, errlen) != 0) {
+        int why = errno;
+        request_free(r);
+        return refuse(why);
+    }
+    r->n_prompt = render_tokens(e, msgs, n, s, r->images, r->n_images, &r->prompt, err, errlen, &r->tmpl);
+    if (r->n_prompt < 0 || request_images_locate(r) != 0) {
         int why = errno;
         request_free(r);
         return refuse(why);
@@ -584,6 +631,11 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
             return refuse(ENOMEM);
         }
         token_chain_all(pc_seed(e->pc), r->prompt, r->n_prompt, r->h);
+        if (r->n_spans && mark_image_ends(r) != 0) {
+            request_free(r);
+            snprintf(err, errlen, "out of memory");
+            return refuse(ENOMEM);
+        }
     }
     /* reasoning: the reply starts inside a block the prompt opened, may open one, or has none */
     r->think = prompt_opens_reasoning(e, r->prompt, r->n_prompt) ? THINK_IN
@@ -600,6 +652,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
     if (cb) r->cb = *cb;
     r->r.phase = GEN_QUEUED;
     r->r.prompt_tokens = r->n_prompt;
+    r->r.images = r->n_images;
     r->r.source = "none";
     snprintf(r->r.miss_reason, sizeof r->r.miss_reason, "%s", s->checkpoints ? "none stored" : "disabled");
     r->t_submit = request_now_ms();
@@ -618,6 +671,7 @@ uint64_t engine_submit(chat_engine *e, const chat_msg *msgs, int n, const gen_se
         e->queue = r;
     e->queue_tail = r;
     e->stats.requests++;
+    e->stats.images += (uint64_t)r->n_images;
     uint64_t id = r->id;
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
@@ -686,9 +740,36 @@ static void engine_free(chat_engine *e) {
         free(e->spec_spare[i]);
     }
     free(e->spec_spare);
+    for (size_t i = 0; i < sizeof e->encoded / sizeof *e->encoded; i++) free(e->encoded[i].rows);
+    for (int i = 0; e->row_pos && i < e->max_batch; i++) free(e->row_pos[i]);
+    free(e->row_pos);
+    projector_free(e->proj);
     model_free(e->m);
     free(e->model_path);
     free(e);
+}
+
+/* The vision projector of cfg->mmproj_path, for this model's embeddings. */
+static int open_projector(chat_engine *e, const engine_config *cfg, char *err, size_t errlen) {
+    char why[400];
+    if (cfg->draft > 0) {
+        snprintf(err, errlen, "speculative decoding (--draft) does not run with a vision projector: an image's rows "
+                              "have no tokens for the MTP head");
+        return -1;
+    }
+    gguf_file *f = gguf_open(cfg->mmproj_path, why, sizeof why);
+    e->proj = f ? projector_load(f, why, sizeof why) : NULL;
+    if (!e->proj) {
+        snprintf(err, errlen, "%s: %s", cfg->mmproj_path, why);
+        return -1;
+    }
+    if (e->proj->n_embd_out != e->m->n_embd) {
+        snprintf(err, errlen, "%s gives embeddings of width %d, and this model's are %d: it is another model's projector",
+                 cfg->mmproj_path, e->proj->n_embd_out, e->m->n_embd);
+        return -1;
+    }
+    e->proj_fp = gguf_fingerprint(e->proj->file);
+    return 0;
 }
 
 chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
@@ -709,8 +790,14 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
         engine_free(e);
         return NULL;
     }
-    /* the MTP head's share of the sequence state: before any state or checkpoint exists */
-    e->draft = spec_configure(e->m, cfg->draft == 0 ? -1 : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
+    if (cfg->mmproj_path && open_projector(e, cfg, err, errlen) != 0) {
+        engine_free(e);
+        return NULL;
+    }
+    /* the MTP head's share of the sequence state: before any state or checkpoint exists;
+     * with a projector off by default (its catch-up embeds tokens, an image's rows have none) */
+    const int draft_default = e->proj ? 0 : -1;
+    e->draft = spec_configure(e->m, cfg->draft == 0 ? draft_default : cfg->draft < 0 ? 0 : cfg->draft, err, errlen);
     if (e->draft < 0) {
         engine_free(e);
         return NULL;
@@ -752,8 +839,9 @@ chat_engine *engine_open(const engine_config *cfg, char *err, size_t errlen) {
     e->row_of = calloc((size_t)e->max_batch, sizeof *e->row_of);
     e->row_ok = calloc((size_t)e->max_batch, sizeof *e->row_ok);
     e->capture = calloc((size_t)e->max_batch, sizeof *e->capture);
+    e->row_pos = calloc((size_t)e->max_batch, sizeof *e->row_pos);
     e->spec_spare = calloc((size_t)e->max_batch, sizeof *e->spec_spare);
-    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture || !e->spec_spare) {
+    if (!e->act || !e->rows || !e->row_of || !e->row_ok || !e->capture || !e->spec_spare || !e->row_pos) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return NULL;
@@ -818,7 +906,8 @@ char *engine_stats_json(chat_engine *e) {
              "\"steps\":%llu,\"decode_rows\":%llu,\"prefill_rows\":%llu,\"retried_steps\":%llu,"
              "\"max_active\":%llu,\"single_flight_requests\":%llu,\"single_flight_tokens\":%llu,"
              "\"post_jobs\":%llu,\"post_tokens\":%llu,\"prompt_renders\":%llu,\"draft\":%d,"
-             "\"speculative_steps\":%llu,\"drafted_tokens\":%llu,\"accepted_tokens\":%llu}",
+             "\"speculative_steps\":%llu,\"drafted_tokens\":%llu,\"accepted_tokens\":%llu,"
+             "\"vision\":%s,\"images\":%llu,\"images_encoded\":%llu}",
              file_json && strlen(file_json) < 1000 ? file_json : "\"\"", e->m->arch, (unsigned long long)e->m->n_params, e->n_ctx,
              (unsigned long long)e->stats.requests, (unsigned long long)e->stats.completed,
              (unsigned long long)e->stats.cancelled, (unsigned long long)e->stats.failed,
@@ -831,7 +920,8 @@ char *engine_stats_json(chat_engine *e) {
              (unsigned long long)e->stats.post_tokens,
              (unsigned long long)__atomic_load_n(&e->renders, __ATOMIC_RELAXED), e->draft,
              (unsigned long long)e->stats.spec_steps, (unsigned long long)e->stats.drafted,
-             (unsigned long long)e->stats.accepted);
+             (unsigned long long)e->stats.accepted, e->proj ? "true" : "false",
+             (unsigned long long)e->stats.images, (unsigned long long)e->stats.images_encoded);
     pthread_mutex_unlock(&e->lock);
     cJSON_free(file_json);
     /* then the checkpoint counters, as members of the same object */

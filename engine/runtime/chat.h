@@ -56,6 +56,11 @@ typedef struct {
                                 have the head) */
     int draft_vocab;         /* drafts score only the tokens with ids below this (model/mtp.h
                                 mtp_set_draft_vocab); 0: the whole vocabulary, as llama.cpp */
+    const char *mmproj_path; /* a vision projector (an mmproj GGUF, engine/vision/projector.h) for
+                                the messages' images; NULL: none, and a message with images is
+                                refused. With one, speculative decoding is off unless draft asks
+                                for it, which is refused (an image's rows have no tokens to draft
+                                from) */
     int flush_at_close;      /* 1: checkpoints go to the database only in engine_close, not while
                                 the engine idles: a one-shot caller (`chatfs ask`) stores its reply
                                 first, so a checkpoint write never holds the database while the
@@ -147,6 +152,9 @@ typedef struct {
     int decode_passes;       /* model passes after the first token (generated_tokens - 1 without
                                 speculation) */
     int tool_calls;          /* calls the answer made (gen_settings.tools) */
+    int images;              /* images in the prompt (chat_msg.images)... */
+    int images_encoded;      /* ...and those this request ran through the projector (the others were
+                                restored with a checkpoint after them, or found encoded already) */
     int grammar_incomplete;  /* 1: a constrained answer that ended (max_tokens, the context, a stop string)
                                 before its grammar could end, so it is not a sentence of the grammar */
     double ttft_ms;          /* submit to first generated token */
@@ -214,6 +222,13 @@ int engine_count_tokens(chat_engine *e, const chat_msg *msgs, int n, const gen_s
  * (errno EINVAL: a template that does not compile or that refuses the conversation:
  * its raise_exception message). Safe on any thread. */
 int engine_check_render(chat_engine *e, const chat_msg *msgs, int n, const gen_settings *s, char *err, size_t errlen);
+/* 1 when the engine has a vision projector (engine_config.mmproj_path). */
+int engine_has_vision(const chat_engine *e);
+/* Checks an image as a message would carry it: 0 when the engine's projector takes it
+ * (it decodes whole), else -1 with the reason in err and errno ENOTSUP (no projector)
+ * or EINVAL (not an image stb_image decodes, truncated, too many pixels). Safe on any
+ * thread. */
+int engine_check_image(const chat_engine *e, const void *bytes, size_t len, char *err, size_t errlen);
 /* Most tokens a conversation may hold. */
 int engine_context(const chat_engine *e);
 /* Drafts per speculative step this engine decodes with by default (0: it does not speculate). */

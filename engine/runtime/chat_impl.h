@@ -15,6 +15,8 @@
 #include "engine/grammar/grammar.h"
 #include "engine/runtime/chat.h"
 #include "engine/runtime/prefix_cache.h"
+#include "engine/runtime/prompt_images.h"
+#include "engine/vision/projector.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/speculative.h"
 #include "engine/model/state.h"
@@ -104,6 +106,15 @@ typedef struct request {
     int call_ends_reasoning;  /* 1: a call ends a reasoning block (qwen-xml, tc_reasoning_end) */
     strbuf rpend;             /* reasoning text not streamed yet: it may begin a call */
 
+    /* images (prompt_images.h): the messages' images in order, with their files copied, and
+     * where their rows stand in prompt */
+    prompt_image *images;
+    int n_images;
+    image_span *spans;
+    int n_spans;
+    float **embd;             /* per image: its rows (nx * ny of n_embd floats), once encoded */
+    char image_error[300];    /* why an image failed to decode (r->fail points here) */
+
     /* scheduler */
     struct request *leader;   /* single flight: the request whose state this one will copy... */
     int flight_pos;           /* ...once it stands at this position */
@@ -154,6 +165,18 @@ struct chat_engine {
     double last_flush;           /* when checkpoints were last written to the database */
     int unflushed;               /* requests ended since then */
     prefix_cache *pc;            /* checkpoints (its own lock) */
+    projector *proj;             /* the vision projector (engine_config.mmproj_path); NULL: none */
+    uint64_t proj_fp;            /* its fingerprint, mixed into each image's key */
+    int **row_pos;               /* per row of a step: an image slice's rotary positions (3 ints a row,
+                                    3 * chunk, allocated on first use) */
+    struct {                     /* worker: the last images encoded (by key), so that an image sent
+                                    again - a follow-up, another conversation - is not encoded again */
+        uint64_t key;
+        float *rows;
+        size_t n_floats;
+        uint64_t used;
+    } encoded[8];
+    uint64_t encoded_clock;
     /* chat templates compiled for requests (built-ins by name, settings' Jinja texts), the
      * last few, so that a conversation's template is compiled once; the model's own is
      * m->tmpl */
@@ -171,6 +194,7 @@ struct chat_engine {
         uint64_t flight_requests, flight_tokens; /* single flight: followers, tokens not computed */
         uint64_t post_jobs, post_tokens;         /* next-turn jobs and the tokens they computed */
         uint64_t spec_steps, drafted, accepted;  /* speculative decoding: verify rows, drafts, accepted */
+        uint64_t images, images_encoded;         /* images in prompts, and those run through the projector */
     } stats;
 };
 
@@ -235,6 +259,17 @@ void request_release_followers(chat_engine *e, request *l);
 
 /* scheduler.c: a request's speculation buffers go back to the engine's spares */
 void request_spec_release(chat_engine *e, request *r);
+
+/* request_images.c: the images of a request's messages into r->images (their grids by the
+ * engine's projector, their keys by their bytes and the projector): 0, or -1 with err and
+ * errno (ENOTSUP no projector, EINVAL an image it does not take, ENOMEM) */
+int request_images_collect(const chat_engine *e, const chat_msg *msgs, int n, prompt_image **out, int *n_out,
+                           char *err, size_t errlen);
+void request_images_free(prompt_image *images, int n);
+/* r->spans from r->prompt (again after the prompt changed): 0 or -1 */
+int request_images_locate(request *r);
+/* The rows of image i of r, encoded now unless the engine has them: 0, or -1 with r->fail */
+int request_image_rows(chat_engine *e, request *r, int i);
 
 /* scheduler.c: the worker thread */
 void *engine_worker(void *arg);

@@ -14,6 +14,39 @@
 #define STATE_LAYOUT_VERSION 1
 #define SAMPLE_BYTES 4096
 
+/* every metadata key and value, every tensor's name, type and shape, and a sample of its bytes */
+static void hash_gguf(hash64_state *h, const gguf_file *f) {
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        hash64_update(h, kv->key.s, kv->key.len);
+        hash64_update(h, &kv->type, sizeof kv->type);
+        hash64_update(h, kv->data, kv->size);
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        hash64_update(h, t->name, strlen(t->name) + 1);
+        hash64_update(h, &t->type, sizeof t->type);
+        hash64_update(h, t->ne, sizeof t->ne);
+        hash64_update(h, &t->nbytes, sizeof t->nbytes);
+        const unsigned char *d = t->data;
+        uint64_t nb = t->nbytes;
+        if (nb <= 3 * SAMPLE_BYTES) {
+            hash64_update(h, d, nb);
+        } else {
+            hash64_update(h, d, SAMPLE_BYTES);
+            hash64_update(h, d + nb / 2, SAMPLE_BYTES);
+            hash64_update(h, d + nb - SAMPLE_BYTES, SAMPLE_BYTES);
+        }
+    }
+}
+
+uint64_t gguf_fingerprint(const gguf_file *f) {
+    hash64_state h;
+    hash64_init(&h, 0x6d6d70726f6a6670ULL);
+    hash_gguf(&h, f);
+    return hash64_final(&h);
+}
+
 void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
     hash64_state h;
     hash64_init(&h, 0x66696e6765727072ULL);
@@ -21,28 +54,7 @@ void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]) {
     uint32_t layout = STATE_LAYOUT_VERSION;
     hash64_update(&h, &layout, sizeof layout);
     hash64_update(&h, m->arch, strlen(m->arch) + 1);
-    for (uint64_t i = 0; i < f->n_kv; i++) {
-        const gguf_kv *kv = &f->kv[i];
-        hash64_update(&h, kv->key.s, kv->key.len);
-        hash64_update(&h, &kv->type, sizeof kv->type);
-        hash64_update(&h, kv->data, kv->size);
-    }
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        hash64_update(&h, t->name, strlen(t->name) + 1);
-        hash64_update(&h, &t->type, sizeof t->type);
-        hash64_update(&h, t->ne, sizeof t->ne);
-        hash64_update(&h, &t->nbytes, sizeof t->nbytes);
-        const unsigned char *d = t->data;
-        uint64_t nb = t->nbytes;
-        if (nb <= 3 * SAMPLE_BYTES) {
-            hash64_update(&h, d, nb);
-        } else {
-            hash64_update(&h, d, SAMPLE_BYTES);
-            hash64_update(&h, d + nb / 2, SAMPLE_BYTES);
-            hash64_update(&h, d + nb - SAMPLE_BYTES, SAMPLE_BYTES);
-        }
-    }
+    hash_gguf(&h, f);
     /* The arithmetic: a set that sums some weight type in the block-integer order
      * (kernels.h) gives other last bits, and a state computed one way must not continue
      * the other (llama.cpp's order adds nothing, so earlier fingerprints stay valid). */
@@ -314,7 +326,9 @@ static int render_ids(const model *m, const pc_render *r, const chat_msg *msgs, 
     size_t len;
     char *text = template_render_tools(r->t, msgs, n, r->tools, 1, r->enable_thinking, &len, err, sizeof err);
     if (!text) return -1;
-    int k = tokenizer_encode_like(m->tok, text, len, 1, 1, r->text, r->len, r->ids, r->n_ids, out);
+    int k = r->n_images ? prompt_tokenize(m->tok, text, len, r->images, r->n_images, out, NULL)
+                        : tokenizer_encode_like(m->tok, text, len, 1, 1, r->text, r->len, r->ids, r->n_ids, out);
+    if (k < 0) k = -1;
     free(text);
     return k;
 }

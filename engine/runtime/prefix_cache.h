@@ -17,6 +17,7 @@
 #include "engine/model/state.h"
 #include "engine/template/template.h"
 #include "engine/runtime/checkpoint_port.h"
+#include "engine/runtime/prompt_images.h"
 
 #define FINGERPRINT_BYTES 16
 
@@ -26,6 +27,10 @@
  * 4 KiB at its start, its middle and its end), and the state layout of this build.
  * Two files that differ in any of those never share checkpoints. */
 void model_fingerprint(const model *m, uint8_t out[FINGERPRINT_BYTES]);
+
+/* The part of the fingerprint any GGUF file has (its metadata, tensors and a sample of
+ * their bytes): a vision projector's, mixed into its images' keys. */
+uint64_t gguf_fingerprint(const gguf_file *f);
 
 typedef struct prefix_cache prefix_cache;
 
@@ -87,6 +92,9 @@ typedef struct {
     size_t len;
     const int *ids;   /* its tokens */
     int n_ids;
+    const prompt_image *images; /* the conversation's images, in order: renderings tokenize with
+                                   their rows in place (prompt_tokenize); NULL: none */
+    int n_images;
 } pc_render;
 
 /* Where to checkpoint while prefilling the prompt msgs rendered to (r): CK_SYSTEM_END,

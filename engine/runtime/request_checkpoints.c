@@ -27,6 +27,7 @@ int request_restore_prompt(chat_engine *e, request *r) {
         return 0;
     }
     int k = pc_restore(e->pc, r->state, r->prompt, r->h, r->n_prompt, r->logits, &r->hit);
+    r->state->pos_shift = prompt_pos_shift(r->spans, r->n_spans, r->images, k); /* the positions are not the count */
     r->r.reused_tokens = k;
     r->r.prefill_done = k;
     r->r.source = r->hit.source;
@@ -131,6 +132,8 @@ int request_start_post_job(chat_engine *e, request *r) {
     r->marks = mk;
     r->n_marks = 1;
     r->next_mark = 0;
+    if (request_images_locate(r) != 0) return 0;
+    if (!have && !same) r->state->pos_shift = prompt_pos_shift(r->spans, r->n_spans, r->images, n_past);
     if (have || nc - n_past > limit) return 0;
     if (n_past == nc) { /* nothing to feed */
         request_checkpoint_mark(e, r, 0);

@@ -255,6 +255,29 @@ static int slice_within(const chat_engine *e, int done, int k, double left, int 
     return lo > 0 || !first ? lo : 1;
 }
 
+/* The image run of r's prompt that holds position `at` or comes first after it; NULL: none. */
+static const image_span *span_from(const request *r, int at) {
+    for (int i = 0; i < r->n_spans; i++)
+        if (r->spans[i].end > at) return &r->spans[i];
+    return NULL;
+}
+
+/* An image slice: rows [done, done + k) of span sp of r are its embeddings, turned by their
+ * grid positions (3 ints a row into pos) after the text before the image. */
+static void image_slice(const chat_engine *e, const request *r, const image_span *sp, int done, int k, int *pos,
+                        batch_seq *row) {
+    const prompt_image *im = &r->images[sp->image];
+    const int p0 = sp->start + prompt_pos_shift(r->spans, r->n_spans, r->images, sp->start);
+    const int first = done - sp->start;
+    for (int t = 0; t < k; t++) {
+        const int i = first + t;
+        pos[3 * t] = p0, pos[3 * t + 1] = p0 + i / im->nx, pos[3 * t + 2] = p0 + i % im->nx;
+    }
+    row->embd = r->embd[sp->image] + (size_t)first * e->m->n_embd;
+    row->rope_pos = pos;
+    row->rope_next = p0 + (im->nx > im->ny ? im->nx : im->ny);
+}
+
 /* The rows of one step: every decoding request's feed (a speculating one's verify row: its
  * last token and its drafts) first, then prefill slices round robin - starting
  * after the request served last - until prefill_chunk tokens, or the work of that many
@@ -290,11 +313,18 @@ static int plan_rows(chat_engine *e, int *n_decode) {
             int capture;
             int k = slice_end(e, r, &capture) - done;
             if (k > budget) k = budget;
+            /* a slice is text or one image's rows, never both */
+            const image_span *sp = span_from(r, done);
+            if (sp && sp->start <= done && k > sp->end - done) k = sp->end - done;
+            if (sp && sp->start > done && k > sp->start - done) k = sp->start - done;
+            const int in_image = sp && sp->start <= done;
+            if (in_image && !e->row_pos[n] && !(e->row_pos[n] = malloc(sizeof(int) * 3 * (size_t)e->chunk))) continue;
             k = slice_within(e, done, k, work, !sliced);
             if (k <= 0) break;
             const int logits = done + k == r->n_prompt && !r->post;
             e->rows[n] = (batch_seq){.state = r->state, .tokens = r->prompt + done, .n_tokens = k, .logits = logits,
                                      .out = r->logits};
+            if (in_image) image_slice(e, r, sp, done, k, e->row_pos[n], &e->rows[n]);
             if (capture > done && capture < done + k) {
                 if (capture_room(e, n)) {
                     e->rows[n].capture = capture - done;
@@ -439,11 +469,26 @@ static void sample_rows(void *arg, int ith, int nth) {
     else r->drawn = request_sample(e, r);
 }
 
+/* Before a step's plan: each prefilling request that stands at an image has its rows
+ * (encoded now, unless the engine remembers them); one whose image fails ends. The
+ * encoder runs here, between steps, so a step's decoding waits for it once. */
+static void prepare_images(chat_engine *e) {
+    for (int i = e->n_act - 1; i >= 0; i--) {
+        request *r = e->act[i];
+        if (r->r.phase != GEN_PREFILL || !r->n_spans) continue;
+        const image_span *sp = span_from(r, r->state->n_past);
+        if (!sp || sp->start > r->state->n_past || request_image_rows(e, r, sp->image) == 0) continue;
+        if (r->post) end_post_job(e, r);
+        else end_request(e, r, FINISH_ERROR, r->fail);
+    }
+}
+
 /* One step: plan, one model pass, then each row's request takes its result. Ending one
  * request touches no other row's request (followers are never in a step's rows). */
 static void step(chat_engine *e) {
     int n_decode, n_verify = 0;
     draft_rows(e);
+    prepare_images(e);
     const int n = plan_rows(e, &n_decode);
     if (n == 0) return;
     forward_rows(e, n);

@@ -18,6 +18,13 @@
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
 
+/* An image a turn carries: the file's bytes as given (the engine decodes them; the
+ * template sees only how many a turn has). */
+typedef struct {
+    const void *bytes;
+    size_t len;
+} chat_image;
+
 typedef struct {
     const char *role;              /* "system", "user", "assistant", "tool" */
     const char *content;           /* NULL: empty */
@@ -31,6 +38,8 @@ typedef struct {
                                       the template as parts, n_images {"type": "image"} then
                                       {"type": "text", "text": content} (Qwen3.5's template writes
                                       <|vision_start|><|image_pad|><|vision_end|> for each) */
+    const chat_image *images;      /* those n_images files, for the engine; NULL: the count alone
+                                      (a rendering without the images themselves) */
 } chat_msg;
 
 /* A compiled template: read-only, so any number of threads may render it at once, and
