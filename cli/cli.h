@@ -20,6 +20,10 @@ int cli_force_template(model *m, const char *name);
 /* --draft N for a loaded model (speculative.h spec_configure): *draft < 0 is the default;
  * *draft gets the drafts per step (0: off). Prints the error and returns 0 when it cannot be. */
 int cli_speculation(model *m, long *draft);
+/* The vision projector beside a model, as LM Studio and ollama lay files out: the one
+ * mmproj*.gguf in its folder (into buf), NULL when there is none or (*many: how many)
+ * more than one. */
+const char *cli_find_mmproj(const char *model_path, char *buf, size_t n, int *many);
 /* Reads TEXT, or the contents of FILE for "@FILE"; malloc'd, NULL after printing an error. */
 char *cli_text_arg(const char *arg);
 /* A whole file, NUL-terminated, its size in *len (may be NULL); NULL after printing why. */

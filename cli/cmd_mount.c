@@ -19,6 +19,7 @@ int cmd_mount(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) o.model = v, i++;
         else if (!strcmp(a, "--db")) o.db = v, i++;
+        else if (!strcmp(a, "--mmproj")) o.mmproj = v, i++;
         else if (!strcmp(a, "-o")) o.fuse_opts = v, i++;
         else if (!strcmp(a, "--fake-engine")) o.fake = v, i++; /* tests: backend.h */
         else if (!strcmp(a, "--engine")) o.engine_url = v, i++;
@@ -86,6 +87,14 @@ int cmd_mount(int argc, char **argv) {
     }
     char buf[1100];
     if (!o.model && !o.fake && !o.engine_url && !(o.model = cli_default_model(buf, sizeof buf))) return 1;
+    if (o.mmproj && (o.engine_url || o.fake)) {
+        cli_error("mount: --mmproj is the local engine's (a server loads its own projector)");
+        return 1;
+    }
+    char found[1200];
+    int many = 0;
+    if (!o.mmproj && o.model && (o.mmproj = cli_find_mmproj(o.model, found, sizeof found, &many))) o.mmproj_found = 1;
+    if (many) fprintf(stderr, "chatfs: %d mmproj*.gguf files beside the model: no images unless --mmproj FILE says which\n", many);
     o.threads = (int)threads;
     o.n_ctx = (int)ctx;
     o.max_batch = (int)batch;

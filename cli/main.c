@@ -1,6 +1,8 @@
 /* main.c - the chatfs command: dispatches to the subcommands of cli.h. */
 #include <errno.h>
 #include <stdarg.h>
+#include <dirent.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ static const char usage_mount[] =
     "usage: chatfs mount MOUNTPOINT [-m MODEL.gguf] [--db PATH] [-c N] [-ctk T] [-ctv T] [-t THREADS] [--batch N]\n"
     "                    [--chunk N]\n"
     "                    [--ram-budget B] [--disk-budget B] [--draft N] [--draft-vocab V] [-f] [-v]\n"
-    "                    [--log FILE] [-o FUSE_OPTIONS]\n"
+    "                    [--mmproj FILE] [--log FILE] [-o FUSE_OPTIONS]\n"
     "       chatfs mount MOUNTPOINT --engine URL [--model NAME] [--api-key-file FILE] [--db PATH] [--batch N] ...\n"
     "  Conversations with the model as files under MOUNTPOINT (see fs/README.md); daemonises\n"
     "  unless -f. fusermount3 -u MOUNTPOINT unmounts.\n"
@@ -43,6 +45,8 @@ static const char usage_mount[] =
     "  --draft N         speculative decoding: the model's MTP head drafts up to N tokens a step\n"
     "                    (default 1 for a model with the head; 0 turns it off)\n"
     "  --draft-vocab V   the head drafts among the first V token ids only (cheaper drafts)\n"
+    "  --mmproj FILE     a vision projector for images in NAME/attachments/ (default: the one\n"
+    "                    mmproj*.gguf beside the model; speculative decoding is then off)\n"
     "  -f                stay in the foreground and log one line per reply on stderr\n"
     "  -v                log every change too (messages, edits, imports, errors)\n"
     "  --log FILE        append the log to FILE (a daemon too; without it only -f logs, on stderr)\n"
@@ -307,6 +311,22 @@ const char *cli_default_model(char *buf, size_t n) {
     if (access(buf, R_OK) == 0) return buf;
     cli_error("no model: pass -m MODEL.gguf (models/chatfs-default.gguf is not next to chatfs nor here)");
     return NULL;
+}
+
+const char *cli_find_mmproj(const char *model_path, char *buf, size_t n, int *many) {
+    char dir_buf[1100];
+    snprintf(dir_buf, sizeof dir_buf, "%s", model_path);
+    const char *dir = dirname(dir_buf);
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const size_t L = strlen(e->d_name);
+        if (!strncmp(e->d_name, "mmproj", 6) && L > 5 && !strcmp(e->d_name + L - 5, ".gguf") && found++ == 0)
+            snprintf(buf, n, "%s/%s", dir, e->d_name);
+    }
+    if (d) closedir(d);
+    *many = found > 1 ? found : 0;
+    return found == 1 ? buf : NULL;
 }
 
 int main(int argc, char **argv) {

@@ -9,8 +9,6 @@
  * text then has <|vision_start|><|image_pad|><|vision_end|> per image, in the order the
  * images were given; the two markers are tokenized apart from the text around them, as
  * mtmd tokenizes them. */
-#include <dirent.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +42,8 @@ char *run_images_mark(const char *text) {
 projector *run_images_projector(const char *mmproj, const char *model_path, const model *m) {
     char found[1200], err[600];
     if (!mmproj) { /* mmproj*.gguf beside the model, as LM Studio and ollama lay files out */
-        char dir_buf[1100];
-        snprintf(dir_buf, sizeof dir_buf, "%s", model_path);
-        const char *dir = dirname(dir_buf);
-        DIR *d = opendir(dir);
         int n = 0;
-        for (struct dirent *e; d && (e = readdir(d));) {
-            const size_t L = strlen(e->d_name);
-            if (!strncmp(e->d_name, "mmproj", 6) && L > 5 && !strcmp(e->d_name + L - 5, ".gguf") && n++ == 0)
-                snprintf(found, sizeof found, "%s/%s", dir, e->d_name);
-        }
-        if (d) closedir(d);
+        if (cli_find_mmproj(model_path, found, sizeof found, &n)) n = 1;
         if (n > 1) {
             cli_error("%d mmproj*.gguf files beside the model: say which with --mmproj FILE", n);
             return NULL;

@@ -48,6 +48,11 @@ struct fs_backend {
     /* 1 when the model has a thinking mode (engine_can_think), 0 when it has none, -1
      * when the backend cannot tell (a remote server); NULL: -1. */
     int (*can_think)(fs_backend *b);
+    /* An image for a conversation (NAME/attachments/): 0 when the engine takes it, else -1
+     * with the reason in err and errno ENOTSUP (the model has no vision projector) or
+     * EINVAL (not an image it decodes, cut short, too many pixels); bytes NULL asks only
+     * whether it takes images at all. NULL: the backend takes none. */
+    int (*check_image)(fs_backend *b, const void *bytes, size_t len, char *err, size_t errlen);
 };
 
 /* The real engine: loads the model and starts the worker (b->ctx is its chat_engine).

@@ -26,6 +26,10 @@ static int eng_usage(fs_backend *b, const char *session, ckpt_usage *out) {
 }
 static void eng_defaults(fs_backend *b, gen_settings *s) { engine_settings_defaults(E(b), s); }
 static int eng_can_think(fs_backend *b) { return engine_can_think(E(b)); }
+static int eng_check_image(fs_backend *b, const void *bytes, size_t len, char *err, size_t errlen) {
+    if (!bytes && engine_has_vision(E(b))) return 0;
+    return engine_check_image(E(b), bytes, len, err, errlen);
+}
 static void eng_close(fs_backend *b) {
     engine_close(E(b));
     free(b);
@@ -54,6 +58,7 @@ fs_backend *backend_engine_open(const engine_config *cfg, char *err, size_t errl
                       .session_usage = eng_usage,
                       .close = eng_close,
                       .settings_defaults = eng_defaults,
-                      .can_think = eng_can_think};
+                      .can_think = eng_can_think,
+                      .check_image = eng_check_image};
     return b;
 }

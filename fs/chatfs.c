@@ -39,6 +39,11 @@ static int load_conv(void *ud, int64_t id, const char *name, const char *system,
     return c->system ? 0 : -1;
 }
 
+static int load_attachment(void *ud, int64_t id, const convs_attachment *a) {
+    conv *c = cfs_find_conv_id(ud, id);
+    return c ? cfs_attach_load(c, a) : 0;
+}
+
 static int load_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     chatfs *fs = ud;
     conv *c = cfs_find_conv_id(fs, id);
@@ -94,7 +99,7 @@ chatfs *chatfs_new(fs_backend *b, convs_store *st, char *err, size_t errlen) {
     }
     describe_model(fs);
     fs->can_think = b->can_think ? b->can_think(b) : -1;
-    convs_loader l = {fs, load_conv, load_turn};
+    convs_loader l = {fs, load_conv, load_turn, load_attachment};
     if (st && convs_load(st, &l, err, errlen) != 0) {
         chatfs_free(fs);
         return NULL;
@@ -332,6 +337,8 @@ int fs_unlink(chatfs *fs, uint32_t tid, uint64_t parent, const char *name) {
         cfs_scratch_unlink(fs, nd.sc);
         cfs_touch_dir(fs, &dir);
         break;
+    case K_ATTACH: rc = cfs_attach_unlink(fs, nd.c, nd.turn); break;
+    case K_ATTACHMENTS: rc = -EISDIR; break;
     case K_TURN: { /* the turn and every later one go; a reply being generated stops */
         conv *c = nd.c;
         if (cfs_busy(c)) cfs_stop_gen(fs, c);
@@ -568,7 +575,7 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
     }
     cfs_maker_looked(dir.c, tid);
     const int n_calls = dir.c ? cfs_call_count(dir.c) : 0;
-    int cap = 16 + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? 2 * dir.c->n_turns : 0) + n_calls;
+    int cap = 16 + (dir.c ? dir.c->n_att : 0) + CFS_N_CONV_FILES + fs->n_convs + (dir.c ? 2 * dir.c->n_turns : 0) + n_calls;
     for (scratch *s = fs->scratch; s; s = s->next) cap++;
     fs_dirent *e = calloc(cap, sizeof *e);
     int k = 0;
@@ -578,7 +585,7 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
     }
 #define ADD(nm, in, md) (e[k].name = strdup(nm), e[k].ino = (in), e[k].mode = (md), k++)
     ADD(".", cfs_node_ino(&dir), S_IFDIR);
-    ADD("..", dir.kind == K_TURNS || dir.kind == K_CALLS ? cfs_conv_ino(dir.c, 0)
+    ADD("..", dir.kind == K_TURNS || dir.kind == K_CALLS || dir.kind == K_ATTACHMENTS ? cfs_conv_ino(dir.c, 0)
               : dir.kind == K_CALL                         ? cfs_conv_ino(dir.c, SUB_CALLS)
                                                            : FS_ROOT_INO,
         S_IFDIR);
@@ -591,6 +598,9 @@ int fs_readdir(chatfs *fs, uint32_t tid, uint64_t ino, fs_dirent **ents, int *n)
             ADD(cfs_conv_files[i].name, cfs_conv_ino(dir.c, cfs_conv_files[i].sub), cfs_conv_files[i].mode);
         /* calls/ is not listed: it shows what turns/ holds, and a copy (tar, rsync, cp -a)
          * brings the calls with the turns and messages.json, not through it */
+    } else if (dir.kind == K_ATTACHMENTS) {
+        for (int i = 0; i < dir.c->n_att; i++)
+            ADD(dir.c->att[i].name, cfs_conv_ino(dir.c, SUB_ATTACH0 + (int)dir.c->att[i].seq), S_IFREG);
     } else if (dir.kind == K_CALLS) {
         for (int i = 0; i < n_calls; i++) {
             cfs_call call;

@@ -34,8 +34,10 @@
 enum kind {
     K_NONE, K_ROOT, K_README, K_GSETTINGS, K_STATS, K_CONV, K_MESSAGE, K_REPLY, K_SYSTEM, K_SETTINGS,
     K_TRANSCRIPT, K_MESSAGES, K_STATUS, K_ERROR, K_CTL, K_TURNS, K_TURN, K_THINKING, K_THINK, K_USAGE, K_SCRATCH,
-    K_CALLS, K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT, K_TOOLS, K_GTOOLS
+    K_CALLS, K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT, K_TOOLS, K_GTOOLS, K_ATTACHMENTS, K_ATTACH
 };
+/* K_ATTACHMENTS: a conversation's attachments/, K_ATTACH: an image in it (attachments.c);
+ * node.turn is its index in conv.att */
 /* K_USAGE: a conversation's usage.json (tokens, context left, its checkpoints), rendered
  * outside fs->mu as stats.json is: cfs_usage_text */
 /* K_TOOLS, K_GTOOLS: a conversation's tools.json and the root's (the tools setting) */
@@ -72,6 +74,18 @@ typedef struct {
 
 enum state { ST_IDLE, ST_BUSY, ST_DONE, ST_FAILED };
 
+/* An image put in a conversation (attachments.c) */
+typedef struct {
+    char *name;
+    char *data;       /* the file's bytes, as written */
+    size_t len;
+    char hash[33];    /* the content hash the database stores them under */
+    int64_t seq;      /* its order, and its inode (SUB_ATTACH0 + seq) */
+    int turn;         /* the user turn (1-based) it went with; 0: it waits for the next message */
+    int64_t mtime;
+    int writing;      /* created, its bytes not taken yet (the writer has not closed it) */
+} attachment;
+
 struct gen;
 typedef struct conv {
     struct chatfs *fs;
@@ -95,6 +109,9 @@ typedef struct conv {
                          process held it (SQLITE_BUSY): the saver stores turns[pending-1..]; 0: none */
     int unsaved;      /* 1 + the index of a reply turn the database refused (a full disk), which
                          the saver writes again every second until it fits; 0: none */
+    attachment *att;  /* attachments/, in the order they were added */
+    int n_att;
+    int64_t next_att_seq;
     stream *reply;    /* the current or last reply */
     stream *thinking; /* its reasoning: ends when the answer starts (or the reply ends) */
     uint32_t fresh_tid;   /* cp or mv made it: that thread sees its files as it creates them */
@@ -205,6 +222,8 @@ typedef struct {
 #define SUB_TURN0 32
 #define SUB_THINK0 (1 << 23) /* turn k's .thinking.md: SUB_THINK0 + k (turns stay below) */
 #define SUB_CALLS 17
+#define SUB_ATTACHMENTS 18
+#define SUB_ATTACH0 ((1 << 22) + (1 << 21)) /* attachment seq's file (calls stay below) */
 #define SUB_CALL0 (1 << 22)  /* call k's directory: SUB_CALL0 + 4k, its files + 1..3 (turns stay below) */
 #define SCRATCH_BIT (1ull << 62)
 
@@ -229,6 +248,28 @@ struct fs_handle {
     char *view;
     size_t view_len;
 };
+
+/* ---- attachments.c: the attachments/ directory ---- */
+
+int cfs_attach_find(const conv *c, const char *name);  /* index, -1: none */
+int cfs_attach_by_seq(const conv *c, int64_t seq);
+/* a new attachment called name (or the waiting one of that name, to replace): its index
+ * in *out; 0 or -errno with the reason in the error file (ENOTSUP the engine takes no
+ * images, EACCES it went with a turn already, EINVAL a bad name) */
+int cfs_attach_create(chatfs *fs, conv *c, const char *name, int *out);
+int cfs_attach_writable(conv *c, int k);               /* 0, or -EACCES: it was sent */
+/* the bytes a writer wrote, checked (the engine decodes them) and stored: 0 or -errno
+ * (EINVAL not an image the engine takes: the reason in the error file, nothing kept) */
+int cfs_attach_commit(chatfs *fs, conv *c, int k, const char *data, size_t len);
+void cfs_attach_abandon(conv *c, int64_t seq);          /* created and closed without bytes: gone */
+int cfs_attach_unlink(chatfs *fs, conv *c, int k);
+int cfs_attach_bind(chatfs *fs, conv *c, int turn);     /* the waiting ones go with user turn `turn` */
+void cfs_attach_repair(chatfs *fs, conv *c);            /* those of turns that are gone wait again */
+int cfs_attach_count(const conv *c, int turn);
+int cfs_attach_images(const conv *c, int turn, chat_image *out); /* pointers into c; returns the count */
+int cfs_attach_load(conv *c, const convs_attachment *a);
+void cfs_attach_free_all(conv *c);
+void cfs_attach_unlink_memory(conv *c, int k);          /* gone from memory only (a reload) */
 
 /* ---- calls.c: the calls/ directory ---- */
 

@@ -39,6 +39,11 @@ static int send_message(chatfs *fs, conv *c, const char *text, size_t len) {
     }
     rc = cfs_turn_push(c, 1, text, len, 1, cfs_now_ns());
     if (rc) return rc;
+    /* the attachments added since the last message go with this one */
+    if ((rc = cfs_attach_bind(fs, c, c->n_turns))) {
+        cfs_turns_truncate(c, c->n_turns - 1);
+        return rc;
+    }
     c->mtime = cfs_now_ns();
     fs->n_sent++;
     cfs_log(fs, 2, "%s: a message of %zu bytes", c->name, len);
@@ -468,6 +473,7 @@ static int apply(chatfs *fs, const node *nd, int how, const char *data, size_t l
 int cfs_commit(chatfs *fs, const node *nd, int how, const char *data, size_t len) {
     conv *c = nd->c;
     if (c && c->deleted) return -ENOENT;
+    if (nd->kind == K_ATTACH) return cfs_attach_commit(fs, c, nd->turn, data, len); /* bytes, not text */
     if (cfs_is_derived(nd->kind) || nd->kind == K_SCRATCH || cfs_is_dir_kind(nd->kind))
         return apply(fs, nd, how, data, len);
     char what[64];

@@ -130,6 +130,7 @@ void cfs_conv_unref(conv *c) {
     if (!c || --c->refs > 0) return;
     for (int i = 0; i < c->n_turns; i++) cfs_turn_free(&c->turns[i]);
     free(c->turns);
+    cfs_attach_free_all(c);
     free(c->name);
     free(c->system);
     free(c->error);
@@ -374,6 +375,11 @@ static int reload_turn(void *ud, int64_t id, int idx, const convs_turn *t) {
     return cfs_turn_load(c, t);
 }
 
+static int reload_attachment(void *ud, int64_t id, const convs_attachment *a) {
+    (void)id;
+    return cfs_attach_load(ud, a);
+}
+
 void cfs_reload(chatfs *fs, conv *c) {
     /* turns the database has not taken yet (c->pending) are newer than its copy: the
      * saver stores them, and they stay */
@@ -384,7 +390,10 @@ void cfs_reload(chatfs *fs, conv *c) {
     int k = c->unsaved - 1;
     if (k >= 0 && k < c->n_turns) keep = c->turns[k], c->turns[k] = (turn){0};
     cfs_turns_truncate(c, 0);
-    convs_loader l = {c, reload_conv, reload_turn};
+    /* the attachments as the database has them: a waiting one being written stays */
+    for (int i = c->n_att - 1; i >= 0; i--)
+        if (!c->att[i].writing) cfs_attach_unlink_memory(c, i);
+    convs_loader l = {c, reload_conv, reload_turn, reload_attachment};
     char err[256];
     if (convs_load_one(fs->st, c->id, &l, err, sizeof err)) cfs_log(fs, 1, "%s: %s", c->name, err);
     if (keep.text && k < c->n_turns && !c->turns[k].user && !c->turns[k].complete) {
@@ -404,6 +413,7 @@ void cfs_reload(chatfs *fs, conv *c) {
  * turns the database has not taken (c->pending), the save starts at the first of them,
  * and a busy database leaves this change pending with them (0): the saver stores it. */
 int cfs_save_turns(chatfs *fs, conv *c, int from, int with_system, const char *what) {
+    cfs_attach_repair(fs, c); /* the attachments of turns that went wait for the next message */
     if (!fs->st) return 0;
     if (c->pending && from > c->pending - 1) from = c->pending - 1;
     int n = c->n_turns - from;

@@ -21,7 +21,7 @@
 static int buffered(int kind) {
     return kind == K_MESSAGE || kind == K_SYSTEM || kind == K_SETTINGS || kind == K_GSETTINGS || kind == K_MESSAGES ||
            kind == K_CTL || kind == K_TURN || kind == K_THINK || kind == K_CALL_RESULT || kind == K_TOOLS ||
-           kind == K_GTOOLS;
+           kind == K_GTOOLS || kind == K_ATTACH;
 }
 
 static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard, fs_handle **out) {
@@ -43,6 +43,7 @@ static int open_node(chatfs *fs, const node *nd, int flags, int how, int discard
             int rc = cfs_check_result(nd->c, nd->turn);
             if (rc) return rc;
         }
+        if (nd->kind == K_ATTACH && cfs_attach_writable(nd->c, nd->turn)) return -EACCES;
     }
     fs_handle *h = calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
@@ -97,6 +98,16 @@ int fs_create(chatfs *fs, uint32_t tid, uint64_t parent, const char *name, uint3
     node dir, nd;
     int rc = cfs_resolve(fs, parent, &dir);
     if (rc) goto out;
+    if (dir.kind == K_ATTACHMENTS) { /* a new image: its bytes are checked and stored at the close */
+        int k;
+        if (!(rc = cfs_attach_create(fs, dir.c, name, &k))) {
+            nd = (node){K_ATTACH, dir.c, k, NULL};
+            rc = open_node(fs, &nd, flags | O_TRUNC, COMMIT_EDIT, 0, h);
+            if (rc) cfs_attach_abandon(dir.c, dir.c->att[k].seq);
+            else rc = cfs_attr_of(fs, &nd, out);
+        }
+        goto out;
+    }
     if (!cfs_can_hold_scratch(&dir)) {
         rc = -ENOTDIR;
         goto out;
@@ -311,6 +322,10 @@ ssize_t fs_write(chatfs *fs, fs_handle *h, off_t off, const char *buf, size_t si
         goto out;
     }
     h->written = 1; /* even when refused below: then release must not commit a truncation */
+    if (h->kind == K_ATTACH) { /* bytes: checked whole at the close */
+        h->dirty = 1;
+        goto out;
+    }
     /* refuse where shells look: at write, not at close */
     int v = 0;
     { /* text only; a character cut short at the end may still be completed */
@@ -398,6 +413,8 @@ void fs_release(chatfs *fs, fs_handle *h) {
         node nd;
         if (cfs_resolve(fs, h->ino, &nd) == 0) cfs_commit(fs, &nd, h->how, h->buf ? h->buf : "", h->len);
     }
+    if (h->kind == K_ATTACH && h->c) /* created, closed without bytes: not an attachment */
+        cfs_attach_abandon(h->c, (int64_t)(h->ino & ((1u << CONV_SHIFT) - 1)) - SUB_ATTACH0);
     if (h->sc) {
         int pending = h->sc->pending && h->sc->linked;
         cfs_scratch_unref(h->sc);

@@ -541,14 +541,21 @@ void cfs_stop_gen(chatfs *fs, conv *c) {
 
 /* Builds the engine's message list from c (system first); pointers into c. */
 chat_msg *cfs_build_msgs(const conv *c, int n_turns, int *n) {
-    chat_msg *m = calloc(n_turns + 2, sizeof *m);
+    /* one block: the messages, then the user turns' images (chat_msg.images points there) */
+    chat_msg *m = calloc(1, sizeof *m * (size_t)(n_turns + 2) + sizeof(chat_image) * (size_t)(c->n_att + 1));
     if (!m) return NULL;
+    chat_image *images = (chat_image *)(m + n_turns + 2);
     int k = 0;
     if (c->system[0]) m[k++] = (chat_msg){"system", c->system, NULL};
     for (int i = 0; i < n_turns; i++) { /* a past answer's reasoning: the template decides what the prompt shows */
         const turn *t = &c->turns[i];
-        m[k++] = (chat_msg){cfs_turn_role(t), t->text, !t->user && t->reasoning && t->reasoning[0] ? t->reasoning : NULL,
-                            t->calls, t->call_id};
+        m[k] = (chat_msg){cfs_turn_role(t), t->text, !t->user && t->reasoning && t->reasoning[0] ? t->reasoning : NULL,
+                          t->calls, t->call_id};
+        if (t->user && (m[k].n_images = cfs_attach_images(c, i + 1, images))) {
+            m[k].images = images;
+            images += m[k].n_images;
+        }
+        k++;
     }
     *n = k;
     return m;

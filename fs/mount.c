@@ -309,7 +309,13 @@ int chatfs_mount(const mount_opts *o) {
         cfg.max_batch = o->max_batch;
         cfg.draft = o->draft;
         cfg.draft_vocab = o->draft_vocab;
+        cfg.mmproj_path = o->mmproj;
         be = backend_engine_open(&cfg, err, sizeof err);
+        if (!be && o->mmproj_found) {
+            fprintf(stderr, "chatfs: %s beside the model is left out (%s): no images\n", o->mmproj, err);
+            cfg.mmproj_path = NULL;
+            be = backend_engine_open(&cfg, err, sizeof err);
+        }
     }
     if (!be) goto fail;
     /* the engine holds a conversation to the model's trained context (engine_open): a

@@ -22,6 +22,9 @@ typedef struct {
     const char *cache_type_k, *cache_type_v; /* -ctk/-ctv: engine_config's (NULL: its default) */
     int draft;               /* --draft: engine_config.draft (0 the default, -1 off, N up to N) */
     int draft_vocab;         /* --draft-vocab: engine_config.draft_vocab (0: the whole vocabulary) */
+    const char *mmproj;      /* --mmproj: the vision projector (engine_config.mmproj_path); NULL: none */
+    int mmproj_found;        /* 1: mmproj was found beside the model, not given: one that does not
+                                load is left out with a warning rather than refusing the mount */
     int foreground;          /* -f: stay in the foreground (else daemonise like sshfs) */
     int verbose;             /* -v: log every change, not only each reply */
     const char *log_path;    /* --log FILE: append the log there (daemon or -f); NULL: stderr with -f */

@@ -134,6 +134,11 @@ int cfs_resolve(chatfs *fs, uint64_t ino, node *nd) {
         nd->kind = K_THINK;
         return nd->turn < c->n_turns && !c->turns[nd->turn].user ? 0 : -ENOENT;
     }
+    if (sub >= SUB_ATTACH0) { /* an attachment, by its seq */
+        nd->turn = cfs_attach_by_seq(c, sub - SUB_ATTACH0);
+        nd->kind = K_ATTACH;
+        return nd->turn >= 0 ? 0 : -ENOENT;
+    }
     if (sub >= SUB_CALL0) { /* a call's directory and its files, while the call exists */
         static const int kinds[4] = {K_CALL, K_CALL_NAME, K_CALL_ARGS, K_CALL_RESULT};
         nd->turn = (sub - SUB_CALL0) / 4;
@@ -146,12 +151,15 @@ int cfs_resolve(chatfs *fs, uint64_t ino, node *nd) {
         return nd->turn < c->n_turns ? 0 : -ENOENT;
     }
     if (sub == SUB_CALLS) return nd->kind = K_CALLS, 0;
+    if (sub == SUB_ATTACHMENTS) return nd->kind = K_ATTACHMENTS, 0;
     for (int i = 0; i < CFS_N_CONV_FILES; i++)
         if (cfs_conv_files[i].sub == sub) return nd->kind = cfs_conv_files[i].kind, 0;
     return -ENOENT;
 }
 
-int cfs_is_dir_kind(int k) { return k == K_ROOT || k == K_CONV || k == K_TURNS || k == K_CALLS || k == K_CALL; }
+int cfs_is_dir_kind(int k) {
+    return k == K_ROOT || k == K_CONV || k == K_TURNS || k == K_CALLS || k == K_CALL || k == K_ATTACHMENTS;
+}
 
 uint64_t cfs_node_ino(const node *nd) {
     switch (nd->kind) {
@@ -161,6 +169,8 @@ uint64_t cfs_node_ino(const node *nd) {
     case K_TURN: return cfs_conv_ino(nd->c, SUB_TURN0 + nd->turn);
     case K_THINK: return cfs_conv_ino(nd->c, SUB_THINK0 + nd->turn);
     case K_CALLS: return cfs_conv_ino(nd->c, SUB_CALLS);
+    case K_ATTACHMENTS: return cfs_conv_ino(nd->c, SUB_ATTACHMENTS);
+    case K_ATTACH: return cfs_conv_ino(nd->c, SUB_ATTACH0 + (int)nd->c->att[nd->turn].seq);
     case K_CALL: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn);
     case K_CALL_NAME: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn + 1);
     case K_CALL_ARGS: return cfs_conv_ino(nd->c, SUB_CALL0 + 4 * nd->turn + 2);
@@ -192,6 +202,7 @@ static int64_t node_mtime(chatfs *fs, const node *nd) {
     case K_TURN:
     case K_THINK: return c->turns[nd->turn].mtime;
     case K_SCRATCH: return nd->sc->mtime;
+    case K_ATTACH: return c->att[nd->turn].mtime;
     case K_TRANSCRIPT:
     case K_MESSAGES: return c->mtime_hist > c->mtime_system ? c->mtime_hist : c->mtime_system; /* they show it */
     default: return c->mtime_hist;
@@ -228,7 +239,12 @@ int cfs_attr_of(chatfs *fs, const node *nd, fs_attr *a) {
     case K_CONV: a->mode = S_IFDIR | 0755, a->nlink = 3; return 0;
     case K_TURNS:
     case K_CALLS:
-    case K_CALL: a->mode = S_IFDIR | 0755, a->nlink = 2; return 0;
+    case K_CALL:
+    case K_ATTACHMENTS: a->mode = S_IFDIR | 0755, a->nlink = 2; return 0;
+    case K_ATTACH: /* a sent one is the turn's: read-only */
+        a->mode = S_IFREG | (nd->c->att[nd->turn].turn ? 0444 : 0644);
+        a->size = nd->c->att[nd->turn].len;
+        return 0;
     case K_CALL_NAME:
     case K_CALL_ARGS: a->mode = S_IFREG | 0444; break;
     case K_CALL_RESULT: a->mode = S_IFREG | 0644; break;
@@ -312,6 +328,7 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
         if (c) return out->kind = K_CONV, out->c = c, 0;
     } else if (dir->kind == K_CONV) {
         if (!strcmp(name, "calls")) return out->kind = K_CALLS, out->c = dir->c, 0;
+        if (!strcmp(name, "attachments")) return out->kind = K_ATTACHMENTS, out->c = dir->c, 0;
         for (int i = 0; i < CFS_N_CONV_FILES; i++)
             if (!strcmp(name, cfs_conv_files[i].name)) {
                 int kind = cfs_conv_files[i].kind;
@@ -332,6 +349,10 @@ int cfs_child(chatfs *fs, uint32_t tid, const node *dir, const char *name, node 
             if (cfs_fresh_for(dir->c, tid)) return -ENOENT;
             return out->kind = K_THINK, out->c = dir->c, out->turn = idx, 0;
         }
+    } else if (dir->kind == K_ATTACHMENTS) {
+        int k = cfs_attach_find(dir->c, name);
+        if (k >= 0) return out->kind = K_ATTACH, out->c = dir->c, out->turn = k, 0;
+        return -ENOENT;
     } else if (dir->kind == K_CALLS) {
         int k = cfs_call_find(dir->c, name);
         if (k >= 0) return out->kind = K_CALL, out->c = dir->c, out->turn = k, 0;

@@ -311,6 +311,7 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     }
     case K_MESSAGE:
     case K_CTL: break;
+    case K_ATTACH: cfs_sb_add(b, c->att[nd->turn].data ? c->att[nd->turn].data : "", c->att[nd->turn].len); break;
     case K_REPLY: cfs_sb_add(b, c->reply ? c->reply->buf : "", c->reply ? c->reply->len : 0); break;
     case K_THINKING: cfs_sb_add(b, c->thinking ? c->thinking->buf : "", c->thinking ? c->thinking->len : 0); break;
     case K_SYSTEM: add_turn_text(b, c->system, strlen(c->system)); break;

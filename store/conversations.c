@@ -75,6 +75,18 @@ static const char *const migrations[] = {
     " SELECT conversation, idx, role, content, complete, mtime_ns, reasoning FROM conversation_turn;"
     "DROP TABLE conversation_turn;"
     "ALTER TABLE conversation_turn_v4 RENAME TO conversation_turn;",
+    /* version 5: images put in a conversation (attachments/), each file stored once by its
+     * content hash however many conversations hold it; turn: the user turn that carried it
+     * (1-based), 0 while it waits for the next message */
+    "CREATE TABLE image(hash TEXT PRIMARY KEY, bytes BLOB NOT NULL);"
+    "CREATE TABLE conversation_attachment("
+    "  conversation INTEGER NOT NULL REFERENCES conversation(id) ON DELETE CASCADE,"
+    "  seq INTEGER NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  hash TEXT NOT NULL REFERENCES image(hash),"
+    "  turn INTEGER NOT NULL DEFAULT 0,"
+    "  mtime_ns INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (conversation, seq), UNIQUE (conversation, name));",
 };
 
 convs_store *convs_open(store_db *db, char *err, size_t errlen) {
@@ -101,7 +113,11 @@ static int run(convs_store *s, const char *sql, const char *fmt, ...) {
     for (int i = 1; *fmt; fmt++, i++) {
         if (*fmt == 'i') sqlite3_bind_int64(st, i, va_arg(ap, int64_t));
         else if (*fmt == 't') sqlite3_bind_text(st, i, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
-        else if (*fmt == 'b') {
+        else if (*fmt == 'B') { /* bytes: a blob with its length */
+            const void *p = va_arg(ap, const void *);
+            size_t n = va_arg(ap, size_t);
+            sqlite3_bind_blob64(st, i, p ? p : "", (sqlite3_uint64)n, SQLITE_TRANSIENT);
+        } else if (*fmt == 'b') {
             const char *p = va_arg(ap, const char *);
             size_t n = va_arg(ap, size_t);
             sqlite3_bind_text(st, i, p ? p : "", (int)n, SQLITE_TRANSIENT);
@@ -141,7 +157,7 @@ static int end(convs_store *s, int ok, char *err, size_t errlen) {
 /* every conversation (only 0), or the one with id only */
 static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, size_t errlen) {
     db_enter(s->db);
-    sqlite3_stmt *c = NULL, *t = NULL;
+    sqlite3_stmt *c = NULL, *t = NULL, *a = NULL;
     int rc = -1;
     if (sqlite3_prepare_v2(db_sql(s->db),
                            "SELECT id, name, system, settings, mtime_ns FROM conversation WHERE ?1=0 OR id=?1 ORDER BY id",
@@ -150,8 +166,14 @@ static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, 
                            "SELECT conversation, idx, role, content, complete, mtime_ns, reasoning, tool_calls, "
                            "tool_call_id FROM conversation_turn "
                            "WHERE ?1=0 OR conversation=?1 ORDER BY conversation, idx",
-                           -1, &t, NULL) != SQLITE_OK)
+                           -1, &t, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db_sql(s->db),
+                           "SELECT a.conversation, a.seq, a.name, a.hash, a.turn, a.mtime_ns, i.bytes "
+                           "FROM conversation_attachment a JOIN image i ON i.hash = a.hash "
+                           "WHERE ?1=0 OR a.conversation=?1 ORDER BY a.conversation, a.seq",
+                           -1, &a, NULL) != SQLITE_OK)
         goto out;
+    sqlite3_bind_int64(a, 1, only);
     sqlite3_bind_int64(c, 1, only);
     sqlite3_bind_int64(t, 1, only);
     while (sqlite3_step(c) == SQLITE_ROW)
@@ -168,11 +190,20 @@ static int load(convs_store *s, int64_t only, const convs_loader *l, char *err, 
                          !strcmp(role, "tool"), calls && *calls ? calls : NULL, call_id && *call_id ? call_id : NULL};
         if (l->turn(l->ud, sqlite3_column_int64(t, 0), sqlite3_column_int(t, 1), &tu) != 0) goto out;
     }
+    while (l->attachment && sqlite3_step(a) == SQLITE_ROW) {
+        const void *bytes = sqlite3_column_blob(a, 6);
+        convs_attachment at = {sqlite3_column_int64(a, 1), (const char *)sqlite3_column_text(a, 2),
+                               (const char *)sqlite3_column_text(a, 3), bytes ? bytes : "",
+                               (size_t)sqlite3_column_bytes(a, 6), sqlite3_column_int(a, 4),
+                               sqlite3_column_int64(a, 5)};
+        if (l->attachment(l->ud, sqlite3_column_int64(a, 0), &at) != 0) goto out;
+    }
     rc = 0;
 out:
     if (rc) snprintf(err, errlen, "cannot load the conversations: %s", sqlite3_errmsg(db_sql(s->db)));
     sqlite3_finalize(c);
     sqlite3_finalize(t);
+    sqlite3_finalize(a);
     db_leave(s->db);
     return rc;
 }
@@ -226,7 +257,41 @@ int convs_delete(convs_store *s, int64_t id, char *err, size_t errlen) {
     int rc = begin(s, err, errlen);
     if (rc) return rc;
     int ok = !run(s, "DELETE FROM conversation_turn WHERE conversation=?", "i", id) &&
+             !run(s, "DELETE FROM conversation_attachment WHERE conversation=?", "i", id) &&
+             !run(s, "DELETE FROM image WHERE hash NOT IN (SELECT hash FROM conversation_attachment)", "") &&
              !run(s, "DELETE FROM conversation WHERE id=?", "i", id);
+    return end(s, ok, err, errlen);
+}
+
+int convs_put_attachment(convs_store *s, int64_t id, const convs_attachment *a, char *err, size_t errlen) {
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
+    int ok = !run(s, "INSERT OR IGNORE INTO image(hash, bytes) VALUES(?, ?)", "tB", a->hash, a->bytes, a->len) &&
+             !run(s, "DELETE FROM conversation_attachment WHERE conversation=? AND name=?", "it", id, a->name) &&
+             !run(s,
+                  "INSERT INTO conversation_attachment(conversation, seq, name, hash, turn, mtime_ns) "
+                  "VALUES(?, ?, ?, ?, ?, ?)",
+                  "iittii", id, a->seq, a->name, a->hash, (int64_t)a->turn, a->mtime_ns) &&
+             !run(s, "DELETE FROM image WHERE hash NOT IN (SELECT hash FROM conversation_attachment)", "");
+    return end(s, ok, err, errlen);
+}
+
+int convs_drop_attachment(convs_store *s, int64_t id, const char *name, char *err, size_t errlen) {
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
+    int ok = !run(s, "DELETE FROM conversation_attachment WHERE conversation=? AND name=?", "it", id, name) &&
+             !run(s, "DELETE FROM image WHERE hash NOT IN (SELECT hash FROM conversation_attachment)", "");
+    return end(s, ok, err, errlen);
+}
+
+int convs_set_attachment_turns(convs_store *s, int64_t id, const int64_t *seqs, const int *turns, int n, char *err,
+                               size_t errlen) {
+    int rc = begin(s, err, errlen);
+    if (rc) return rc;
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++)
+        ok = !run(s, "UPDATE conversation_attachment SET turn=? WHERE conversation=? AND seq=?", "iii",
+                  (int64_t)turns[i], id, seqs[i]);
     return end(s, ok, err, errlen);
 }
 

@@ -1,5 +1,5 @@
 /* conversations.h - the filesystem's conversations in the database (module
- * "conversations" of db.h, schema version 4; version 1 had no reasoning column, and
+ * "conversations" of db.h, schema version 5 (images: attachments); version 1 had no reasoning column, and
  * opening such a database adds it, '' for every turn, in one transaction; version 3
  * moved the conversations `chatfs ask` kept apart, table ask_turns, into these tables:
  * one store for the mount and `ask`; version 4 added tool turns and calls).
@@ -36,6 +36,17 @@ typedef struct {
     const char *tool_call_id; /* a tool turn's call; NULL: none */
 } convs_turn;
 
+/* An image put in a conversation (its attachments/ directory). */
+typedef struct {
+    int64_t seq;        /* its order in the conversation */
+    const char *name;
+    const char *hash;   /* the content hash it is stored under (hex) */
+    const void *bytes;  /* the file as written */
+    size_t len;
+    int turn;           /* the user turn (1-based) it went with; 0: it waits for the next message */
+    int64_t mtime_ns;
+} convs_attachment;
+
 /* What convs_load reports, one conversation at a time. */
 typedef struct {
     void *ud;
@@ -43,6 +54,8 @@ typedef struct {
     int (*conversation)(void *ud, int64_t id, const char *name, const char *system, const char *settings,
                         int64_t mtime_ns);
     int (*turn)(void *ud, int64_t conv, int idx, const convs_turn *t);
+    /* after every turn, in seq order; NULL: not loaded */
+    int (*attachment)(void *ud, int64_t conv, const convs_attachment *a);
 } convs_loader;
 
 /* The tables of db (created or migrated). NULL with the reason in err. */
@@ -86,6 +99,13 @@ int64_t convs_find(convs_store *s, const char *name);
  * longer has `expect` turns or its last reply is incomplete (the reason in err). */
 int64_t convs_append_message(convs_store *s, const char *name, const char *settings, const char *system, int expect,
                              const char *text, size_t len, int64_t mtime_ns, char *err, size_t errlen);
+/* An attachment stored (its bytes once per hash), in place of one of the same name;
+ * removed (its bytes too when no conversation holds them any more); the turns some
+ * attachments go with (seqs[i] to turns[i], 0: the next message). */
+int convs_put_attachment(convs_store *s, int64_t id, const convs_attachment *a, char *err, size_t errlen);
+int convs_drop_attachment(convs_store *s, int64_t id, const char *name, char *err, size_t errlen);
+int convs_set_attachment_turns(convs_store *s, int64_t id, const int64_t *seqs, const int *turns, int n, char *err,
+                               size_t errlen);
 /* Rewrites one turn's reasoning (an edited turns/NNN-assistant.thinking.md). */
 int convs_update_reasoning(convs_store *s, int64_t id, int idx, const char *text, size_t len, char *err,
                            size_t errlen);

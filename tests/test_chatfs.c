@@ -929,7 +929,7 @@ static void test_old_schema(void) {
     d = db_open(path, err, sizeof err);
     REQUIRE(d, "db: %s", err);
     convs_store *s = convs_open(d, err, sizeof err);
-    CHECK(s && db_module_version(d, "conversations") == 4, "migrated to schema 4: %s", s ? "" : err);
+    CHECK(s && db_module_version(d, "conversations") == 5, "migrated to schema 5: %s", s ? "" : err);
     CHECK(s && convs_update_reasoning(s, 1, 2, "why", 3, err, sizeof err) == 0, "the new column: %s", err);
     convs_close(s);
     db_close(d);

@@ -1,0 +1,128 @@
+#!/bin/sh
+# t_attachments.sh - images in conversations through a real mount: `cp photo NAME/attachments/`
+# on the tiny Qwen3.5 model with the tiny projector (tests/fixtures/vision/). What is checked:
+#  - the attachment reads back byte for byte, and the next message carries it: its prompt is
+#    llama-mtmd-cli's length for that image (the fixture's chunks); it is read-only after;
+#  - a follow-up reuses the image from a checkpoint (status "reused"), also after a remount;
+#  - a truncated PNG, a text file named .png and a 30000 x 30000 PNG header are refused at the
+#    close (EINVAL, the reason in error) and nothing is stored;
+#  - two conversations holding the same image store its bytes once;
+#  - a removed user turn puts its images back to wait for the next message;
+#  - a mount without a projector refuses attachments with the reason (ENOTSUP).
+set -u
+cd "$(dirname "$0")/.."
+if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+    echo "t_attachments: FAIL: needs /dev/fuse and fusermount3 (package fuse3)"
+    exit 1
+fi
+CHATFS=$(pwd)/chatfs
+FX=tests/fixtures
+V=$FX/vision
+TMP=$(pwd)/tests/tmp/t_attachments.$$
+M=$TMP/mnt
+mkdir -p "$M"
+failed=0
+fail() {
+    echo "FAIL t_attachments: $*"
+    failed=$((failed + 1))
+}
+has() {
+    case "$1" in *"$2"*) return 0 ;; esac
+    return 1
+}
+umount_all() { fusermount3 -u "$M" 2>/dev/null; sleep 0.2; }
+trap 'umount_all; rm -rf "$TMP"' EXIT
+mount_it() { # extra options...
+    "$CHATFS" mount "$M" -m $FX/qwen35-tiny-f32.gguf --db "$TMP/db" -t 2 -ctk f32 -ctv f32 "$@" >"$TMP/mount.out" 2>&1 ||
+        { fail "mount $*: $(cat "$TMP/mount.out")"; exit 1; }
+}
+PROJ="--mmproj $V/mmproj-tiny-f32.gguf"
+# a template that writes test_vision's fixture prompt (the image inside "What is in ... this picture?")
+python3 - "$TMP/settings.py" <<'PY'
+import sys
+open(sys.argv[1], "w").write(r'''
+import json, sys
+t = ("{%- for m in messages -%}<|im_start|>{{ m.role + '\\n' }}"
+     "{%- if m.content is string %}{{ m.content }}{% else %}{{ 'What is in' }}"
+     "{%- for p in m.content %}{% if p.type == 'image' %}{{ ' <|vision_start|><|image_pad|><|vision_end|>' }}"
+     "{% else %}{{ ' ' + p.text }}{% endif %}{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endfor -%}"
+     "{{ '<|im_start|>assistant\\n' }}")
+p = sys.argv[1]
+s = json.load(open(p))
+s.update(chat_template=t, max_tokens=8, temperature=0)
+open(p, "w").write(json.dumps(s))
+''')
+PY
+setup() { # conversation
+    mkdir "$M/$1" && python3 "$TMP/settings.py" "$M/$1/settings.json" || fail "$1: settings.json: $(cat "$M/$1/error")"
+}
+ask() { # conversation message -> the reply read whole
+    echo "$2" >"$M/$1/message" || fail "$1: the message '$2' was not sent: $(cat "$M/$1/error")"
+    cat "$M/$1/reply" >/dev/null || fail "$1: the reply to '$2' failed: $(cat "$M/$1/status")"
+}
+prompt_of() { sed -n 's/.*reused [0-9]*\/\([0-9]*\).*/\1/p' "$M/$1/status"; }
+reused_of() { sed -n 's/.*reused \([0-9]*\)\/.*/\1/p' "$M/$1/status"; }
+
+mount_it $PROJ
+setup a
+cp $V/noise-131x91.png "$M/a/attachments/" || fail "cp into attachments/: $(cat "$M/a/error")"
+cmp -s $V/noise-131x91.png "$M/a/attachments/noise-131x91.png" || fail "the attachment does not read back as written"
+ask a "this picture?"
+# mtmd's prompt for this image: its text chunks and 12 rows (the fixture)
+want=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sum(len(c["text"]) if "text" in c else c["image_tokens"] for c in j["chunks"]))' $V/noise-131x91.json)
+[ "$(prompt_of a)" = "$want" ] || fail "the message with the image has a prompt of $(prompt_of a) tokens, mtmd's $want: $(cat "$M/a/status")"
+ls -l "$M/a/attachments/noise-131x91.png" | grep -q '^-r--r--r--' || fail "a sent attachment is not read-only: $(ls -l "$M/a/attachments")"
+rm "$M/a/attachments/noise-131x91.png" 2>/dev/null && fail "a sent attachment was removed"
+has "$(cat "$M/a/error")" "went with turn 1" || fail "the refused removal says: $(cat "$M/a/error")"
+ask a "And its colours?"
+r=$(reused_of a)
+[ "${r:-0}" -gt "$want" ] || fail "the follow-up reused ${r:-0} tokens, not the image's turn ($want): $(cat "$M/a/status")"
+
+# bad images: refused at the close, nothing stored
+head -c 400 $V/noise-131x91.png >"$TMP/cut.png"
+echo 'not an image' >"$TMP/text.png"
+python3 - "$TMP/huge.png" <<'PY'
+import struct, sys, zlib
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0)) +
+                              chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+PY
+for f in cut.png text.png huge.png; do
+    out=$(cp "$TMP/$f" "$M/a/attachments/" 2>&1) && fail "$f was taken"
+    has "$out" "Invalid argument" || fail "$f: cp says '$out', not EINVAL"
+    [ -e "$M/a/attachments/$f" ] && fail "$f is left in attachments/"
+    [ -s "$M/a/error" ] || fail "$f: error is empty"
+done
+has "$(cat "$M/a/error")" "pixels" || fail "the huge PNG's reason: $(cat "$M/a/error")"
+
+# the same image in a second conversation: stored once
+setup b
+cp $V/noise-131x91.png "$M/b/attachments/photo.png" || fail "cp into b: $(cat "$M/b/error")"
+ask b "this picture?"
+# a removed user turn's image waits for the next message again
+rm "$M/b/turns/001-user.md" || fail "rm of b's first turn"
+ls -l "$M/b/attachments/photo.png" | grep -q '^-rw-r--r--' || fail "b's image does not wait again: $(ls -l "$M/b/attachments")"
+ask b "this picture?"
+[ "$(prompt_of b)" = "$want" ] || fail "b's new message does not carry the image: $(cat "$M/b/status")"
+umount_all
+n=$(python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute("select count(*) from image").fetchone()[0], c.execute("select count(*) from conversation_attachment").fetchone()[0])' "$TMP/db")
+[ "$n" = "1 2" ] || fail "images, attachments in the database: $n (want 1 2)"
+
+# after a remount: the attachment is there and the follow-up restores from disk
+mount_it $PROJ
+cmp -s $V/noise-131x91.png "$M/a/attachments/noise-131x91.png" || fail "after a remount the attachment differs"
+ask a "Once more?"
+has "$(cat "$M/a/status")" "reused" || fail "after a remount: $(cat "$M/a/status")"
+r=$(reused_of a)
+[ "${r:-0}" -gt "$want" ] || fail "after a remount the follow-up reused ${r:-0} tokens: $(cat "$M/a/status")"
+umount_all
+
+# no projector: refused at the create, with the reason
+mount_it
+out=$(cp $V/grad-97x61.png "$M/a/attachments/" 2>&1) && fail "a mount without a projector took an image"
+has "$out" "not supported" || fail "no projector: cp says '$out'"
+has "$(cat "$M/a/error")" "mmproj" || fail "no projector: error says '$(cat "$M/a/error")'"
+umount_all
+
+if [ "$failed" -eq 0 ]; then echo "t_attachments                ok"; else echo "t_attachments                FAIL ($failed)"; exit 1; fi
