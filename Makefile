@@ -194,7 +194,7 @@ sanitized-fs: sanitized-gguf
 # instrumentation there, and so is the layer math per instruction set; that makes the
 # model runs several times faster; the thread pool, the dispatch into the kernels and
 # everything around stay instrumented.
-TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja test_template
+TSAN_TESTS := test_chatfs test_chat test_concurrency test_spec_engine test_remote test_jinja test_template test_vision_chat
 tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" $(TSAN_TESTS:%=build-tsan/tests/%)
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_chatfs

@@ -323,6 +323,12 @@ static void gemm_job(void *arg, int ith, int nth) {
 static _Thread_local void *act_buf;
 static _Thread_local size_t act_cap;
 
+void matmul_thread_release(void) {
+    free(act_buf);
+    act_buf = NULL;
+    act_cap = 0;
+}
+
 static void *act_space(size_t need) {
     if (need > act_cap) {
         free(act_buf);

@@ -50,6 +50,9 @@ void matmul_rows(const matrix *W, const float *X, int T, float *Y, int64_t r0, i
  * rows of W[i]->n_out). The activations are converted once per dot type and all the
  * products run as one job on the pool (q/k/v, gate/up, the delta-net projections). */
 void matmul_multi(int n, const matrix *const *W, float *const *Y, const float *X, int T);
+/* The calling thread's prepared-activation buffer (each thread that calls matmul keeps
+ * one), freed: for a thread that ends, such as an engine's worker. */
+void matmul_thread_release(void);
 /* Y = W X into work (T rows of n_out), and each token's row, times `scale`, to dst[t]
  * (n_out floats each, anywhere): the output head, whose rows go to every sequence's own
  * logits. Each thread copies the rows it has just computed while they are still in its

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "engine/runtime/chat_impl.h"
+#include "engine/kernels/kernels.h"
 #include "engine/base/threadpool.h"
 
 /* under a steady load, checkpoints still reach the database this often */
@@ -621,5 +622,6 @@ void *engine_worker(void *arg) {
         step(e);
         maybe_flush(e);
     }
+    matmul_thread_release(); /* this thread's share of the kernels' buffers */
     return NULL;
 }
