@@ -240,11 +240,11 @@ fuzz: $(FUZZ_BIN)
 # in tests/fuzz/chatfs/; new inputs go to build-fuzz/corpus-chatfs.
 FUZZ_FS_BIN := build-fuzz/fuzz_chatfs
 FUZZ_FS_SRC := tests/fuzz/fuzz_chatfs.c fs/chatfs.c fs/files.c fs/names.c fs/scratch.c fs/copyin.c fs/text.c fs/conv.c fs/generation.c \
-               fs/views.c fs/commit.c fs/import.c fs/calls.c \
+               fs/views.c fs/commit.c fs/import.c fs/calls.c fs/attachments.c fs/data_url.c \
                fs/settings.c fs/backend_fake.c store/conversations.c store/db.c \
                $(sort $(wildcard engine/template/*.c engine/jinja/*.c engine/tokenizer/*.c engine/grammar/*.c \
                                  engine/toolcall/*.c)) \
-               engine/gguf/gguf.c engine/base/strbuf.c
+               engine/gguf/gguf.c engine/base/strbuf.c engine/base/hash.c
 FUZZ_FS_RUN := $(FUZZ_FS_BIN) -max_len=4096 -timeout=10 -artifact_prefix=build-fuzz/ \
                build-fuzz/corpus-chatfs tests/fuzz/chatfs
 $(FUZZ_FS_BIN): $(FUZZ_FS_SRC) $(wildcard fs/*.h engine/template/*.h engine/jinja/*.h engine/tokenizer/*.h \

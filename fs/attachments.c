@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include "engine/base/hash.h"
+#include "fs/data_url.h"
+
+static int set_turns(chatfs *fs, conv *c, const int *idx, const int *turns, int n, const char *what);
 
 int cfs_attach_find(const conv *c, const char *name) {
     for (int i = 0; i < c->n_att; i++)
@@ -171,6 +174,35 @@ int cfs_attach_commit(chatfs *fs, conv *c, int k, const char *data, size_t len) 
     cfs_clear_error(c);
     cfs_log(fs, 2, "%s: attachments/%s, %zu bytes (%s)", c->name, a->name, len, hash);
     return 0;
+}
+
+int cfs_attach_check(chatfs *fs, const char *bytes, size_t len, char *err, size_t errlen) {
+    if (!fs->be->check_image) {
+        snprintf(err, errlen, "this mount's engine takes no images (a fake engine)");
+        return -ENOTSUP;
+    }
+    if (fs->be->check_image(fs->be, bytes, len, err, errlen) == 0) return 0;
+    return errno == ENOTSUP ? -ENOTSUP : -EINVAL;
+}
+
+int cfs_attach_import(chatfs *fs, conv *c, int turn, const char *bytes, size_t len) {
+    int k = 1;
+    for (int i = 0; i < c->n_att; i++) k += c->att[i].turn == turn;
+    const char *type = data_url_media_type(bytes, len), *slash = strchr(type, '/');
+    char name[64];
+    snprintf(name, sizeof name, "%03d-%d.%s", turn, k,
+             !strcmp(type, "image/jpeg") ? "jpg" : slash && strcmp(type, "application/octet-stream") ? slash + 1 : "img");
+    while (cfs_attach_find(c, name) >= 0) snprintf(name + strlen(name), sizeof name - strlen(name), "_");
+    int idx;
+    attachment *a = attach_push(c, name);
+    if (!a) return -ENOMEM;
+    idx = c->n_att - 1;
+    a->writing = 1;
+    a->seq = c->next_att_seq++;
+    const int rc = cfs_attach_commit(fs, c, idx, bytes, len);
+    if (rc) return rc;
+    int t = turn;
+    return set_turns(fs, c, &idx, &t, 1, "the imported images");
 }
 
 void cfs_attach_abandon(conv *c, int64_t seq) {

@@ -25,6 +25,7 @@
 
 #include "fs/backend.h"
 #include "fs/remote_api.h"
+#include "engine/vision/image.h"
 
 #define ERRBODY_MAX 65536       /* kept of a non-2xx answer: its error message */
 #define CONNECT_TIMEOUT_MS 10000
@@ -529,6 +530,21 @@ static int ask_models(remote *r, const char *want, char *err, size_t errlen) {
 /* libcurl's global state: once per process, before any thread uses it */
 static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
+/* An image goes to the server as an image_url part: decoded here first with the decoder
+ * llama-server uses (stb_image), so that a file it would refuse is refused at the close;
+ * whether the server takes images at all (llama-server: --mmproj) it says when asked. */
+static int rem_check_image(fs_backend *b, const void *bytes, size_t len, char *err, size_t errlen) {
+    (void)b;
+    if (!bytes) return 0;
+    image_rgb img;
+    if (image_decode(bytes, len, &img, err, errlen) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    image_free(&img);
+    return 0;
+}
+
 fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errlen) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_curl);
@@ -583,7 +599,8 @@ fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errl
                            .stats_json = rem_stats,
                            .close = rem_close,
                            .settings_defaults = NULL, /* today's defaults: the server's are not ours to know */
-                           .can_think = NULL};        /* the server's template decides */
+                           .can_think = NULL,         /* the server's template decides */
+                           .check_image = rem_check_image};
     pthread_mutex_init(&r->mu, NULL);
     if (pthread_create(&r->thread, NULL, worker, r) != 0) {
         snprintf(err, errlen, "cannot start the remote engine's thread");

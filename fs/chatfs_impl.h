@@ -213,6 +213,12 @@ typedef struct {
     int has_system;
     turn *turns;
     int n;
+    struct {        /* the user messages' images (image_url parts with data: URLs) */
+        int turn;   /* index in turns */
+        char *bytes;
+        size_t len;
+    } *images;
+    int n_images;
 } import;
 
 /* ---- inode numbers (names.c) ---- */
@@ -268,6 +274,11 @@ void cfs_attach_repair(chatfs *fs, conv *c);            /* those of turns that a
 int cfs_attach_count(const conv *c, int turn);
 int cfs_attach_images(const conv *c, int turn, chat_image *out); /* pointers into c; returns the count */
 int cfs_attach_load(conv *c, const convs_attachment *a);
+/* an image an import brings for user turn `turn` (1-based): checked and stored as
+ * attachments/TTT-K.EXT, sent already; 0 or -errno (the reason in the error file) */
+int cfs_attach_import(chatfs *fs, conv *c, int turn, const char *bytes, size_t len);
+/* the same check without storing: 0, or -errno with the reason in err */
+int cfs_attach_check(chatfs *fs, const char *bytes, size_t len, char *err, size_t errlen);
 void cfs_attach_free_all(conv *c);
 void cfs_attach_unlink_memory(conv *c, int k);          /* gone from memory only (a reload) */
 

@@ -6,6 +6,7 @@
  * Separate because it is a format of its own to read, defensively, and one rule (an
  * import only adds) to keep. */
 #include "fs/chatfs_impl.h"
+#include "fs/data_url.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -13,10 +14,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* an image_url part of message number `at` (role: its role): a data: URL's bytes into
+ * im->images; 0, or -1 with the reason in err */
+static int import_image(import *im, const char *role, const cJSON *part, int at, char *err, size_t errlen) {
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+    const cJSON *url = cJSON_IsObject(iu) ? cJSON_GetObjectItemCaseSensitive(iu, "url") : iu;
+    char why[160];
+    void *bytes;
+    size_t len;
+    if (strcmp(role, "user")) {
+        snprintf(err, errlen, "messages.json: message %d: only a user message carries images", at);
+        return -1;
+    }
+    if (!cJSON_IsString(url)) {
+        snprintf(err, errlen, "messages.json: message %d: an image_url part without a \"url\" string", at);
+        return -1;
+    }
+    if (data_url_decode(url->valuestring, &bytes, &len, why, sizeof why)) {
+        snprintf(err, errlen, "messages.json: message %d: %s", at, why);
+        return -1;
+    }
+    void *grown = realloc(im->images, sizeof *im->images * (size_t)(im->n_images + 1));
+    if (!grown) {
+        free(bytes);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    im->images = grown;
+    im->images[im->n_images].bytes = bytes;
+    im->images[im->n_images].len = len;
+    im->images[im->n_images++].turn = -1;
+    return 0;
+}
+
 void cfs_import_free(import *im) {
     free(im->system);
     for (int i = 0; i < im->n; i++) cfs_turn_free(&im->turns[i]);
     free(im->turns);
+    for (int i = 0; i < im->n_images; i++) free(im->images[i].bytes);
+    free(im->images);
     memset(im, 0, sizeof *im);
 }
 
@@ -136,7 +172,8 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
                 unknown = k->string;
         for (cJSON *p = cJSON_IsArray(content) ? content->child : NULL; p && !unknown; p = p->next)
             for (cJSON *k = cJSON_IsObject(p) ? p->child : NULL; k && !unknown; k = k->next)
-                if (strcmp(k->string, "type") && strcmp(k->string, "text")) unknown = k->string;
+                if (strcmp(k->string, "type") && strcmp(k->string, "text") && strcmp(k->string, "image_url"))
+                    unknown = k->string;
         if (unknown) {
             snprintf(err, errlen, "messages.json: message %d has \"%.40s\", which a conversation cannot keep (it "
                      "holds role, content, reasoning_content, tool_calls and tool_call_id): the import would drop it",
@@ -144,9 +181,11 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             rc = -1;
             break;
         }
-        /* content: a string, or an array of {"type": "text", "text": ...} parts */
+        /* content: a string, or an array of {"type": "text", "text": ...} parts (a user message's
+         * {"type": "image_url", "image_url": {"url": "data:..."}} parts too: its images) */
         char *body = NULL;
         size_t blen = 0;
+        const int first_image = im->n_images;
         if (cJSON_IsString(content)) body = strdup(content->valuestring), blen = strlen(body);
         else if ((!content || cJSON_IsNull(content)) && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "tool_calls")))
             body = strdup(""); /* an assistant message that only calls: OpenAI's content null */
@@ -154,6 +193,13 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
             body = strdup("");
             for (cJSON *p = content->child; p; p = p->next) {
                 cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type"), *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+                if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "image_url")) {
+                    if (import_image(im, role->valuestring, p, i + 1, err, errlen)) {
+                        rc = -1;
+                        break;
+                    }
+                    continue;
+                }
                 if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
                     snprintf(err, errlen, "messages.json: message %d has a content part that is not text", i + 1);
                     rc = -1;
@@ -210,8 +256,10 @@ int cfs_parse_import(const char *text, size_t len, import *im, char *err, size_t
         }
         else if (!strcmp(r, "user") || !strcmp(r, "assistant")) {
             int user = r[0] == 'u';
+            for (int k = first_image; k < im->n_images; k++) im->images[k].turn = im->n; /* this turn, or... */
             if (im->n && im->turns[im->n - 1].user == user && !im->turns[im->n - 1].tool && !im->turns[im->n - 1].calls &&
                 !calls) {
+                for (int k = first_image; k < im->n_images; k++) im->images[k].turn = im->n - 1; /* ...the one it joins */
                 turn *t = &im->turns[im->n - 1];
                 append_merged(&t->text, &lens[im->n - 1], body);
                 t->len = lens[im->n - 1];
@@ -286,6 +334,17 @@ int cfs_import(chatfs *fs, conv *c, const char *text, size_t len) {
         cfs_import_free(&im);
         return -EPERM;
     }
+    /* the new turns' images: each one the engine takes, or nothing is imported */
+    for (int k = 0; k < im.n_images; k++) {
+        if (im.images[k].turn < c->n_turns) continue; /* a turn the conversation has keeps its own */
+        char why[300];
+        int bad = cfs_attach_check(fs, im.images[k].bytes, im.images[k].len, why, sizeof why);
+        if (bad) {
+            cfs_set_error(c, "messages.json: the image of turn %d: %s; nothing was imported", im.images[k].turn + 1, why);
+            cfs_import_free(&im);
+            return bad == -ENOTSUP ? -EINVAL : bad;
+        }
+    }
     int from = c->n_turns, with_system = im.has_system && strcmp(im.system, c->system);
     for (int i = 0; i < from && i < im.n; i++) { /* the calls (and the ids they answer) the turns lacked */
         turn *t = &c->turns[i];
@@ -305,16 +364,23 @@ int cfs_import(chatfs *fs, conv *c, const char *text, size_t len) {
         t->calls = im.turns[i].calls, im.turns[i].calls = NULL;
         t->call_id = im.turns[i].call_id, im.turns[i].call_id = NULL;
     }
+    const int new_turns = c->n_turns;
     if (with_system) {
         free(c->system);
         c->system = im.system;
         im.system = NULL;
         c->mtime_system = cfs_now_ns();
     }
-    cfs_import_free(&im);
-    if (c->n_turns == from && !with_system) return 0; /* nothing new */
+    if (c->n_turns == from && !with_system) {
+        cfs_import_free(&im);
+        return 0; /* nothing new */
+    }
     c->mtime = cfs_now_ns();
     int rc_save = cfs_save_turns(fs, c, from, with_system, "the import");
+    for (int k = 0; !rc_save && k < im.n_images; k++)
+        if (im.images[k].turn >= first_new && im.images[k].turn < new_turns)
+            rc_save = cfs_attach_import(fs, c, im.images[k].turn + 1, im.images[k].bytes, im.images[k].len);
+    cfs_import_free(&im);
     if (rc_save) return rc_save;
     c->state = ST_IDLE;
     cfs_reset_reply(c);

@@ -1,5 +1,6 @@
 /* remote_api.c - the OpenAI chat API's JSON (see remote_api.h). */
 #include "fs/remote_api.h"
+#include "fs/data_url.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -15,7 +16,23 @@ char *remote_request_json(const char *model, const chat_msg *msgs, int n, const 
         cJSON *m = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, m);
         cJSON_AddStringToObject(m, "role", msgs[i].role);
-        cJSON_AddStringToObject(m, "content", msgs[i].content);
+        if (msgs[i].images && msgs[i].n_images > 0) { /* the images as image_url parts, then the text */
+            cJSON *parts = cJSON_AddArrayToObject(m, "content");
+            for (int k = 0; parts && k < msgs[i].n_images; k++) {
+                char *url = data_url_encode(msgs[i].images[k].bytes, msgs[i].images[k].len);
+                cJSON *p = cJSON_CreateObject(), *iu;
+                cJSON_AddItemToArray(parts, p);
+                cJSON_AddStringToObject(p, "type", "image_url");
+                iu = cJSON_AddObjectToObject(p, "image_url");
+                if (iu && url) cJSON_AddStringToObject(iu, "url", url);
+                free(url);
+            }
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddItemToArray(parts, t);
+            cJSON_AddStringToObject(t, "type", "text");
+            cJSON_AddStringToObject(t, "text", msgs[i].content ? msgs[i].content : "");
+        } else
+            cJSON_AddStringToObject(m, "content", msgs[i].content);
         /* a past answer's reasoning: llama-server hands it to the template (which decides
          * whether the prompt shows it); other servers are not asked to take the field */
         if (dialect == DIALECT_LLAMACPP && msgs[i].reasoning_content && msgs[i].reasoning_content[0])

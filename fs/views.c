@@ -7,6 +7,7 @@
  * reads, for sizes (a file's size is its rendered length) and for the text a writer
  * starts from. */
 #include "fs/chatfs_impl.h"
+#include "fs/data_url.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -105,6 +106,9 @@ static void render_transcript(const conv *c, sbuf *b) {
         const char *text = cfs_turn_text(c, i, &len);
         if (t->tool) cfs_sb_fmt(b, "## tool (%s)\n\n", t->call_id ? t->call_id : "?");
         else cfs_sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
+        for (int k = 0; t->user && k < c->n_att; k++) /* the images it carried, before its text */
+            if (c->att[k].turn == i + 1 && !c->att[k].writing)
+                cfs_sb_fmt(b, "> image attachments/%s (%zu bytes)\n\n", c->att[k].name, c->att[k].len);
         size_t rlen;
         const char *reasoning = cfs_turn_reasoning(c, i, &rlen);
         if (rlen) add_reasoning_quote(b, reasoning, rlen, running && !len);
@@ -150,7 +154,7 @@ static void add_json_string(sbuf *b, const char *text, size_t len) {
 /* reasoning (rlen > 0) goes in "reasoning_content", the OpenAI-compatible field llama.cpp
  * and vLLM use */
 static void add_message_json(sbuf *b, const char *role, const char *content, size_t len, const char *reasoning,
-                             size_t rlen, const turn *t, int *first) {
+                             size_t rlen, const turn *t, const chat_image *images, int n_images, int *first) {
     cfs_sb_fmt(b, "%s{\"role\": \"%s\", ", *first ? "\n  " : ",\n  ", role);
     if (t && t->tool) { /* OpenAI's tool message: the call it answers first */
         cfs_sb_str(b, "\"tool_call_id\": ");
@@ -158,7 +162,21 @@ static void add_message_json(sbuf *b, const char *role, const char *content, siz
         cfs_sb_str(b, ", ");
     }
     cfs_sb_str(b, "\"content\": ");
-    add_json_string(b, content, len);
+    if (n_images > 0) { /* OpenAI's content parts: the turn's images as data: URLs, then its text */
+        cfs_sb_str(b, "[");
+        for (int k = 0; k < n_images; k++) {
+            char *url = data_url_encode(images[k].bytes, images[k].len);
+            if (!url) b->oom = 1;
+            cfs_sb_str(b, "{\"type\": \"image_url\", \"image_url\": {\"url\": \""); /* base64: no escapes */
+            cfs_sb_str(b, url ? url : "");
+            cfs_sb_str(b, "\"}}, ");
+            free(url);
+        }
+        cfs_sb_str(b, "{\"type\": \"text\", \"text\": ");
+        add_json_string(b, content, len);
+        cfs_sb_str(b, "}]");
+    } else
+        add_json_string(b, content, len);
     if (rlen) {
         cfs_sb_str(b, ", \"reasoning_content\": ");
         add_json_string(b, reasoning, rlen);
@@ -174,12 +192,17 @@ static void add_message_json(sbuf *b, const char *role, const char *content, siz
 static void render_messages(const conv *c, sbuf *b) {
     int first = 1;
     cfs_sb_str(b, "[");
-    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), NULL, 0, NULL, &first);
+    if (c->system[0]) add_message_json(b, "system", c->system, strlen(c->system), NULL, 0, NULL, NULL, 0, &first);
+    chat_image *images = c->n_att ? malloc(sizeof *images * (size_t)c->n_att) : NULL;
     for (int i = 0; i < c->n_turns; i++) {
         size_t len, rlen;
         const char *text = cfs_turn_text(c, i, &len), *reasoning = cfs_turn_reasoning(c, i, &rlen);
-        add_message_json(b, cfs_turn_role(&c->turns[i]), text, len, reasoning, rlen, &c->turns[i], &first);
+        const int n_images = images && c->turns[i].user ? cfs_attach_images(c, i + 1, images) : 0;
+        add_message_json(b, cfs_turn_role(&c->turns[i]), text, len, reasoning, rlen, &c->turns[i], images, n_images,
+                         &first);
     }
+    if (c->n_att && !images) b->oom = 1;
+    free(images);
     cfs_sb_str(b, first ? "]\n" : "\n]\n");
 }
 

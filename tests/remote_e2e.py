@@ -39,9 +39,9 @@ KEY = "sk-chatfs-test-7d1c2e9f"
 class Server:
     """llama-server started by start-server.sh; stop() kills it"""
 
-    def __init__(self, name, args=(), port=None):
+    def __init__(self, name, args=(), port=None, model=None):
         self.dir = os.path.join(fs_e2e.TMP, name, "server")
-        self.args, self.port, self.pid = list(args), port, None
+        self.args, self.port, self.pid, self.model = list(args), port, None, model
         SERVERS.append(self)
 
     def start(self):
@@ -49,6 +49,8 @@ class Server:
         env = dict(os.environ)
         if self.port:
             env["PORT"] = str(self.port)
+        if self.model:
+            env["MODEL"] = self.model
         p = subprocess.run([START, self.dir] + self.args, capture_output=True, text=True, timeout=600, env=env)
         check(p.returncode == 0, "llama-server did not start: %s" % p.stderr[-2000:])
         self.url = p.stdout.strip().splitlines()[-1]
@@ -693,6 +695,38 @@ def test_thinking(srv_unused):
         out, _ = cat.communicate(timeout=60)
         wait_done(m, "t")
         check(out.decode() == read(m.p("t", "turns", "006-assistant.thinking.md")), "cat thinking: %r" % out)
+    srv.stop()
+
+
+def test_images(srv_unused):
+    """issue 42 over llama-server with --mmproj: an image copied into attachments/ goes to
+    the server as an image_url part with a data: URL, which it encodes: its prompt is the
+    image's rows longer; a text file named .png is refused at the close, as the local
+    engine refuses it, and nothing is sent"""
+    fx = os.path.join(ROOT, "tests", "fixtures")
+    srv = Server("vision", ["--mmproj", os.path.join(fx, "vision", "mmproj-tiny-f32.gguf")],
+                 model=os.path.join(fx, "qwen35-tiny-f32.gguf")).start()
+    with RemoteMount("vision", srv.url) as m:
+        write(m.p("settings.json"), '{"temperature": 0, "max_tokens": 8}')
+        os.mkdir(m.p("plain"))
+        rc, r0, err = ask(m, "plain", "What is in this picture?")
+        check(rc == 0, "a message without an image: %r" % err)
+        os.mkdir(m.p("v"))
+        shutil.copy(os.path.join(fx, "vision", "noise-131x91.png"), m.p("v", "attachments"))
+        rc, r1, err = ask(m, "v", "What is in this picture?")
+        check(rc == 0, "the message with the image: %r %r" % (r1, err))
+        check("loaded multimodal model" in srv.log(), "llama-server has no projector: %s" % srv.log()[-1500:])
+        u0 = json.loads(read(m.p("plain", "usage.json")))
+        u1 = json.loads(read(m.p("v", "usage.json")))
+        p0, p1 = u0["last_prompt"]["prompt_tokens"], u1["last_prompt"]["prompt_tokens"]
+        check(p1 >= p0 + 12, "the server counted %d prompt tokens with the image's 12 rows, %d without" % (p1, p0))
+        NUMBERS["remote_image_prompt_tokens"] = [p0, p1]
+        with open(os.path.join(fs_e2e.TMP, "vision", "text.png"), "w") as f:
+            f.write("not an image\n")
+        p = subprocess.run(["cp", os.path.join(fs_e2e.TMP, "vision", "text.png"), m.p("v", "attachments")],
+                           capture_output=True, text=True)
+        check(p.returncode != 0 and "Invalid argument" in p.stderr and
+              os.listdir(m.p("v", "attachments")) == ["noise-131x91.png"], "a text file as an image: %r" % p.stderr)
     srv.stop()
 
 

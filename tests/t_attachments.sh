@@ -74,6 +74,8 @@ want=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sum(le
 ls -l "$M/a/attachments/noise-131x91.png" | grep -q '^-r--r--r--' || fail "a sent attachment is not read-only: $(ls -l "$M/a/attachments")"
 rm "$M/a/attachments/noise-131x91.png" 2>/dev/null && fail "a sent attachment was removed"
 has "$(cat "$M/a/error")" "went with turn 1" || fail "the refused removal says: $(cat "$M/a/error")"
+has "$(cat "$M/a/transcript.md")" "> image attachments/noise-131x91.png (47853 bytes)" ||
+    fail "transcript.md does not name the image: $(head -5 "$M/a/transcript.md")"
 ask a "And its colours?"
 r=$(reused_of a)
 [ "${r:-0}" -gt "$want" ] || fail "the follow-up reused ${r:-0} tokens, not the image's turn ($want): $(cat "$M/a/status")"
@@ -116,6 +118,28 @@ ask a "Once more?"
 has "$(cat "$M/a/status")" "reused" || fail "after a remount: $(cat "$M/a/status")"
 r=$(reused_of a)
 [ "${r:-0}" -gt "$want" ] || fail "after a remount the follow-up reused ${r:-0} tokens: $(cat "$M/a/status")"
+# messages.json exports the image as a data: URL and imports it back: a copy of the history
+python3 - "$M/a/messages.json" $V/noise-131x91.png <<'PY' || fail "messages.json does not carry the image"
+import base64, json, sys
+m = json.load(open(sys.argv[1]))
+part = m[0]["content"][0]
+url = part["image_url"]["url"]
+assert part["type"] == "image_url" and url.startswith("data:image/png;base64,"), part["type"]
+assert base64.b64decode(url.split(",", 1)[1]) == open(sys.argv[2], "rb").read()
+assert m[0]["content"][1] == {"type": "text", "text": "this picture?"}, m[0]["content"][1]
+PY
+mkdir "$M/d" && cp "$M/a/messages.json" "$M/d/messages.json" || fail "import into d: $(cat "$M/d/error")"
+cmp -s $V/noise-131x91.png "$M/d/attachments/001-1.png" || fail "the import did not bring the image: $(ls "$M/d/attachments")"
+cmp -s "$M/a/messages.json" "$M/d/messages.json" || fail "d's messages.json differs from a's"
+python3 "$TMP/settings.py" "$M/d/settings.json"
+ask d "And one more?"
+r=$(reused_of d)
+[ "${r:-0}" -gt "$want" ] || fail "the imported conversation reused ${r:-0} tokens: $(cat "$M/d/status")"
+mkdir "$M/e"
+printf '[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "/etc/hostname"}}, {"type": "text", "text": "hi"}]}]\n' >"$TMP/path.json"
+cp "$TMP/path.json" "$M/e/messages.json" 2>/dev/null && fail "an image by file path was imported"
+has "$(cat "$M/e/error")" "data: URL" || fail "the refused path says: $(cat "$M/e/error")"
+[ -z "$(ls "$M/e/turns")" ] || fail "the refused import left turns: $(ls "$M/e/turns")"
 umount_all
 
 # no projector: refused at the create, with the reason
