@@ -186,7 +186,7 @@ check "old database: the prompt had a's history" [ "$(j "$T/a.json" prompt_token
 check "old database: m stays the mount's" [ "$(q "SELECT t.content FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'm' ORDER BY t.idx")" = "mounted mine " ]
 check "old database: ask's m is 'm (ask 2)'" [ "$(q "SELECT t.content FROM conversation_turn t JOIN conversation c ON c.id = t.conversation WHERE c.name = 'm (ask 2)' ORDER BY t.idx")" = "asked answered " ]
 check "old database: no ask_turns left" [ "$(q "SELECT count(*) FROM sqlite_master WHERE name = 'ask_turns'")" = "0 " ]
-check "old database: versions" [ "$(q "SELECT module || '=' || version FROM schema_versions ORDER BY module")" = "ask=2 checkpoints=1 conversations=4 " ]
+check "old database: versions" [ "$(q "SELECT module || '=' || version FROM schema_versions ORDER BY module")" = "ask=2 checkpoints=1 conversations=5 " ]
 
 [ $fail -eq 0 ] && echo "t_cli.sh                     ok" || echo "t_cli.sh                     FAIL ($fail)"
 [ $fail -eq 0 ]
