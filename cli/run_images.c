@@ -16,14 +16,12 @@
 #include "cli/cli.h"
 #include "cli/run_images.h"
 #include "engine/model/state.h"
+#include "engine/runtime/prompt_images.h"
 
-#define BEGIN "<|vision_start|>"
-#define END "<|vision_end|>"
-#define PLACE BEGIN "<|image_pad|>" END /* an image's place, as Qwen3.5's template writes it */
 #define CHUNK 512 /* mtmd_helper_eval_chunks' n_batch in llama-mtmd-cli */
 
 char *run_images_mark(const char *text) {
-    static const char marker[] = "<__media__>", with[] = PLACE;
+    static const char marker[] = "<__media__>", with[] = IMAGE_PLACE;
     size_t n = 0;
     for (const char *p = text; (p = strstr(p, marker)); p += sizeof marker - 1) n++;
     char *out = malloc(strlen(text) + n * (sizeof with - sizeof marker) + 1), *o = out;
@@ -114,7 +112,7 @@ static int add_text(const model *m, const char *text, size_t len, int first, int
 int run_images_prefill(const model *m, seq_state *s, const projector *p, const char *text, char *const *paths,
                        int n_paths, float *logits, arena *a, strbuf *ids_line) {
     int n_places = 0;
-    for (const char *q = text; (q = strstr(q, PLACE)); q += sizeof PLACE - 1) n_places++;
+    for (const char *q = text; (q = strstr(q, IMAGE_PLACE)); q += sizeof IMAGE_PLACE - 1) n_places++;
     if (n_places != n_paths) {
         cli_error("the prompt has %d places for images and %d were given (--image)", n_places, n_paths);
         return -1;
@@ -124,11 +122,11 @@ int run_images_prefill(const model *m, seq_state *s, const projector *p, const c
     const char *piece = text;
     int *ids = NULL, n = 0, cap = 0, rc = -1;
     for (int k = 0; k <= n_paths; k++) {
-        const char *end = k < n_paths ? strstr(piece, PLACE) : piece + strlen(piece);
+        const char *end = k < n_paths ? strstr(piece, IMAGE_PLACE) : piece + strlen(piece);
         n = 0;
-        if (k > 0 && add_text(m, END, sizeof END - 1, 0, &ids, &n, &cap)) goto oom;
+        if (k > 0 && add_text(m, IMAGE_END, sizeof IMAGE_END - 1, 0, &ids, &n, &cap)) goto oom;
         if (add_text(m, piece, (size_t)(end - piece), k == 0, &ids, &n, &cap)) goto oom;
-        if (k < n_paths && add_text(m, BEGIN, sizeof BEGIN - 1, 0, &ids, &n, &cap)) goto oom;
+        if (k < n_paths && add_text(m, IMAGE_BEGIN, sizeof IMAGE_BEGIN - 1, 0, &ids, &n, &cap)) goto oom;
         for (int i = 0; ids_line && i < n; i++) strbuf_printf(ids_line, " %d", ids[i]);
         if (n > 0 && model_prefill(m, s, ids, n, CHUNK, k == n_paths ? logits : NULL, a) != 0) {
             cli_error("the prompt does not fit the context of %d", s->n_ctx);
@@ -154,7 +152,7 @@ int run_images_prefill(const model *m, seq_state *s, const projector *p, const c
             goto done;
         }
         if (ids_line) strbuf_printf(ids_line, " [image %dx%d]", nx, ny);
-        piece = end + sizeof PLACE - 1;
+        piece = end + sizeof IMAGE_PLACE - 1;
     }
     rc = 0;
     goto done;

@@ -258,12 +258,6 @@ void cfs_attach_repair(chatfs *fs, conv *c) {
     set_turns(fs, c, idx, turns, n, "the attachments of the removed turns");
 }
 
-int cfs_attach_count(const conv *c, int turn) {
-    int n = 0;
-    for (int i = 0; i < c->n_att; i++) n += c->att[i].turn == turn && !c->att[i].writing;
-    return n;
-}
-
 int cfs_attach_images(const conv *c, int turn, chat_image *out) {
     int n = 0;
     for (int i = 0; i < c->n_att; i++)

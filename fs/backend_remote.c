@@ -535,14 +535,7 @@ static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  * whether the server takes images at all (llama-server: --mmproj) it says when asked. */
 static int rem_check_image(fs_backend *b, const void *bytes, size_t len, char *err, size_t errlen) {
     (void)b;
-    if (!bytes) return 0;
-    image_rgb img;
-    if (image_decode(bytes, len, &img, err, errlen) != 0) {
-        errno = EINVAL;
-        return -1;
-    }
-    image_free(&img);
-    return 0;
+    return bytes ? image_check(bytes, len, err, errlen) : 0;
 }
 
 fs_backend *backend_remote_open(const remote_config *cfg, char *err, size_t errlen) {

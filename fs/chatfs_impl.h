@@ -271,7 +271,6 @@ void cfs_attach_abandon(conv *c, int64_t seq);          /* created and closed wi
 int cfs_attach_unlink(chatfs *fs, conv *c, int k);
 int cfs_attach_bind(chatfs *fs, conv *c, int turn);     /* the waiting ones go with user turn `turn` */
 void cfs_attach_repair(chatfs *fs, conv *c);            /* those of turns that are gone wait again */
-int cfs_attach_count(const conv *c, int turn);
 int cfs_attach_images(const conv *c, int turn, chat_image *out); /* pointers into c; returns the count */
 int cfs_attach_load(conv *c, const convs_attachment *a);
 /* an image an import brings for user turn `turn` (1-based): checked and stored as

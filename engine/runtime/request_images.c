@@ -17,13 +17,7 @@ int engine_check_image(const chat_engine *e, const void *bytes, size_t len, char
         errno = ENOTSUP;
         return -1;
     }
-    image_rgb img;
-    if (image_decode(bytes, len, &img, err, errlen) != 0) {
-        errno = EINVAL;
-        return -1;
-    }
-    image_free(&img);
-    return 0;
+    return image_check(bytes, len, err, errlen);
 }
 
 void request_images_free(prompt_image *images, int n) {

@@ -1,4 +1,5 @@
 /* image.c - decoding with stb_image, mtmd's smart resize and Pillow resampling. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,16 @@ int image_probe(const void *bytes, size_t n, int *w, int *h, char *err, size_t e
                  IMAGE_MAX_PIXELS / (1024 * 1024));
         return -1;
     }
+    return 0;
+}
+
+int image_check(const void *bytes, size_t n, char *err, size_t errlen) {
+    image_rgb img;
+    if (image_decode(bytes, n, &img, err, errlen) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    image_free(&img);
     return 0;
 }
 

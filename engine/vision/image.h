@@ -28,6 +28,9 @@ int image_probe(const void *bytes, size_t n, int *w, int *h, char *err, size_t e
  * (a truncated or corrupt file says what stb_image found). */
 int image_decode(const void *bytes, size_t n, image_rgb *out, char *err, size_t errlen);
 void image_free(image_rgb *img);
+/* Whether the bytes decode whole (image_decode, the pixels dropped): 0, or -1 with the
+ * reason in err and errno EINVAL. What a caller checks before it keeps an image. */
+int image_check(const void *bytes, size_t n, char *err, size_t errlen);
 
 /* The size an image of w x h is resized to, keeping its aspect ratio: each side a multiple
  * of `align` (rounded, half away from zero), scaled down to at most max_pixels or up to at
