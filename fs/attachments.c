@@ -130,8 +130,8 @@ int cfs_attach_writable(conv *c, int k) {
     return -EACCES;
 }
 
-/* the content hash an image is stored under: 128 bits, as hex */
-static void content_hash(const char *data, size_t len, char out[33]) {
+/* 128 bits, as hex */
+void fs_image_hash(const void *data, size_t len, char out[33]) {
     const uint64_t a = hash64(data, len, 0x696d616765000001ull), b = hash64(data, len, 0x696d616765000002ull);
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
 }
@@ -152,7 +152,7 @@ int cfs_attach_commit(chatfs *fs, conv *c, int k, const char *data, size_t len) 
     if (!copy) return -ENOMEM;
     memcpy(copy, data, len);
     char hash[33];
-    content_hash(data, len, hash);
+    fs_image_hash(data, len, hash);
     const int64_t now = cfs_now_ns();
     if (fs->st) {
         convs_attachment row = {a->seq, a->name, hash, data, len, 0, now};
@@ -256,6 +256,26 @@ void cfs_attach_repair(chatfs *fs, conv *c) {
         if (t && (t > c->n_turns || !c->turns[t - 1].user)) idx[n] = i, turns[n++] = 0;
     }
     set_turns(fs, c, idx, turns, n, "the attachments of the removed turns");
+}
+
+void cfs_attach_lines(const conv *c, int turn, sbuf *b) {
+    for (int k = 0; k < c->n_att; k++)
+        if (c->att[k].turn == turn && !c->att[k].writing)
+            cfs_sb_fmt(b, "> image attachments/%s (%zu bytes)\n\n", c->att[k].name, c->att[k].len);
+}
+
+size_t cfs_attach_lines_end(const char *text, size_t len) {
+    static const char head[] = "> image attachments/";
+    size_t at = 0;
+    while (len - at >= sizeof head - 1 && !memcmp(text + at, head, sizeof head - 1)) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        if (end - at < 8 || memcmp(text + end - 7, " bytes)", 7)) break; /* not such a line: text */
+        at = end;
+        if (at < len) at++;                           /* its newline */
+        if (at < len && text[at] == '\n') at++;       /* the blank line after it */
+    }
+    return at;
 }
 
 int cfs_attach_images(const conv *c, int turn, chat_image *out) {

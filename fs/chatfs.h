@@ -104,5 +104,8 @@ char *fs_message_text(const char *s, size_t n, size_t *out_len, char *err, size_
 char *fs_reply_text(const char *s, size_t n, size_t *out_len);
 int fs_blank(const char *s, size_t n);
 int fs_valid_name(const char *name);
+/* the content hash an image is stored under in the database (hex, 32 digits and a NUL):
+ * the same bytes, the same row, whoever stores them */
+void fs_image_hash(const void *bytes, size_t len, char out[33]);
 
 #endif

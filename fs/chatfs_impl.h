@@ -272,6 +272,12 @@ int cfs_attach_unlink(chatfs *fs, conv *c, int k);
 int cfs_attach_bind(chatfs *fs, conv *c, int turn);     /* the waiting ones go with user turn `turn` */
 void cfs_attach_repair(chatfs *fs, conv *c);            /* those of turns that are gone wait again */
 int cfs_attach_images(const conv *c, int turn, chat_image *out); /* pointers into c; returns the count */
+/* the lines that name user turn `turn`'s (1-based) images, before its text in its turn
+ * file and in transcript.md: "> image attachments/NAME (N bytes)" and a blank line each */
+void cfs_attach_lines(const conv *c, int turn, sbuf *b);
+/* where a user turn's text begins in what a writer wrote: after such lines (they name
+ * the images, they are not words of the message) */
+size_t cfs_attach_lines_end(const char *text, size_t len);
 int cfs_attach_load(conv *c, const convs_attachment *a);
 /* an image an import brings for user turn `turn` (1-based): checked and stored as
  * attachments/TTT-K.EXT, sent already; 0 or -errno (the reason in the error file) */

@@ -98,8 +98,12 @@ static int save_one_turn(chatfs *fs, conv *c, int k) {
 static int rewrite_turn(chatfs *fs, conv *c, int k, const char *text, size_t len, int how) {
     if (k >= c->n_turns) return -ENOENT;
     if (cfs_busy(c)) return -EBUSY;
-    len = cfs_strip_newline(text, len);
     turn *t = &c->turns[k];
+    if (t->user) { /* the lines naming its images are the file's, not the message's */
+        size_t skip = cfs_attach_lines_end(text, len);
+        text += skip, len -= skip;
+    }
+    len = cfs_strip_newline(text, len);
     int same = t->len == len && !memcmp(t->text, text, len);
     if (how != COMMIT_NEW_TURN && same) return 0; /* unchanged: nothing happens */
     if (how == COMMIT_COPY) { /* a copy never rewrites the history (tar over a conversation) */

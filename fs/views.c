@@ -106,9 +106,7 @@ static void render_transcript(const conv *c, sbuf *b) {
         const char *text = cfs_turn_text(c, i, &len);
         if (t->tool) cfs_sb_fmt(b, "## tool (%s)\n\n", t->call_id ? t->call_id : "?");
         else cfs_sb_str(b, t->user ? "## user\n\n" : "## assistant\n\n");
-        for (int k = 0; t->user && k < c->n_att; k++) /* the images it carried, before its text */
-            if (c->att[k].turn == i + 1 && !c->att[k].writing)
-                cfs_sb_fmt(b, "> image attachments/%s (%zu bytes)\n\n", c->att[k].name, c->att[k].len);
+        if (t->user) cfs_attach_lines(c, i + 1, b); /* the images it carried, before its text */
         size_t rlen;
         const char *reasoning = cfs_turn_reasoning(c, i, &rlen);
         if (rlen) add_reasoning_quote(b, reasoning, rlen, running && !len);
@@ -369,6 +367,7 @@ int cfs_render(chatfs *fs, const node *nd, sbuf *b) {
     case K_TURN: {
         size_t len;
         const char *text = cfs_turn_text(c, nd->turn, &len);
+        if (nd->turn < c->n_turns && c->turns[nd->turn].user) cfs_attach_lines(c, nd->turn + 1, b);
         if (c->gen && c->gen->turn == nd->turn) cfs_sb_add(b, text, len);
         else add_turn_text(b, text, len);
         break;
