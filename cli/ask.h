@@ -22,7 +22,15 @@ typedef struct {
     int stats, json;
     const char *grammar;  /* --grammar-file's text: the answer follows the GBNF grammar */
     const char *schema;   /* --json-schema's text: the answer is JSON valid under the schema */
+    const struct ask_image *images; /* --image FILE, each: the message carries them before its text */
+    int n_images;
 } ask_req;
+
+typedef struct ask_image {
+    const char *name;     /* the file's name without its folder: the attachment's */
+    const void *bytes;
+    size_t len;
+} ask_image;
 
 struct cJSON;
 /* The request's format as settings.json has it, put into the object o: "grammar", or
@@ -37,10 +45,10 @@ typedef struct {
     int prompt_tokens, reused_tokens, generated_tokens, reasoning_tokens; /* -1: unknown */
 } ask_result;
 
-/* Through the mount on mnt: mkdir NAME if new, system, settings.json for this turn
- * (put back after the send), message, then thinking, reply and status. The answer is
- * printed as it streams unless req->json. 0, or -1 after printing the reason (the
- * mount's errno and its `error` file). */
+/* Through the mount on mnt: mkdir NAME if new, system, the images into attachments/,
+ * settings.json for this turn (put back after the send), message, then thinking, reply
+ * and status. The answer is printed as it streams unless req->json. 0, or -1 after
+ * printing the reason (the mount's errno and its `error` file). */
 int ask_through_mount(const char *mnt, const ask_req *req, ask_result *res);
 
 /* The exit status for a reply that ended so: 0, or 2 (cut by -n) or 3 (the context is

@@ -98,6 +98,31 @@ static int put(const where *w, const char *file, const char *data, size_t len) {
     return close(fd) == 0 ? 0 : errno;
 }
 
+/* an image as `cp FILE NAME/attachments/` puts it: a new file (N-NAME when NAME is
+ * taken); the mount checks it at the close. 0, or -1 after saying why */
+static int put_image(const where *w, const ask_image *im) {
+    char file[300], p[4600];
+    for (int k = 1; k < 100; k++) {
+        if (k == 1) snprintf(file, sizeof file, "attachments/%s", im->name);
+        else snprintf(file, sizeof file, "attachments/%d-%s", k, im->name);
+        path_of(w, file, p, sizeof p);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == EEXIST) continue;
+        int e = fd < 0 ? errno : 0;
+        for (size_t off = 0; !e && off < im->len;) {
+            ssize_t n = write(fd, (const char *)im->bytes + off, im->len - off);
+            if (n < 0 && errno != EINTR) e = errno;
+            if (n > 0) off += (size_t)n;
+        }
+        if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+        if (!e) return 0;
+        failed(w, file, e);
+        return -1;
+    }
+    cli_error("ask: %s/attachments: no free name for %s", w->name, im->name);
+    return -1;
+}
+
 /* this turn's settings over the conversation's: malloc'd JSON, NULL when it cannot be read */
 static char *turn_settings(const char *saved, const ask_req *q) {
     cJSON *o = cJSON_Parse(saved);
@@ -183,6 +208,8 @@ int ask_through_mount(const char *mnt, const ask_req *q, ask_result *res) {
         failed(&w, "system", e);
         goto out;
     }
+    for (int k = 0; k < q->n_images; k++) /* they wait in attachments/ for the message */
+        if (put_image(&w, &q->images[k]) != 0) goto out;
     size_t saved_len = 0;
     if (!(saved = slurp(&w, "settings.json", &saved_len)) || !(mine = turn_settings(saved, q))) {
         cli_error("ask: %s/settings.json: %s", w.name, saved ? "not a JSON object" : strerror(errno));

@@ -3,7 +3,7 @@
  *
  *   chatfs ask [-m MODEL] [--db DB] [--system TEXT|@FILE] [--conversation NAME]
  *              [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json]
- *              [--grammar-file GBNF | --json-schema SCHEMA.json]
+ *              [--grammar-file GBNF | --json-schema SCHEMA.json] [--image FILE]... [--mmproj FILE]
  *              [-c N] [--stats] [--no-checkpoints] [-t THREADS] [--interval N]
  *              [--ram-budget BYTES] [--disk-budget BYTES] [--draft N] [--draft-vocab V]
  *              TEXT|@FILE|-
@@ -26,6 +26,10 @@
  * error; --json prints the answer, reasoning, finish and token counts as one object.
  * --grammar-file and --json-schema constrain the answer as settings.json's grammar and
  * response_format do (through a mount: they are this turn's settings).
+ * --image FILE (up to 16) puts images in the message, before its text, as files copied
+ * into NAME/attachments/ do (named as the file, or TTT-K-NAME when the conversation has
+ * one of that name); the projector is --mmproj's or the one mmproj*.gguf beside the
+ * model, loaded only when the conversation has images.
  * --stats prints one JSON line on stderr. A database that SQLite cannot read is moved
  * aside (DB.corrupt-<time>) and a new one started. With --engine the reply comes from an
  * OpenAI-compatible server (fs/backend.h). */
@@ -50,12 +54,18 @@
 #include "store/db.h"
 
 #define MOUNT_NOTE "chatfs mount on "
+#define MAX_IMAGES 16
 
 typedef struct {
     chat_msg *m;
     int n, cap;
     char *settings; /* the conversation's settings.json, NULL when new */
     int last_complete;
+    int *turn_msg, n_turns;  /* the message each stored turn became */
+    convs_attachment *att;   /* the conversation's images (copies), in seq order */
+    int n_att;
+    int64_t next_seq;
+    chat_image *images;      /* every message's images, message by message */
 } conv_load;
 
 static int push_msg(conv_load *l, const char *role, const char *content, size_t len, const char *reasoning,
@@ -84,6 +94,57 @@ static void free_msgs(conv_load *l) {
     }
     free(l->m);
     free(l->settings);
+    free(l->turn_msg);
+    for (int i = 0; i < l->n_att; i++) {
+        free((char *)l->att[i].name);
+        free((char *)l->att[i].hash);
+        free((void *)l->att[i].bytes);
+    }
+    free(l->att);
+    free(l->images);
+}
+
+/* an image for the conversation: a copy of what the store gave, or of a file given */
+static int push_image(conv_load *l, const convs_attachment *a) {
+    convs_attachment *g = realloc(l->att, sizeof *g * (size_t)(l->n_att + 1));
+    if (!g) return -1;
+    l->att = g;
+    convs_attachment *c = &l->att[l->n_att];
+    *c = *a;
+    c->name = strdup(a->name);
+    c->hash = strdup(a->hash);
+    void *bytes = malloc(a->len ? a->len : 1);
+    if (bytes) memcpy(bytes, a->bytes, a->len);
+    c->bytes = bytes;
+    l->n_att++;
+    if (a->seq >= l->next_seq) l->next_seq = a->seq + 1;
+    return c->name && c->hash && bytes ? 0 : -1;
+}
+
+static int load_attachment(void *ud, int64_t conv, const convs_attachment *a) {
+    (void)conv;
+    return push_image(ud, a);
+}
+
+/* Each user message gets the images of its turn, the new one (turn `new_turn`) those
+ * that wait (a mount's attachments/ not sent yet) and then the files given, as the mount
+ * sends them: before its text, in the order they were added. */
+static int give_images(conv_load *l, int new_turn) {
+    if (!l->n_att) return 0;
+    if (!(l->images = malloc(sizeof *l->images * (size_t)l->n_att))) return -1;
+    int used = 0;
+    for (int t = 1; t <= new_turn; t++) {
+        int mi = t <= l->n_turns ? l->turn_msg[t - 1] : l->n - 1;
+        int first = used;
+        for (int k = 0; k < l->n_att; k++)
+            if (l->att[k].turn == t || (t == new_turn && l->att[k].turn == 0))
+                l->images[used++] = (chat_image){l->att[k].bytes, l->att[k].len};
+        if (used > first && mi >= 0 && !strcmp(l->m[mi].role, "user")) {
+            l->m[mi].images = l->images + first;
+            l->m[mi].n_images = used - first;
+        }
+    }
+    return 0;
 }
 
 static int load_conv(void *ud, int64_t id, const char *name, const char *system, const char *settings,
@@ -98,6 +159,10 @@ static int load_conv(void *ud, int64_t id, const char *name, const char *system,
 static int load_turn(void *ud, int64_t conv, int idx, const convs_turn *t) {
     (void)conv, (void)idx;
     conv_load *l = ud;
+    int *g = realloc(l->turn_msg, sizeof *g * (size_t)(l->n_turns + 1));
+    if (!g) return -1;
+    l->turn_msg = g;
+    l->turn_msg[l->n_turns++] = l->n;
     l->last_complete = t->complete;
     return push_msg(l, t->user ? "user" : "assistant", t->text, t->len, t->reasoning, t->reasoning_len);
 }
@@ -217,6 +282,7 @@ static int64_t now_ns(void) {
 
 typedef struct {
     const char *model_path, *engine_url, *remote_model, *key_file;
+    const char *mmproj; /* --mmproj, or the one beside the model: loaded when a message has images */
     const char *ctk, *ctv; /* -ctk/-ctv; NULL: the engine's default */
     long threads, ctx, draft, draft_vocab;
     size_t ram_budget, disk_budget;
@@ -251,7 +317,7 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
     }
     if (q->conv) {
         id = convs_find(st, q->conv);
-        convs_loader ld = {&l, load_conv, load_turn};
+        convs_loader ld = {&l, load_conv, load_turn, load_attachment};
         if (id < 0 || (id > 0 && convs_load_one(st, id, &ld, err, sizeof err) != 0)) {
             cli_error("cannot read conversation %s: %s", q->conv, id < 0 ? "the database cannot be read" : err);
             goto out;
@@ -275,6 +341,26 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         }
     }
     if (push_msg(&l, "user", text, len, NULL, 0) != 0) goto out;
+    for (int k = 0; k < q->n_images; k++) {
+        char hash[33], name[300];
+        fs_image_hash(q->images[k].bytes, q->images[k].len, hash);
+        /* the file's name, or TTT-K-NAME when the conversation has an attachment of that name */
+        for (int tries = 0, taken = 1; taken; tries++) {
+            if (tries) snprintf(name, sizeof name, "%03d-%d-%.250s", expect + 1, k + tries, q->images[k].name);
+            else snprintf(name, sizeof name, "%s", q->images[k].name);
+            taken = 0;
+            for (int i = 0; i < l.n_att; i++) taken |= !strcmp(l.att[i].name, name);
+        }
+        convs_attachment a = {l.next_seq, name, hash, q->images[k].bytes, q->images[k].len, 0, now_ns()};
+        if (push_image(&l, &a) != 0) goto out;
+    }
+    if (give_images(&l, expect + 1) != 0) goto out;
+    const char *mmproj = l.n_att ? eo->mmproj : NULL; /* the projector loads only for images */
+    if (l.n_att && !mmproj && !eo->engine_url) {
+        cli_error("ask: %s: images need the model's projector: --mmproj FILE, or one mmproj*.gguf beside the model "
+                  "(%s)", q->n_images ? "--image" : q->conv, strerror(ENOTSUP));
+        goto out;
+    }
 
     if (eo->engine_url) {
         remote_config rcfg = {eo->engine_url, eo->remote_model, eo->key_file, 1};
@@ -289,13 +375,19 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         engine_config cfg = {.model_path = eo->model_path, .checkpoints = cs_port(checkpoints), .threads = (int)eo->threads,
                              .n_ctx = (int)eo->ctx, .cache_type_k = eo->ctk, .cache_type_v = eo->ctv,
                              .draft = eo->draft < 0 ? 0 : eo->draft == 0 ? -1 : (int)eo->draft,
-                             .draft_vocab = (int)eo->draft_vocab, .flush_at_close = 1};
+                             .draft_vocab = (int)eo->draft_vocab, .flush_at_close = 1, .mmproj_path = mmproj};
         be = backend_engine_open(&cfg, err, sizeof err);
     }
     if (!be) {
         cli_error("%s", err);
         goto out;
     }
+    for (int k = 0; k < q->n_images; k++) /* checked as the mount checks a file at its close */
+        if (!be->check_image || be->check_image(be, q->images[k].bytes, q->images[k].len, err, sizeof err) != 0) {
+            cli_error("ask: --image %s: %s (%s)", q->images[k].name, be->check_image ? err : "the engine takes no images",
+                      strerror(be->check_image && errno == ENOTSUP ? ENOTSUP : EINVAL));
+            goto out;
+        }
     /* the settings the mount would use for the conversation (its settings.json over
      * the root's, over the model's recommended sampling), then this turn's options */
     settings_builtin(&defaults);
@@ -350,6 +442,22 @@ static int ask_direct(const char *db_path, int shared, const ask_req *q, const e
         if (id < 0) {
             cli_error("ask: the message was not stored: %s", err);
             goto out;
+        }
+        /* the images go with the new turn: the waiting ones and then the files given */
+        for (int k = 0; k < l.n_att; k++) {
+            convs_attachment *a = &l.att[k];
+            if (a->turn) continue;
+            a->turn = expect + 1;
+            int e = k < l.n_att - q->n_images
+                        ? convs_set_attachment_turns(st, id, &a->seq, &a->turn, 1, err, sizeof err)
+                        : convs_put_attachment(st, id, a, err, sizeof err);
+            if (e) {
+                cli_error("ask: the image %s was not stored: %s", a->name, err);
+                if (!convs_replace_turns(st, id, expect + 1, NULL, 0, NULL, err, sizeof err) && expect == 0 &&
+                    !l.settings)
+                    convs_delete(st, id, err, sizeof err); /* nor is the message */
+                goto out;
+            }
         }
         snprintf(session, sizeof session, "conversation-%lld", (long long)id);
         s.session = session; /* as the mount names it: the checkpoints count against one budget */
@@ -472,7 +580,9 @@ int cmd_ask(int argc, char **argv) {
     const char *db_arg = NULL, *system_arg = NULL, *text_arg = NULL, *grammar_file = NULL, *schema_file = NULL;
     engine_opts eo = {.draft = -1, .ram_budget = CS_DEFAULT_RAM_BUDGET, .disk_budget = CS_DEFAULT_DISK_BUDGET};
     ask_req q = {.max_tokens = 256, .thinking = -1};
-    int is_k;
+    const char *image_args[MAX_IMAGES];
+    ask_image images[MAX_IMAGES];
+    int is_k, n_image_args = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m")) eo.model_path = v, i++;
@@ -522,6 +632,14 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--grammar-file")) grammar_file = v, i++;
         else if (!strcmp(a, "--json-schema")) schema_file = v, i++;
         else if (!strcmp(a, "--no-checkpoints")) q.no_ckpt = 1;
+        else if (!strcmp(a, "--mmproj")) eo.mmproj = v, i++;
+        else if (!strcmp(a, "--image")) {
+            if (n_image_args == MAX_IMAGES) {
+                cli_error("ask: at most %d --image files in one message", MAX_IMAGES);
+                return 1;
+            }
+            image_args[n_image_args++] = v, i++;
+        }
         else if (a[0] == '-' && a[1]) { cli_error("ask: unknown option '%s'", a); return 1; }
         else if (!text_arg) text_arg = a;
         else { cli_error("ask: more than one TEXT"); return 1; }
@@ -543,6 +661,10 @@ int cmd_ask(int argc, char **argv) {
         cli_error("ask: --draft and --draft-vocab are the local engine's (a server decodes as it is configured)");
         return 1;
     }
+    if (eo.engine_url && eo.mmproj) {
+        cli_error("ask: --mmproj is the local engine's (a server loads its own projector)");
+        return 1;
+    }
     if (grammar_file && schema_file) {
         cli_error("ask: --grammar-file and --json-schema: give one of them (%s)", strerror(EINVAL));
         return 1;
@@ -554,6 +676,9 @@ int cmd_ask(int argc, char **argv) {
     }
     char model_buf[1100];
     if (!eo.model_path && !eo.engine_url && !(eo.model_path = cli_default_model(model_buf, sizeof model_buf))) return 1;
+    char mmproj_buf[1100];
+    int many = 0;
+    if (!eo.mmproj && eo.model_path) eo.mmproj = cli_find_mmproj(eo.model_path, mmproj_buf, sizeof mmproj_buf, &many);
     char db_path[1024];
     if (db_arg) snprintf(db_path, sizeof db_path, "%s", db_arg);
     else db_default_path(db_path, sizeof db_path);
@@ -574,6 +699,22 @@ int cmd_ask(int argc, char **argv) {
         goto out;
     }
     if (system_arg && !(system = cli_text_arg(system_arg))) goto out;
+    for (; q.n_images < n_image_args; q.n_images++) { /* each file whole, as cp would put it in attachments/ */
+        char at[1100];
+        const char *path = image_args[q.n_images], *slash = strrchr(path, '/');
+        snprintf(at, sizeof at, "@%s", path);
+        ask_image *im = &images[q.n_images];
+        if (!(im->bytes = read_text(at, &im->len))) goto out;
+        im->name = slash ? slash + 1 : path;
+        if (!fs_valid_name(im->name)) {
+            cli_error("ask: --image %s: not a file's name (%s)", path, strerror(EINVAL));
+            free((void *)im->bytes);
+            goto out;
+        }
+    }
+    q.images = images;
+    if (q.n_images && many && !eo.mmproj)
+        cli_error("ask: %d mmproj*.gguf files beside the model: --mmproj FILE says which", many);
     q.text = text, q.len = len, q.system = system;
     /* One process writes a database (store/db.h). A mount that holds it is asked through
      * its files; beside another chatfs ask, this run keeps its checkpoints in RAM and
@@ -596,6 +737,7 @@ int cmd_ask(int argc, char **argv) {
     rc = ask_direct(db_path, lk > 0, &q, &eo);
 out:
     db_unclaim(lock_fd);
+    for (int k = 0; k < q.n_images; k++) free((void *)images[k].bytes);
     free(text);
     free(system);
     free(grammar_text);

@@ -95,7 +95,7 @@ static const char usage_ask[] =
     "                  [-n MAX_TOKENS] [--temp T] [--seed S] [--thinking on|off] [--json] [--stats]\n"
     "                  [-c N] [-ctk T] [-ctv T] [--no-checkpoints] [--interval N] [--ram-budget B] [--disk-budget B]\n"
     "                  [--draft N] [--draft-vocab V] [--grammar-file FILE | --json-schema FILE]\n"
-    "                  [-t THREADS] TEXT|@FILE|-\n"
+    "                  [--image FILE]... [--mmproj FILE] [-t THREADS] TEXT|@FILE|-\n"
     "  One user turn of conversation NAME, the one a mount of the database shows as NAME/ (made\n"
     "  if new; without --conversation a turn of its own, not kept); prints the answer. TEXT is\n"
     "  the message, @FILE a file's, - standard input's; taken as a write to NAME/message is:\n"
@@ -111,6 +111,9 @@ static const char usage_ask[] =
     "  --grammar-file FILE: the answer follows the GBNF grammar in FILE (llama.cpp's syntax; the\n"
     "  reasoning stays free); --json-schema FILE: the answer is JSON valid under the schema. Both\n"
     "  are this turn's settings.json grammar / response_format (a server is sent them).\n"
+    "  --image FILE (up to 16): the message carries the image before its text, as a file copied\n"
+    "  into NAME/attachments/ (the projector: --mmproj FILE or the one mmproj*.gguf beside the\n"
+    "  model; a server takes the images with its own).\n"
     "  --engine URL [--model NAME] [--api-key-file FILE]: the same on an OpenAI-compatible server.\n";
 static const char usage_bench[] =
     "usage: chatfs bench -m MODEL.gguf [-t N] [--pp 512] [--tg 64] [--depth D] [--batch B] [--reps R]\n"

@@ -8,6 +8,9 @@
 #    close (EINVAL, the reason in error) and nothing is stored;
 #  - two conversations holding the same image store its bytes once;
 #  - a removed user turn puts its images back to wait for the next message;
+#  - a user turn's file names its images, and saved back as it reads it changes nothing;
+#  - chatfs ask --image, on the database and through the mount, gives mtmd's prompt too, and a
+#    follow-up reuses the image; without a projector or with a cut PNG ask refuses;
 #  - a mount without a projector refuses attachments with the reason (ENOTSUP).
 set -u
 cd "$(dirname "$0")/.."
@@ -76,6 +79,14 @@ rm "$M/a/attachments/noise-131x91.png" 2>/dev/null && fail "a sent attachment wa
 has "$(cat "$M/a/error")" "went with turn 1" || fail "the refused removal says: $(cat "$M/a/error")"
 has "$(cat "$M/a/transcript.md")" "> image attachments/noise-131x91.png (47853 bytes)" ||
     fail "transcript.md does not name the image: $(head -5 "$M/a/transcript.md")"
+# the turn file names its image before its text; saved back as it reads, nothing changes
+want_turn=$(printf '> image attachments/noise-131x91.png (47853 bytes)\n\nthis picture?')
+[ "$(cat "$M/a/turns/001-user.md")" = "$want_turn" ] || fail "turns/001-user.md: $(cat "$M/a/turns/001-user.md")"
+before=$(cat "$M/a/status")
+cat "$M/a/turns/001-user.md" >"$TMP/turn.md" && cat "$TMP/turn.md" >"$M/a/turns/001-user.md" ||
+    fail "the turn file saved back: $(cat "$M/a/error")"
+[ "$(cat "$M/a/status")" = "$before" ] && [ "$(cat "$M/a/turns/001-user.md")" = "$want_turn" ] ||
+    fail "a turn saved back unchanged changed something: $(cat "$M/a/status") / $(cat "$M/a/turns/001-user.md")"
 ask a "And its colours?"
 r=$(reused_of a)
 [ "${r:-0}" -gt "$want" ] || fail "the follow-up reused ${r:-0} tokens, not the image's turn ($want): $(cat "$M/a/status")"
@@ -140,6 +151,33 @@ printf '[{"role": "user", "content": [{"type": "image_url", "image_url": {"url":
 cp "$TMP/path.json" "$M/e/messages.json" 2>/dev/null && fail "an image by file path was imported"
 has "$(cat "$M/e/error")" "data: URL" || fail "the refused path says: $(cat "$M/e/error")"
 [ -z "$(ls "$M/e/turns")" ] || fail "the refused import left turns: $(ls "$M/e/turns")"
+umount_all
+
+# chatfs ask --image: without a mount (the database directly) and through one
+mount_it $PROJ
+setup f
+setup g
+umount_all
+js() { printf '%s' "$2" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
+# the tiny model's 8 tokens: exit status 2 (-n cut the reply) is a reply
+ask_ok() { "$@"; rc=$?; [ $rc = 0 ] || [ $rc = 2 ]; }
+ASK="$CHATFS ask -m $FX/qwen35-tiny-f32.gguf --db $TMP/db -t 2 -ctk f32 -ctv f32 -n 8 --json"
+out=$(ask_ok $ASK $PROJ --conversation f --image $V/noise-131x91.png "this picture?") || fail "ask --image: $out"
+[ "$(js prompt_tokens "$out")" = "$want" ] || fail "ask --image: the prompt is not mtmd's $want tokens: $out"
+out=$(ask_ok $ASK $PROJ --conversation f "And its colours?") || fail "ask after the image: $out"
+[ "$(js reused_tokens "$out")" -gt "$want" ] || fail "ask's follow-up did not reuse the image: $out"
+out=$($ASK --conversation g --image $V/noise-131x91.png "this picture?" 2>&1) && fail "ask --image without a projector ran"
+has "$out" "mmproj" || fail "ask --image without a projector says: $out"
+head -c 400 $V/noise-131x91.png >"$TMP/cut.png"
+out=$($ASK $PROJ --conversation g --image "$TMP/cut.png" "this picture?" 2>&1) && fail "ask took a cut PNG"
+has "$out" "Invalid argument" || fail "ask --image of a cut PNG says: $out"
+mount_it $PROJ
+cmp -s $V/noise-131x91.png "$M/f/attachments/noise-131x91.png" || fail "ask's image is not in f/attachments/"
+has "$(cat "$M/f/turns/001-user.md")" "> image attachments/noise-131x91.png" || fail "f's turn: $(cat "$M/f/turns/001-user.md")"
+[ -z "$(ls "$M/g/turns")" ] && [ -z "$(ls "$M/g/attachments")" ] || fail "refused asks left something in g: $(ls -R "$M/g")"
+out=$(ask_ok $ASK --conversation g --image $V/noise-131x91.png "this picture?") || fail "ask --image through the mount: $out"
+[ "$(js prompt_tokens "$out")" = "$want" ] || fail "ask --image through the mount: the prompt is not $want tokens: $out"
+cmp -s $V/noise-131x91.png "$M/g/attachments/noise-131x91.png" || fail "ask through the mount: the image is not in g/attachments/"
 umount_all
 
 # no projector: refused at the create, with the reason
